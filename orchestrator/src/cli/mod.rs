@@ -1,0 +1,533 @@
+//! The `dsh` command line: `dsh workflow run | check | types`.
+//!
+//! Everything here is the binary edge: it turns flags into a
+//! [`StartRequest`](crate::StartRequest), renders events and the result,
+//! and maps outcomes to exit codes (contract §12). Errors that prevent a run
+//! print `error[CODE]: …` on stderr with an empty stdout and exit 2.
+
+mod progress;
+mod units;
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use dsh_protocol::{ErrorCode, StopReason};
+use serde_json::Value;
+
+use crate::providers::scripted::ScriptedProvider;
+use crate::run::{ArgsInput, StartRequest, WorkerCommand, start};
+use crate::script::Meta;
+use crate::{Limits, RunResult};
+
+pub use units::{parse_duration, parse_size};
+
+/// Exit codes (contract §12).
+pub mod exit {
+    pub const COMPLETED: i32 = 0;
+    pub const ERROR: i32 = 1;
+    pub const NOT_STARTED: i32 = 2;
+    pub const TIMEOUT: i32 = 124;
+    pub const CANCELLED: i32 = 130;
+}
+
+const TYPES: &str = include_str!("types.d.ts");
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "dsh",
+    version,
+    about = "Run TypeScript workflow scripts in supervised worker processes"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Top,
+}
+
+#[derive(Subcommand, Debug)]
+enum Top {
+    /// Workflow scripts: run, check, print the globals' types.
+    Workflow {
+        #[command(subcommand)]
+        command: WorkflowCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum WorkflowCmd {
+    /// Run a workflow script.
+    Run(RunArgs),
+    /// Parse a script and validate its meta, without running it.
+    Check {
+        /// The script (.ts, .mts, .js, .mjs).
+        script: PathBuf,
+    },
+    /// Print the TypeScript declarations of the script globals.
+    Types,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum EventsMode {
+    Jsonl,
+    Pretty,
+    None,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum OutputMode {
+    Value,
+    Result,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// The script (.ts, .mts, .js, .mjs).
+    script: PathBuf,
+    /// The script's `args` as JSON.
+    #[arg(long, value_name = "JSON", group = "input")]
+    args: Option<String>,
+    /// The script's `args` as a string.
+    #[arg(long, value_name = "TEXT", group = "input")]
+    args_text: Option<String>,
+    /// Read the script's `args` as JSON from a file.
+    #[arg(long, value_name = "PATH", group = "input")]
+    args_file: Option<PathBuf>,
+    /// Answer agent() calls from this fixture file.
+    #[arg(long, value_name = "FILE")]
+    fixture: Option<PathBuf>,
+    /// Named provider from dsh.toml (not available in this version).
+    #[arg(long, value_name = "NAME")]
+    provider: Option<String>,
+    /// Record answers to a fixture file (not available in this version).
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    /// How events are shown on stderr.
+    #[arg(long, value_enum, default_value_t = EventsMode::Pretty)]
+    events: EventsMode,
+    /// Also write every event as a JSON line to this file, flushed as it happens.
+    #[arg(long, value_name = "PATH")]
+    events_file: Option<PathBuf>,
+    /// What goes to stdout: the value, or the whole result object.
+    #[arg(long, value_enum, default_value_t = OutputMode::Value)]
+    output: OutputMode,
+    /// Configuration file (not available in this version).
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// At most N agents at once (default 16).
+    #[arg(long, value_name = "N")]
+    max_concurrent: Option<u32>,
+    /// At most N agents per run (default and ceiling 1000).
+    #[arg(long, value_name = "N")]
+    max_agents: Option<u32>,
+    /// Wall-clock budget of the whole run, e.g. 30s, 5m.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    timeout: Option<std::time::Duration>,
+    /// Time between a cancel and the forced settle (default 5s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    grace: Option<std::time::Duration>,
+    /// Longest synchronous slice of script code (default 30s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    sync_timeout: Option<std::time::Duration>,
+    /// Output-token budget of the run.
+    #[arg(long, value_name = "TOKENS")]
+    budget: Option<u64>,
+    /// Answer every agent() without a provider (not available in this version).
+    #[arg(long)]
+    dry_run: bool,
+    /// Sandbox policy (only best-effort and off in this version).
+    #[arg(long, value_name = "POLICY")]
+    sandbox: Option<String>,
+    /// Script heap limit, e.g. 256MiB.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    memory: Option<u64>,
+    /// CPU-time budget of the script (not available in this version).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    compute_timeout: Option<std::time::Duration>,
+}
+
+/// A failure before the run exists: `error[CODE]: message`, exit 2.
+struct NotStarted {
+    code: ErrorCode,
+    message: String,
+}
+
+impl NotStarted {
+    fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        NotStarted {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+fn usage(message: impl Into<String>) -> NotStarted {
+    NotStarted::new(ErrorCode::Usage, message)
+}
+
+fn print_error(code: ErrorCode, message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "error[{code}]: {message}");
+}
+
+/// Runs the CLI with `std::env::args()`. Returns the exit code.
+pub fn main() -> i32 {
+    main_with(std::env::args_os())
+}
+
+/// Runs the CLI with the given argv (program name first).
+pub fn main_with<I, T>(argv: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return exit::COMPLETED;
+            }
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                let _ = e.print();
+                return exit::NOT_STARTED;
+            }
+            let text = e.to_string();
+            let text = text.trim_start_matches("error: ").trim_end();
+            print_error(ErrorCode::Usage, text);
+            return exit::NOT_STARTED;
+        }
+    };
+    init_tracing();
+    let Top::Workflow { command } = cli.command;
+    match command {
+        WorkflowCmd::Types => {
+            print!("{TYPES}");
+            exit::COMPLETED
+        }
+        WorkflowCmd::Check { script } => match check(&script) {
+            Ok(meta) => {
+                println!("{}\n{}", meta.name, meta.description);
+                exit::COMPLETED
+            }
+            Err(e) => {
+                print_error(e.code, &e.message);
+                exit::NOT_STARTED
+            }
+        },
+        WorkflowCmd::Run(args) => {
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    print_error(
+                        ErrorCode::Usage,
+                        &format!("cannot start the async runtime: {e}"),
+                    );
+                    return exit::NOT_STARTED;
+                }
+            };
+            rt.block_on(run(args))
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// The CLI's default meta for a file without one.
+fn default_meta(path: &Path) -> Meta {
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "workflow".into());
+    let file = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| stem.clone());
+    Meta {
+        name: stem,
+        description: format!("workflow {file}"),
+        when_to_use: None,
+        phases: None,
+    }
+}
+
+fn load_request(script: &Path, limits: &Limits) -> Result<StartRequest, NotStarted> {
+    let req = StartRequest::from_path(script, limits)
+        .map_err(|e| NotStarted::new(e.code(), e.to_string()))?;
+    Ok(req)
+}
+
+fn check(script: &Path) -> Result<Meta, NotStarted> {
+    let req = load_request(script, &Limits::default())?;
+    let req = req.clone().with_meta_fallback(default_meta(script));
+    let (_, meta) =
+        crate::run::prepare(&req).map_err(|e| NotStarted::new(e.code(), e.to_string()))?;
+    Ok(meta)
+}
+
+impl StartRequest {
+    /// Uses `meta` only when the file has no meta of its own (the CLI's
+    /// defaulting rule).
+    fn with_meta_fallback(mut self, meta: Meta) -> Self {
+        self.meta_fallback = Some(meta);
+        self
+    }
+}
+
+fn not_available(flag: &str, issue: &str) -> NotStarted {
+    usage(format!(
+        "{flag} is not available in this version of dsh ({issue}); see docs/cli.md for what is supported"
+    ))
+}
+
+fn build_request(a: &RunArgs) -> Result<StartRequest, NotStarted> {
+    if a.record.is_some() {
+        return Err(not_available(
+            "--record",
+            "recording arrives with durable runs",
+        ));
+    }
+    if a.dry_run {
+        return Err(not_available(
+            "--dry-run",
+            "dry runs arrive with durable runs",
+        ));
+    }
+    if a.config.is_some() || a.provider.is_some() {
+        return Err(not_available(
+            if a.config.is_some() {
+                "--config"
+            } else {
+                "--provider"
+            },
+            "configured providers arrive with dsh.toml; use --fixture FILE",
+        ));
+    }
+    if a.compute_timeout.is_some() {
+        return Err(not_available(
+            "--compute-timeout",
+            "the compute budget arrives with the sandbox",
+        ));
+    }
+    let sandbox = match a.sandbox.as_deref() {
+        None | Some("best-effort") => dsh_protocol::SandboxPolicy::BestEffort,
+        Some("off") => dsh_protocol::SandboxPolicy::Off,
+        Some("strict") => dsh_protocol::SandboxPolicy::Strict,
+        Some(other) => {
+            return Err(usage(format!(
+                "--sandbox: unknown policy {other:?}; use strict, best-effort or off"
+            )));
+        }
+    };
+    let mut limits = Limits::default();
+    if let Some(n) = a.max_concurrent {
+        limits.max_concurrent_agents = n;
+    }
+    if let Some(n) = a.max_agents {
+        limits.max_total_agents = n;
+    }
+    limits.wall_timeout = a.timeout;
+    if let Some(g) = a.grace {
+        limits.dispose_grace = g;
+    }
+    if let Some(s) = a.sync_timeout {
+        limits.sync_timeout = s;
+    }
+    limits.budget_tokens = a.budget;
+    if let Some(m) = a.memory {
+        limits.memory_bytes = m;
+    }
+    limits.validate().map_err(|e| {
+        let flag = match e.knob {
+            "maxConcurrentAgents" => "--max-concurrent",
+            "maxTotalAgents" => "--max-agents",
+            "wallTimeoutMs" => "--timeout",
+            "syncTimeoutMs" => "--sync-timeout",
+            "memoryBytes" => "--memory",
+            other => other,
+        };
+        usage(format!("{flag}: {}", e.message))
+    })?;
+
+    let args = if let Some(json) = &a.args {
+        ArgsInput::Json(
+            serde_json::from_str::<Value>(json)
+                .map_err(|e| usage(format!("--args: not valid JSON: {e}")))?,
+        )
+    } else if let Some(text) = &a.args_text {
+        ArgsInput::Text(text.clone())
+    } else if let Some(path) = &a.args_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| usage(format!("--args-file {}: cannot read: {e}", path.display())))?;
+        ArgsInput::Json(serde_json::from_str::<Value>(&text).map_err(|e| {
+            usage(format!(
+                "--args-file {}: not valid JSON: {e}",
+                path.display()
+            ))
+        })?)
+    } else {
+        ArgsInput::None
+    };
+
+    let mut req = load_request(&a.script, &limits)?
+        .with_limits(limits)
+        .with_args(args)
+        .with_meta_fallback(default_meta(&a.script))
+        .with_worker(cli_worker()?);
+    req.sandbox = sandbox;
+    if let Some(f) = &a.fixture {
+        let p = ScriptedProvider::from_file(f)
+            .map_err(|e| NotStarted::new(ErrorCode::FixtureInvalid, e.to_string()))?;
+        req = req.with_provider(Arc::new(p));
+    }
+    Ok(req)
+}
+
+/// The CLI runs itself as the worker unless `DSH_WORKER` names another.
+fn cli_worker() -> Result<WorkerCommand, NotStarted> {
+    if std::env::var_os("DSH_WORKER").is_some() {
+        return WorkerCommand::resolve().map_err(|m| NotStarted::new(ErrorCode::WorkerExited, m));
+    }
+    std::env::current_exe()
+        .map(WorkerCommand::dsh)
+        .map_err(|e| {
+            NotStarted::new(
+                ErrorCode::WorkerExited,
+                format!("cannot locate the dsh executable: {e}"),
+            )
+        })
+}
+
+async fn run(a: RunArgs) -> i32 {
+    let req = match build_request(&a) {
+        Ok(r) => r,
+        Err(e) => {
+            print_error(e.code, &e.message);
+            return exit::NOT_STARTED;
+        }
+    };
+    let mut events_file = match &a.events_file {
+        None => None,
+        Some(p) => match std::fs::File::create(p) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                print_error(
+                    ErrorCode::Usage,
+                    &format!("--events-file {}: cannot create: {e}", p.display()),
+                );
+                return exit::NOT_STARTED;
+            }
+        },
+    };
+    // Signals first, so a Ctrl-C during start-up is not lost.
+    let signals = Signals::install();
+    let run = match start(req) {
+        Ok(r) => r,
+        Err(e) => {
+            print_error(e.code(), &e.to_string());
+            return exit::NOT_STARTED;
+        }
+    };
+    let mode = match a.events {
+        EventsMode::Jsonl => progress::Mode::Jsonl,
+        EventsMode::None => progress::Mode::None,
+        EventsMode::Pretty => progress::Mode::Lines {
+            color: std::io::stderr().is_terminal(),
+        },
+    };
+    let mut events = run.subscribe();
+    let mut signals = signals;
+    let mut interrupts = 0u32;
+    loop {
+        tokio::select! {
+            ev = events.next() => match ev {
+                Some(ev) => {
+                    if let Some(f) = events_file.as_mut() {
+                        let _ = writeln!(f, "{}", ev.to_json());
+                        let _ = f.flush();
+                    }
+                    progress::show(&mode, &ev);
+                }
+                None => break,
+            },
+            _ = signals.next() => {
+                interrupts += 1;
+                if interrupts == 1 {
+                    run.cancel("interrupted by signal");
+                } else {
+                    run.terminate();
+                }
+            }
+        }
+    }
+    let result = run.dispose().await;
+    report(&result, a.output)
+}
+
+fn report(result: &RunResult, output: OutputMode) -> i32 {
+    let out = match output {
+        OutputMode::Value => &result.value,
+        OutputMode::Result => &result.to_json(),
+    };
+    let text = serde_json::to_string_pretty(out).unwrap_or_else(|_| "null".into());
+    {
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{text}");
+        let _ = stdout.flush();
+    }
+    if let Some(e) = &result.error {
+        print_error(e.code, &e.message);
+    }
+    match result.stop_reason {
+        StopReason::Completed => exit::COMPLETED,
+        StopReason::Error => exit::ERROR,
+        StopReason::Cancelled => match &result.error {
+            Some(e) if e.code == ErrorCode::Timeout => exit::TIMEOUT,
+            _ => exit::CANCELLED,
+        },
+    }
+}
+
+/// SIGINT and SIGTERM as one stream.
+struct Signals {
+    int: Option<tokio::signal::unix::Signal>,
+    term: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn install() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        Signals {
+            int: signal(SignalKind::interrupt()).ok(),
+            term: signal(SignalKind::terminate()).ok(),
+        }
+    }
+
+    async fn next(&mut self) {
+        async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    if s.recv().await.is_none() {
+                        std::future::pending::<()>().await
+                    }
+                }
+                None => std::future::pending::<()>().await,
+            }
+        }
+        tokio::select! {
+            _ = recv(&mut self.int) => {}
+            _ = recv(&mut self.term) => {}
+        }
+    }
+}

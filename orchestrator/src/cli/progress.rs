@@ -1,0 +1,77 @@
+//! Rendering events on stderr: JSON lines, or one readable line per event
+//! (with colour when stderr is a terminal).
+
+use std::io::Write;
+
+use crate::events::{Event, EventKind};
+
+pub fn line(event: &Event, color: bool) -> String {
+    let (dim, bold, red, green, yellow, reset) = if color {
+        (
+            "\x1b[2m", "\x1b[1m", "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[0m",
+        )
+    } else {
+        ("", "", "", "", "", "")
+    };
+    let t = format!("{dim}[{:>6}ms]{reset}", event.t);
+    match &event.kind {
+        EventKind::Start { meta } => format!(
+            "{t} {bold}start{reset} {} — {} ({})",
+            meta.name, meta.description, event.run_id
+        ),
+        EventKind::Phase { title } => format!("{t} {bold}phase{reset} {title}"),
+        EventKind::Log { message } => format!("{t} log {message}"),
+        EventKind::AgentStart {
+            seq, label, phase, ..
+        } => format!(
+            "{t} agent #{seq} {yellow}started{reset} {label}{}",
+            phase
+                .as_ref()
+                .map(|p| format!(" [{p}]"))
+                .unwrap_or_default()
+        ),
+        EventKind::AgentEnd {
+            seq,
+            label,
+            outcome,
+            ..
+        } => {
+            let c = match outcome.as_str() {
+                "completed" => green,
+                _ => red,
+            };
+            format!("{t} agent #{seq} {c}{}{reset} {label}", outcome.as_str())
+        }
+        EventKind::End {
+            stop_reason,
+            error,
+            agents_started,
+            ..
+        } => format!(
+            "{t} {bold}end{reset} {}{} ({agents_started} agent{})",
+            stop_reason.as_str(),
+            error
+                .as_ref()
+                .map(|e| format!(" {}", e.code))
+                .unwrap_or_default(),
+            if *agents_started == 1 { "" } else { "s" }
+        ),
+    }
+}
+
+/// Where and how events are shown.
+pub enum Mode {
+    Jsonl,
+    Lines { color: bool },
+    None,
+}
+
+pub fn show(mode: &Mode, event: &Event) {
+    let text = match mode {
+        Mode::Jsonl => event.to_json().to_string(),
+        Mode::Lines { color } => line(event, *color),
+        Mode::None => return,
+    };
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{text}");
+}

@@ -1,0 +1,85 @@
+// TypeScript declarations of the globals a dsh workflow script can use.
+// Save as e.g. `dsh-workflow.d.ts` next to your scripts so editors check them:
+//   dsh workflow types > dsh-workflow.d.ts
+
+/** A JSON Schema in the supported subset (object root at the top). */
+type WorkflowSchema = {
+  type?: "object" | "array" | "string" | "number" | "integer" | "boolean" | "null";
+  properties?: Record<string, WorkflowSchema>;
+  required?: string[];
+  additionalProperties?: boolean;
+  items?: WorkflowSchema;
+  enum?: (string | number | boolean | null)[];
+  const?: string | number | boolean | null;
+  oneOf?: WorkflowSchema[];
+  description?: string;
+  title?: string;
+  default?: unknown;
+  examples?: unknown[];
+};
+
+interface AgentOptions {
+  /** Display label (default: the prompt's first line, cut to 48 characters). */
+  label?: string;
+  /** Phase attribution (default: the current phase() title). */
+  phase?: string;
+  /** Ask for a structured value, validated against this schema. */
+  schema?: WorkflowSchema;
+  /** Model override, passed to the provider. */
+  model?: string;
+  /** Named provider override for this call. */
+  provider?: string;
+  /** Reasoning effort hint, e.g. "low" … "max". */
+  effort?: string;
+  /** A named agent type the provider resolves. */
+  agentType?: string;
+  /** Run the child in a fresh git worktree where the provider supports it. */
+  isolation?: "worktree";
+}
+
+/** Starts one subagent. Resolves with its text (or structured value with `schema`), or null when the child failed. */
+declare function agent(prompt: string, options?: AgentOptions & { schema?: undefined }): Promise<string | null>;
+declare function agent<T = any>(prompt: string, options: AgentOptions & { schema: WorkflowSchema }): Promise<T | null>;
+
+/** Runs every thunk; results in input order; an ordinary throw makes that item null. */
+declare function parallel<T>(thunks: ReadonlyArray<(() => T | Promise<T>) | Promise<T>>): Promise<(Awaited<T> | null)[]>;
+
+/** Each item flows through every stage, `stage(previous, item, index)`; no barrier between stages. */
+declare function pipeline<I>(items: readonly I[], ...stages: ((previous: any, item: I, index: number) => any)[]): Promise<any[]>;
+
+/** Sets the current phase for later agent() calls. */
+declare function phase(title: string): void;
+
+/** Emits a log line. */
+declare function log(message: string): void;
+
+/** The run's input: JSON from --args, a string from --args-text, or undefined. */
+declare const args: any;
+
+/** The run's output-token budget. */
+declare const budget: {
+  readonly total: number | null;
+  spent(): number;
+  remaining(): number;
+};
+
+/** The error hooks throw. Branch on `code`, never on instanceof. */
+declare class WorkflowError extends Error {
+  readonly name: "WorkflowError";
+  readonly code:
+    | "SCRIPT_ERROR" | "INVALID_ARGUMENT" | "UNSUPPORTED_OPTION" | "UNSUPPORTED_SCHEMA"
+    | "AGENT_CAP" | "ITEM_CAP" | "AGENT_START" | "AGENT_RESULT" | "RESULT_UNSERIALIZABLE"
+    | "BUDGET" | "CANCELLED" | "TIMEOUT" | "MEMORY";
+  readonly fatal: true;
+}
+
+declare const console: {
+  log(...args: unknown[]): void;
+  info(...args: unknown[]): void;
+  warn(...args: unknown[]): void;
+  error(...args: unknown[]): void;
+  debug(...args: unknown[]): void;
+};
+
+declare function setTimeout(fn: (...args: any[]) => void, ms?: number, ...args: any[]): number;
+declare function clearTimeout(id: number | undefined): void;

@@ -1,0 +1,242 @@
+//! Run events (contract §8): data snapshots, never the live run.
+//!
+//! [`Hub`] keeps every event of the run and fans them out to subscribers
+//! over unbounded channels: a slow subscriber costs memory (bounded by the
+//! run's own limits), never the run's progress, and a dropped subscriber is
+//! simply forgotten. Each subscriber first receives the history, so one that
+//! subscribes after `start()` still sees `workflow/start`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use crate::result::RunError;
+use crate::script::Meta;
+use dsh_protocol::StopReason;
+
+/// How an `agent-end` reports the child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentOutcomeKind {
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl AgentOutcomeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentOutcomeKind::Completed => "completed",
+            AgentOutcomeKind::Failed => "failed",
+            AgentOutcomeKind::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The payload of one event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventKind {
+    Start {
+        meta: Meta,
+    },
+    Phase {
+        title: String,
+    },
+    Log {
+        message: String,
+    },
+    AgentStart {
+        seq: u64,
+        label: String,
+        phase: Option<String>,
+        child_id: String,
+    },
+    AgentEnd {
+        seq: u64,
+        label: String,
+        phase: Option<String>,
+        child_id: String,
+        outcome: AgentOutcomeKind,
+    },
+    End {
+        stop_reason: StopReason,
+        error: Option<RunError>,
+        agents_started: u64,
+        log_bytes_dropped: u64,
+    },
+}
+
+/// One event of one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub run_id: Arc<str>,
+    /// Milliseconds since the run started.
+    pub t: u64,
+    pub kind: EventKind,
+}
+
+impl Event {
+    /// The `type` field, e.g. `workflow/agent-start`.
+    pub fn type_name(&self) -> &'static str {
+        match self.kind {
+            EventKind::Start { .. } => "workflow/start",
+            EventKind::Phase { .. } => "workflow/phase",
+            EventKind::Log { .. } => "workflow/log",
+            EventKind::AgentStart { .. } => "workflow/agent-start",
+            EventKind::AgentEnd { .. } => "workflow/agent-end",
+            EventKind::End { .. } => "workflow/end",
+        }
+    }
+
+    /// The JSON object of contract §8, fields in the documented order.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("type".into(), self.type_name().into());
+        m.insert("runId".into(), Value::from(&*self.run_id));
+        match &self.kind {
+            EventKind::Start { meta } => {
+                m.insert(
+                    "meta".into(),
+                    serde_json::to_value(meta).unwrap_or(Value::Null),
+                );
+            }
+            EventKind::Phase { title } => {
+                m.insert("title".into(), title.as_str().into());
+            }
+            EventKind::Log { message } => {
+                m.insert("message".into(), message.as_str().into());
+            }
+            EventKind::AgentStart {
+                seq,
+                label,
+                phase,
+                child_id,
+            } => {
+                m.insert("seq".into(), (*seq).into());
+                m.insert("label".into(), label.as_str().into());
+                m.insert("phase".into(), phase.clone().into());
+                m.insert("childId".into(), child_id.as_str().into());
+            }
+            EventKind::AgentEnd {
+                seq,
+                label,
+                phase,
+                child_id,
+                outcome,
+            } => {
+                m.insert("seq".into(), (*seq).into());
+                m.insert("label".into(), label.as_str().into());
+                m.insert("phase".into(), phase.clone().into());
+                m.insert("childId".into(), child_id.as_str().into());
+                m.insert("outcome".into(), outcome.as_str().into());
+            }
+            EventKind::End {
+                stop_reason,
+                error,
+                agents_started,
+                log_bytes_dropped,
+            } => {
+                m.insert("stopReason".into(), stop_reason.as_str().into());
+                m.insert(
+                    "error".into(),
+                    error.as_ref().map(RunError::to_json).unwrap_or(Value::Null),
+                );
+                m.insert("agentsStarted".into(), (*agents_started).into());
+                if *log_bytes_dropped > 0 {
+                    m.insert("logBytesDropped".into(), (*log_bytes_dropped).into());
+                }
+            }
+        }
+        m.insert("t".into(), self.t.into());
+        Value::Object(m)
+    }
+}
+
+/// A subscription: every event of the run in order, ending after
+/// `workflow/end`.
+pub struct EventStream {
+    rx: mpsc::UnboundedReceiver<Event>,
+}
+
+impl EventStream {
+    /// The next event; `None` after `workflow/end` was delivered.
+    pub async fn next(&mut self) -> Option<Event> {
+        self.rx.recv().await
+    }
+
+    /// The next event if one is ready now.
+    pub fn try_next(&mut self) -> Option<Event> {
+        self.rx.try_recv().ok()
+    }
+}
+
+struct HubState {
+    history: Vec<Event>,
+    subscribers: Vec<mpsc::UnboundedSender<Event>>,
+    ended: bool,
+}
+
+/// The run's event fan-out. Cheap to clone.
+#[derive(Clone)]
+pub struct Hub {
+    run_id: Arc<str>,
+    epoch: Instant,
+    state: Arc<Mutex<HubState>>,
+}
+
+impl Hub {
+    pub fn new(run_id: Arc<str>, epoch: Instant) -> Self {
+        Hub {
+            run_id,
+            epoch,
+            state: Arc::new(Mutex::new(HubState {
+                history: Vec::new(),
+                subscribers: Vec::new(),
+                ended: false,
+            })),
+        }
+    }
+
+    /// Emits an event. Nothing is emitted after `workflow/end`.
+    pub fn emit(&self, kind: EventKind) {
+        let t = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let is_end = matches!(kind, EventKind::End { .. });
+        let event = Event {
+            run_id: self.run_id.clone(),
+            t,
+            kind,
+        };
+        let Ok(mut st) = self.state.lock() else {
+            return;
+        };
+        if st.ended {
+            return;
+        }
+        st.subscribers.retain(|tx| tx.send(event.clone()).is_ok());
+        st.history.push(event);
+        if is_end {
+            st.ended = true;
+            // Closing the senders ends every stream after workflow/end.
+            st.subscribers.clear();
+        }
+    }
+
+    pub fn subscribe(&self) -> EventStream {
+        let (tx, rx) = mpsc::unbounded_channel();
+        if let Ok(mut st) = self.state.lock() {
+            for e in &st.history {
+                let _ = tx.send(e.clone());
+            }
+            if !st.ended {
+                st.subscribers.push(tx);
+            }
+        }
+        EventStream { rx }
+    }
+}
+
+/// Builds the `error` object of results and `workflow/end`.
+pub(crate) fn error_json(code: &str, message: &str) -> Value {
+    json!({ "code": code, "message": message })
+}

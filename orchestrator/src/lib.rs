@@ -1,0 +1,43 @@
+//! `dsh-orchestrator`: the host side of dsh workflow.
+//!
+//! It prepares a workflow script on the host ([`script`]: parse, strip
+//! types, extract meta — nothing of the script is evaluated here), runs it
+//! in its own supervised worker process ([`run`]: spawn, handshake, the
+//! per-run supervisor, cancellation, cleanup), answers the script's
+//! `agent()` calls through the subagent seam ([`provider`], with the
+//! built-in [`providers`]), and reports [`events`] and a [`result`].
+//! The `dsh` command line lives in [`cli`].
+//!
+//! It is not a JavaScript engine (that is `dsh-worker`) and not a wire
+//! format (that is `dsh-protocol`).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), dsh_orchestrator::StartError> {
+//! use dsh_orchestrator::{start, StartRequest, Limits};
+//! let req = StartRequest::from_path("scripts/examples/review.ts", &Limits::default())?;
+//! let run = start(req)?;
+//! let mut events = run.subscribe();
+//! let result = run.result().await;
+//! run.dispose().await;
+//! # let _ = events.try_next(); let _ = result;
+//! # Ok(()) }
+//! ```
+
+pub mod cli;
+pub mod events;
+pub mod limits;
+pub mod provider;
+pub mod providers;
+pub mod result;
+pub mod run;
+pub mod script;
+
+pub use dsh_protocol::{ErrorCode, StopReason, Usage};
+pub use events::{AgentOutcomeKind, Event, EventKind, EventStream};
+pub use limits::Limits;
+pub use provider::{
+    AgentRequest, ChildOutcome, ChildResult, ResultFault, StartRefused, Subagent, SubagentProvider,
+};
+pub use result::{RunError, RunResult};
+pub use run::{ArgsInput, StartError, StartRequest, WorkerCommand, WorkflowRun, prepare, start};
+pub use script::Meta;

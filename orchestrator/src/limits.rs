@@ -1,0 +1,156 @@
+//! The run limits of contract §9, with their defaults and validation.
+
+use std::time::Duration;
+
+use dsh_protocol::ErrorCode;
+
+/// Ceiling for `max_total_agents` unless configured otherwise.
+pub const DEFAULT_MAX_TOTAL_AGENTS: u32 = 1000;
+
+/// Limits of one run. `Limits::default()` is the contract's defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    pub max_concurrent_agents: u32,
+    pub max_total_agents: u32,
+    /// The configured ceiling `max_total_agents` may not exceed.
+    pub max_total_agents_ceiling: u32,
+    pub max_items_per_call: u32,
+    pub sync_timeout: Duration,
+    pub max_script_bytes: usize,
+    pub dispose_grace: Duration,
+    pub wall_timeout: Option<Duration>,
+    pub compute: Option<Duration>,
+    pub memory_bytes: u64,
+    pub log_bytes: u64,
+    /// Output-token budget (`budget.total`); `None` is unlimited.
+    pub budget_tokens: Option<u64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_concurrent_agents: 16,
+            max_total_agents: DEFAULT_MAX_TOTAL_AGENTS,
+            max_total_agents_ceiling: DEFAULT_MAX_TOTAL_AGENTS,
+            max_items_per_call: 4096,
+            sync_timeout: Duration::from_secs(30),
+            max_script_bytes: 1024 * 1024,
+            dispose_grace: Duration::from_secs(5),
+            wall_timeout: None,
+            compute: None,
+            memory_bytes: 256 * 1024 * 1024,
+            log_bytes: 1024 * 1024,
+            budget_tokens: None,
+        }
+    }
+}
+
+/// An invalid limit: names the knob and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{knob}: {message}")]
+pub struct LimitError {
+    pub knob: &'static str,
+    pub message: String,
+}
+
+impl LimitError {
+    pub fn code(&self) -> ErrorCode {
+        ErrorCode::Usage
+    }
+}
+
+impl Limits {
+    /// Checks every knob; invalid values are errors, never silent clamps.
+    pub fn validate(&self) -> Result<(), LimitError> {
+        let err = |knob, message: String| Err(LimitError { knob, message });
+        if self.max_concurrent_agents == 0 {
+            return err(
+                "maxConcurrentAgents",
+                "must be at least 1 (0 would never start an agent)".into(),
+            );
+        }
+        if self.max_total_agents > self.max_total_agents_ceiling {
+            return err(
+                "maxTotalAgents",
+                format!(
+                    "{} is above the configured ceiling of {}; lower it (a caller may lower, never raise, the ceiling)",
+                    self.max_total_agents, self.max_total_agents_ceiling
+                ),
+            );
+        }
+        if self.max_items_per_call == 0 {
+            return err("maxItemsPerCall", "must be at least 1".into());
+        }
+        if self.sync_timeout.is_zero() {
+            return err("syncTimeoutMs", "must be greater than 0".into());
+        }
+        if self.max_script_bytes == 0 {
+            return err("maxScriptBytes", "must be greater than 0".into());
+        }
+        if self.wall_timeout.is_some_and(|d| d.is_zero()) {
+            return err("wallTimeoutMs", "must be greater than 0 when set".into());
+        }
+        if self.compute.is_some_and(|d| d.is_zero()) {
+            return err("computeMs", "must be greater than 0 when set".into());
+        }
+        if self.memory_bytes < 1024 * 1024 {
+            return err("memoryBytes", "must be at least 1 MiB".into());
+        }
+        Ok(())
+    }
+
+    /// How long after a cancel a script still spinning is interrupted inside
+    /// the worker: a fraction of the grace, so the in-process stop comes well
+    /// before the host's kill.
+    pub fn cancel_interrupt(&self) -> Duration {
+        (self.dispose_grace / 4).min(Duration::from_millis(250))
+    }
+
+    pub(crate) fn to_wire(&self) -> dsh_protocol::Limits {
+        dsh_protocol::Limits {
+            max_concurrent_agents: self.max_concurrent_agents,
+            max_total_agents: self.max_total_agents,
+            max_items_per_call: self.max_items_per_call,
+            sync_timeout_ms: millis(self.sync_timeout),
+            budget_tokens: self.budget_tokens,
+            memory_bytes: self.memory_bytes,
+            compute_ms: self.compute.map(millis),
+            log_bytes: self.log_bytes,
+            cancel_interrupt_ms: millis(self.cancel_interrupt()),
+        }
+    }
+}
+
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[test]
+    fn defaults_are_valid() {
+        Limits::default().validate().expect("defaults");
+    }
+
+    #[rstest]
+    #[case::zero_concurrency(Limits { max_concurrent_agents: 0, ..Limits::default() }, "maxConcurrentAgents")]
+    #[case::above_ceiling(Limits { max_total_agents: 1001, ..Limits::default() }, "maxTotalAgents")]
+    #[case::zero_items(Limits { max_items_per_call: 0, ..Limits::default() }, "maxItemsPerCall")]
+    #[case::zero_sync(Limits { sync_timeout: Duration::ZERO, ..Limits::default() }, "syncTimeoutMs")]
+    #[case::zero_wall(Limits { wall_timeout: Some(Duration::ZERO), ..Limits::default() }, "wallTimeoutMs")]
+    fn invalid_limits_name_the_knob(#[case] limits: Limits, #[case] knob: &str) {
+        assert_eq!(limits.validate().expect_err("invalid").knob, knob);
+    }
+
+    #[test]
+    fn a_caller_may_lower_the_agent_cap() {
+        let l = Limits {
+            max_total_agents: 3,
+            ..Limits::default()
+        };
+        l.validate().expect("lower is fine");
+    }
+}

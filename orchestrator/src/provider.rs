@@ -1,0 +1,109 @@
+//! The subagent seam (contract §13): what an embedding application
+//! implements to answer `agent()` calls, and what the built-in providers
+//! implement too.
+//!
+//! A provider *starts* a child for a request; the child then exposes its id,
+//! its result, `cancel()` and `dispose()`. The supervisor owns every child it
+//! was given: it cancels children when the run is cancelled, and disposes
+//! every child (finished or not) before the run settles.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use dsh_protocol::ErrorCode;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+pub use dsh_protocol::Usage;
+
+/// One `agent()` call, as a provider sees it. Defaults are resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentRequest {
+    /// The call's `seq` in events (1, 2, 3 … per run).
+    pub seq: u64,
+    pub prompt: String,
+    pub label: String,
+    pub phase: Option<String>,
+    /// The call's schema, already checked against the supported subset.
+    pub schema: Option<Value>,
+    pub model: Option<String>,
+    pub provider: Option<String>,
+    pub effort: Option<String>,
+    pub agent_type: Option<String>,
+    pub isolation: Option<String>,
+}
+
+/// How a child ended on its own terms.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChildResult {
+    /// Final text.
+    Text(String),
+    /// A structured answer. The host validates it against the call's schema.
+    Structured(Value),
+    /// The child ended unsuccessfully (refused, failed, gave up): `agent()`
+    /// resolves `null`.
+    Failed(String),
+    /// The child was cancelled.
+    Cancelled,
+}
+
+/// A settled child: its result and the tokens it reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildOutcome {
+    pub result: ChildResult,
+    pub usage: Option<Usage>,
+}
+
+/// The provider refused to start a child.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct StartRefused {
+    /// `AGENT_START`, or `UNSUPPORTED_OPTION` for an option the provider
+    /// cannot honour (e.g. `isolation`).
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl StartRefused {
+    pub fn agent_start(message: impl Into<String>) -> Self {
+        StartRefused {
+            code: ErrorCode::AgentStart,
+            message: message.into(),
+        }
+    }
+}
+
+/// An infrastructure fault while delivering a child's result: `agent()`
+/// rejects with `AGENT_RESULT`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ResultFault(pub String);
+
+/// Starts children. Implementations must be cheap to call concurrently.
+#[async_trait]
+pub trait SubagentProvider: Send + Sync + 'static {
+    /// Starts a child for `request`. `cancel` fires when the run is
+    /// cancelled before the start completes; a start that completes anyway
+    /// is disposed by the host and never announced.
+    async fn start(
+        &self,
+        request: AgentRequest,
+        cancel: CancellationToken,
+    ) -> Result<Arc<dyn Subagent>, StartRefused>;
+}
+
+/// A started child.
+#[async_trait]
+pub trait Subagent: Send + Sync + 'static {
+    /// A unique id (shown as `childId` in events).
+    fn id(&self) -> &str;
+    /// Waits for the child to settle. Called once by the host; must return
+    /// promptly (with [`ChildResult::Cancelled`] or a fault) after
+    /// [`Subagent::cancel`].
+    async fn result(&self) -> Result<ChildOutcome, ResultFault>;
+    /// Asks the child to stop. Idempotent, never blocks.
+    fn cancel(&self);
+    /// Releases everything the child holds. Called exactly once, last;
+    /// should return promptly (the host bounds the wait anyway).
+    async fn dispose(&self);
+}

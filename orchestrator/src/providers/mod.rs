@@ -1,0 +1,2 @@
+//! Built-in providers.
+pub mod scripted;

@@ -1,0 +1,71 @@
+//! The result of a run (contract §7). A run always settles with exactly one.
+
+use dsh_protocol::{ErrorCode, SandboxReport, StopReason};
+use serde_json::{Map, Value};
+
+use crate::events::error_json;
+
+/// The `error` of a result that did not complete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl RunError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        RunError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        error_json(self.code.as_str(), &self.message)
+    }
+}
+
+/// How a run settled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunResult {
+    /// The return value when completed, else `null`.
+    pub value: Value,
+    pub stop_reason: StopReason,
+    pub error: Option<RunError>,
+    pub agents_started: u64,
+    pub log_bytes_dropped: u64,
+    /// The sandbox the worker reached, when it got that far.
+    pub sandbox: Option<SandboxReport>,
+}
+
+impl RunResult {
+    pub(crate) fn failed(stop_reason: StopReason, error: RunError, agents_started: u64) -> Self {
+        RunResult {
+            value: Value::Null,
+            stop_reason,
+            error: Some(error),
+            agents_started,
+            log_bytes_dropped: 0,
+            sandbox: None,
+        }
+    }
+
+    /// The result object of contract §7 (`--output result`).
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("value".into(), self.value.clone());
+        m.insert("stopReason".into(), self.stop_reason.as_str().into());
+        if let Some(e) = &self.error {
+            m.insert("error".into(), e.to_json());
+        }
+        m.insert("agentsStarted".into(), self.agents_started.into());
+        if self.log_bytes_dropped > 0 {
+            m.insert("logBytesDropped".into(), self.log_bytes_dropped.into());
+        }
+        Value::Object(m)
+    }
+
+    pub fn is_completed(&self) -> bool {
+        self.stop_reason == StopReason::Completed
+    }
+}

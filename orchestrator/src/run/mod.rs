@@ -1,0 +1,385 @@
+//! Starting and handling runs: [`start`], [`StartRequest`], [`WorkflowRun`].
+//!
+//! `start()` is synchronous and cheap: it prepares the script (parse, strip,
+//! meta), validates the limits, spawns the worker, emits `workflow/start`
+//! and hands the rest to the run's [`supervisor`] task.
+
+mod process;
+mod spawn;
+mod supervisor;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use dsh_protocol::ErrorCode;
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+
+pub use spawn::WorkerCommand;
+use supervisor::{Command, Parts, Supervisor};
+
+use crate::events::{EventKind, EventStream, Hub};
+use crate::limits::{LimitError, Limits};
+use crate::provider::SubagentProvider;
+use crate::result::RunResult;
+use crate::script::{self, Meta, PreparedScript, ScriptError, ScriptKind};
+
+/// The script's `args`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum ArgsInput {
+    /// `args` is `undefined`.
+    #[default]
+    None,
+    /// `args` is this JSON value.
+    Json(Value),
+    /// `args` is this string.
+    Text(String),
+}
+
+/// Everything a run needs. Build with [`StartRequest::new`] or
+/// [`StartRequest::from_path`] and the `with_*` methods.
+#[derive(Clone)]
+pub struct StartRequest {
+    /// The name used in messages (normally the path as the user gave it).
+    pub script_name: String,
+    pub source: String,
+    pub kind: ScriptKind,
+    /// Meta from the caller; required when the file has none.
+    pub meta: Option<Meta>,
+    /// Meta used only when neither the caller nor the file gives one (the
+    /// CLI's "file stem" default).
+    pub meta_fallback: Option<Meta>,
+    pub args: ArgsInput,
+    /// Sandbox policy for the worker.
+    pub sandbox: dsh_protocol::SandboxPolicy,
+    pub limits: Limits,
+    pub provider: Option<Arc<dyn SubagentProvider>>,
+    /// How to start the worker; resolved from the environment when `None`.
+    pub worker: Option<WorkerCommand>,
+    pub run_id: Option<String>,
+}
+
+impl StartRequest {
+    /// A request for script text. `script_name` decides TypeScript vs
+    /// JavaScript by its extension (default TypeScript).
+    pub fn new(script_name: impl Into<String>, source: impl Into<String>) -> Self {
+        let script_name = script_name.into();
+        let kind = ScriptKind::from_path(Path::new(&script_name)).unwrap_or(ScriptKind::TypeScript);
+        StartRequest {
+            script_name,
+            source: source.into(),
+            kind,
+            meta: None,
+            meta_fallback: None,
+            args: ArgsInput::None,
+            sandbox: dsh_protocol::SandboxPolicy::BestEffort,
+            limits: Limits::default(),
+            provider: None,
+            worker: None,
+            run_id: None,
+        }
+    }
+
+    /// Reads a script file; the extension must be `.ts`, `.mts`, `.js` or `.mjs`.
+    /// Files over `limits.max_script_bytes` are refused before being read whole.
+    pub fn from_path(path: impl AsRef<Path>, limits: &Limits) -> Result<Self, StartError> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let kind = ScriptKind::from_path(path).ok_or_else(|| StartError::Usage {
+            message: format!("{name}: a workflow script must end in .ts, .mts, .js or .mjs"),
+        })?;
+        let len = std::fs::metadata(path)
+            .map_err(|e| StartError::Usage {
+                message: format!("{name}: cannot read the script: {e}"),
+            })?
+            .len();
+        if len > limits.max_script_bytes as u64 {
+            return Err(StartError::TooLarge {
+                name,
+                bytes: len,
+                limit: limits.max_script_bytes,
+            });
+        }
+        let source = std::fs::read_to_string(path).map_err(|e| StartError::Usage {
+            message: format!("{name}: cannot read the script: {e}"),
+        })?;
+        let mut req = StartRequest::new(name, source);
+        req.kind = kind;
+        req.limits = limits.clone();
+        Ok(req)
+    }
+
+    pub fn with_meta(mut self, meta: Meta) -> Self {
+        self.meta = Some(meta);
+        self
+    }
+    pub fn with_args(mut self, args: ArgsInput) -> Self {
+        self.args = args;
+        self
+    }
+    pub fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+    pub fn with_provider(mut self, provider: Arc<dyn SubagentProvider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+    pub fn with_worker(mut self, worker: WorkerCommand) -> Self {
+        self.worker = Some(worker);
+        self
+    }
+}
+
+/// Everything that prevents a run from existing.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Script(#[from] ScriptError),
+    #[error(
+        "{name}: the script is {bytes} bytes, over the limit of {limit} bytes (maxScriptBytes)"
+    )]
+    TooLarge {
+        name: String,
+        bytes: u64,
+        limit: usize,
+    },
+    #[error(
+        "{name}: the script has no `export const meta` and the request gives none; add meta to the file or pass it with StartRequest::with_meta"
+    )]
+    MissingMeta { name: String },
+    #[error("invalid limit {0}")]
+    Limits(#[from] LimitError),
+    #[error("{message}")]
+    Usage { message: String },
+    #[error("{0}")]
+    WorkerMissing(String),
+    #[error("cannot start the worker {program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("start() must be called inside a tokio runtime")]
+    NoRuntime,
+}
+
+impl StartError {
+    /// The contract's error code for this failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            StartError::Script(e) => ErrorCode::parse(e.code()).unwrap_or(ErrorCode::ScriptParse),
+            StartError::TooLarge { .. } => ErrorCode::ScriptTooLarge,
+            StartError::MissingMeta { .. } => ErrorCode::MetaInvalid,
+            StartError::Limits(_) | StartError::Usage { .. } => ErrorCode::Usage,
+            StartError::WorkerMissing(_) | StartError::Spawn { .. } | StartError::NoRuntime => {
+                ErrorCode::WorkerExited
+            }
+        }
+    }
+}
+
+/// Prepares a script without running it (what `dsh workflow check` does).
+pub fn prepare(request: &StartRequest) -> Result<(PreparedScript, Meta), StartError> {
+    if request.source.len() > request.limits.max_script_bytes {
+        return Err(StartError::TooLarge {
+            name: request.script_name.clone(),
+            bytes: request.source.len() as u64,
+            limit: request.limits.max_script_bytes,
+        });
+    }
+    let prepared = script::prepare(&request.script_name, &request.source, request.kind)?;
+    let meta = match (&prepared.meta, &request.meta) {
+        (_, Some(m)) => m.clone(),
+        (Some(m), None) => m.clone(),
+        (None, None) => match &request.meta_fallback {
+            Some(m) => m.clone(),
+            None => {
+                return Err(StartError::MissingMeta {
+                    name: request.script_name.clone(),
+                });
+            }
+        },
+    };
+    Ok((prepared, meta))
+}
+
+fn new_run_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("run-{:x}-{:x}-{n}", nanos as u64, std::process::id())
+}
+
+/// Starts a run. Must be called inside a tokio runtime; returns at once.
+pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
+    let handle = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+    request.limits.validate()?;
+    let (prepared, meta) = prepare(&request)?;
+    let args = match &request.args {
+        ArgsInput::None => dsh_protocol::Args::None,
+        ArgsInput::Json(v) => dsh_protocol::Args::Json(v.to_string()),
+        ArgsInput::Text(t) => dsh_protocol::Args::Text(t.clone()),
+    };
+    let worker = match request.worker.clone() {
+        Some(w) => w,
+        None => WorkerCommand::resolve().map_err(StartError::WorkerMissing)?,
+    };
+    let spawned = spawn::spawn(&worker, &handle).map_err(|source| StartError::Spawn {
+        program: worker.program.display().to_string(),
+        source,
+    })?;
+    let mut child = spawned.child;
+    let stderr = child.stderr.take();
+    let proc = process::WorkerProcess::new(child, spawned.pid);
+    // Entering the runtime is what lets a std socket become a tokio one.
+    let socket = {
+        let _enter = handle.enter();
+        tokio::net::UnixStream::from_std(spawned.socket)
+    };
+    let socket = match socket {
+        Ok(s) => s,
+        Err(source) => {
+            // Do not leave the spawned worker behind.
+            let mut proc = proc;
+            handle.spawn(async move {
+                proc.kill(libc::SIGKILL).await;
+            });
+            return Err(StartError::Spawn {
+                program: worker.program.display().to_string(),
+                source,
+            });
+        }
+    };
+
+    let run_id: Arc<str> = request.run_id.clone().unwrap_or_else(new_run_id).into();
+    let hub = Hub::new(run_id.clone(), Instant::now());
+    hub.emit(EventKind::Start { meta: meta.clone() });
+    let (cmd_tx, cmds) = mpsc::unbounded_channel();
+    let (result_tx, result_rx) = watch::channel(None);
+    let (done_tx, done_rx) = watch::channel(false);
+    let grace = request.limits.dispose_grace;
+    let meta_json = serde_json::to_string(&meta).unwrap_or_else(|_| "{}".into());
+    let sup = Supervisor::new(Parts {
+        run_id: run_id.clone(),
+        hub: hub.clone(),
+        prepared: Arc::new(prepared),
+        meta_json,
+        args,
+        limits: request.limits,
+        provider: request.provider,
+        sandbox: request.sandbox,
+        proc,
+        socket,
+        stderr,
+        cmds,
+        result_tx,
+        done_tx,
+    });
+    handle.spawn(sup.run());
+    Ok(WorkflowRun {
+        id: run_id,
+        meta,
+        hub,
+        cmd_tx,
+        result_rx,
+        done_rx,
+        grace,
+    })
+}
+
+/// A started run. Dropping it cancels the run (and still cleans up).
+pub struct WorkflowRun {
+    id: Arc<str>,
+    meta: Meta,
+    hub: Hub,
+    cmd_tx: mpsc::UnboundedSender<Command>,
+    result_rx: watch::Receiver<Option<RunResult>>,
+    done_rx: watch::Receiver<bool>,
+    grace: Duration,
+}
+
+/// Extra time `dispose()` allows beyond the grace for the kill and reap.
+const DISPOSE_SLACK: Duration = Duration::from_secs(5);
+
+impl WorkflowRun {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+
+    /// Every event of the run, from `workflow/start` on.
+    pub fn subscribe(&self) -> EventStream {
+        self.hub.subscribe()
+    }
+
+    /// Cancels the run. Idempotent: the first reason wins.
+    pub fn cancel(&self, reason: impl Into<String>) {
+        let _ = self.cmd_tx.send(Command::Cancel(reason.into()));
+    }
+
+    /// Settles the run as `cancelled` at once and kills the worker without
+    /// grace (the CLI's second Ctrl-C).
+    pub fn terminate(&self) {
+        let _ = self.cmd_tx.send(Command::Terminate);
+    }
+
+    /// The result. Never fails; settles within the grace of a cancel.
+    pub async fn result(&self) -> RunResult {
+        let mut rx = self.result_rx.clone();
+        loop {
+            if let Some(r) = rx.borrow_and_update().clone() {
+                return r;
+            }
+            if rx.changed().await.is_err() {
+                // The supervisor is gone without a result: only a panic
+                // could do that. Report it rather than hang.
+                return RunResult::failed(
+                    dsh_protocol::StopReason::Error,
+                    crate::result::RunError::new(
+                        ErrorCode::WorkerExited,
+                        "the run's supervisor stopped unexpectedly",
+                    ),
+                    0,
+                );
+            }
+        }
+    }
+
+    /// The result if the run has settled.
+    pub fn try_result(&self) -> Option<RunResult> {
+        self.result_rx.borrow().clone()
+    }
+
+    /// Cancels if needed, waits (bounded) for the result and for quiescence:
+    /// children disposed, worker reaped, tasks finished. Idempotent.
+    pub async fn dispose(&self) -> RunResult {
+        if self.try_result().is_none() {
+            self.cancel("disposed");
+        }
+        let bound = self.grace + DISPOSE_SLACK;
+        let result = match tokio::time::timeout(bound, self.result()).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.terminate();
+                self.result().await
+            }
+        };
+        let mut done = self.done_rx.clone();
+        let _ = tokio::time::timeout(bound, done.wait_for(|d| *d)).await;
+        result
+    }
+
+    /// True once children are disposed and the worker is reaped.
+    pub fn is_quiescent(&self) -> bool {
+        *self.done_rx.borrow()
+    }
+}

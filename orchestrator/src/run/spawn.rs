@@ -1,0 +1,205 @@
+//! Finding and spawning the worker process.
+//!
+//! The host and the worker talk over an anonymous `socketpair`: the worker
+//! inherits its end as descriptor 3, so there is no socket file, no temp
+//! directory and no listener that anyone else could connect to (see
+//! docs/architecture.md for why this replaced a named local socket).
+//!
+//! Every worker is spawned from one long-lived thread. The parent-death
+//! signal (`PR_SET_PDEATHSIG`) fires when the *thread* that forked the child
+//! exits, so spawning from a short-lived blocking-pool thread could kill a
+//! healthy worker; a dedicated thread that lives as long as the process
+//! avoids that.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Mutex, OnceLock, mpsc};
+
+use tokio::process::Child;
+
+/// Descriptor number of the socket in the worker.
+const WORKER_FD: RawFd = 3;
+
+/// How to start a worker: a program and the arguments before `--fd 3`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+impl WorkerCommand {
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        WorkerCommand {
+            program: program.into(),
+            args: Vec::new(),
+        }
+    }
+
+    /// A `dsh` binary used as its own worker (hidden `__worker` subcommand).
+    pub fn dsh(program: impl Into<PathBuf>) -> Self {
+        WorkerCommand {
+            program: program.into(),
+            args: vec!["__worker".into()],
+        }
+    }
+
+    /// Resolution order: `DSH_WORKER`; `dsh-worker` next to the current
+    /// executable. The error lists every place looked at.
+    pub fn resolve() -> Result<WorkerCommand, String> {
+        let mut looked = Vec::new();
+        if let Some(p) = std::env::var_os("DSH_WORKER") {
+            let p = PathBuf::from(p);
+            if p.is_file() {
+                return Ok(WorkerCommand::new(p));
+            }
+            looked.push(format!("DSH_WORKER={} (not a file)", p.display()));
+        } else {
+            looked.push("DSH_WORKER (not set)".into());
+        }
+        match std::env::current_exe() {
+            Ok(exe) => {
+                if let Some(dir) = exe.parent() {
+                    let p = dir.join("dsh-worker");
+                    if p.is_file() {
+                        return Ok(WorkerCommand::new(p));
+                    }
+                    looked.push(format!("{} (missing)", p.display()));
+                }
+            }
+            Err(e) => looked.push(format!("next to the current executable ({e})")),
+        }
+        Err(format!(
+            "cannot find the dsh-worker executable; looked at: {}. Set DSH_WORKER to its path \
+             or pass a worker command to the StartRequest",
+            looked.join("; ")
+        ))
+    }
+}
+
+/// A freshly spawned worker and the host's end of the socket.
+pub struct Spawned {
+    pub child: Child,
+    pub socket: std::os::unix::net::UnixStream,
+    pub pid: u32,
+}
+
+struct Job {
+    cmd: std::process::Command,
+    handle: tokio::runtime::Handle,
+    reply: mpsc::Sender<std::io::Result<Child>>,
+}
+
+fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
+    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
+    SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<Job>();
+        // Lives for the rest of the process (see the module docs).
+        let _ = std::thread::Builder::new()
+            .name("dsh-spawner".into())
+            .spawn(move || {
+                for job in rx {
+                    let _enter = job.handle.enter();
+                    let res = tokio::process::Command::from(job.cmd).spawn();
+                    let _ = job.reply.send(res);
+                }
+            });
+        Mutex::new(tx)
+    })
+}
+
+fn socketpair() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` has room for the two descriptors socketpair writes.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Spawns the worker with an empty environment, stdin and stdout null,
+/// stderr piped, in a new process group, with a parent-death signal.
+pub fn spawn(worker: &WorkerCommand, handle: &tokio::runtime::Handle) -> std::io::Result<Spawned> {
+    let (host_end, worker_end) = socketpair()?;
+    let child_fd = worker_end.as_raw_fd();
+    // SAFETY: getpid has no preconditions.
+    let parent_pid = unsafe { libc::getpid() };
+
+    let mut cmd = std::process::Command::new(&worker.program);
+    cmd.args(&worker.args)
+        .arg("--fd")
+        .arg(WORKER_FD.to_string())
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe functions (dup2, fcntl, prctl, getppid, _exit); it
+    // allocates nothing and takes no locks.
+    unsafe {
+        cmd.pre_exec(move || {
+            if child_fd == WORKER_FD {
+                let flags = libc::fcntl(WORKER_FD, libc::F_GETFD);
+                if flags < 0 || libc::fcntl(WORKER_FD, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(child_fd, WORKER_FD) < 0 {
+                // dup2 leaves the new descriptor without CLOEXEC: inherited.
+                return Err(std::io::Error::last_os_error());
+            }
+            #[cfg(target_os = "linux")]
+            {
+                if libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            // The parent may have died before prctl took effect.
+            if libc::getppid() != parent_pid {
+                libc::_exit(111);
+            }
+            Ok(())
+        });
+    }
+
+    let (reply_tx, reply_rx) = mpsc::channel();
+    let job = Job {
+        cmd,
+        handle: handle.clone(),
+        reply: reply_tx,
+    };
+    spawner()
+        .lock()
+        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?
+        .send(job)
+        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
+    let child = reply_rx
+        .recv()
+        .map_err(|_| std::io::Error::other("the spawner thread is gone"))??;
+    // The worker holds its own copy now; ours must not keep the pair alive.
+    drop(worker_end);
+    let pid = child
+        .id()
+        .ok_or_else(|| std::io::Error::other("the worker exited before it could be tracked"))?;
+    let socket = std::os::unix::net::UnixStream::from(host_end);
+    socket.set_nonblocking(true)?;
+    Ok(Spawned { child, socket, pid })
+}

@@ -1,0 +1,868 @@
+//! The per-run supervisor: one task that owns all of a run's mutable state
+//! (the worker process, the connection, the children, the ledger of
+//! announced agents, the cancel reason, the timers) and talks to everything
+//! else through channels.
+//!
+//! The run ends by the first *terminal claim* (see [`Claim`]): the worker's
+//! `End`, the worker's death or a protocol violation, the grace timer after
+//! a cancel, or a forced termination. Later claims change nothing. Settling
+//! then follows one path for all of them (see [`Supervisor::settle`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_protocol::{
+    CallId, CancelReason, ChildOutcome as WireOutcome, EndResult, ErrorCode, FrameBuffer, HostMsg,
+    Init, PROTOCOL_VERSION, SandboxReport, StopReason, WorkerMsg, encode, schema,
+};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::process::{WorkerProcess, describe_status};
+use crate::events::{AgentOutcomeKind, EventKind, Hub};
+use crate::limits::{Limits, millis};
+use crate::provider::{
+    AgentRequest, ChildOutcome, ChildResult, ResultFault, StartRefused, Subagent, SubagentProvider,
+};
+use crate::result::{RunError, RunResult};
+use crate::script::PreparedScript;
+
+/// A worker that has not said Hello and Ready within this long is treated
+/// as dead. Generous: a loaded machine can be slow to exec.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Upper bound for reading what a worker wrote just before it exited.
+const DRAIN_TIMEOUT: Duration = Duration::from_millis(500);
+const READ_CHUNK: usize = 64 * 1024;
+
+/// What the public handle can ask of the supervisor.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Cancel(String),
+    /// Stop now: settle `cancelled` and kill the worker without grace.
+    Terminate,
+}
+
+/// Completions of provider work, sent by the tasks the supervisor spawns.
+enum Internal {
+    Started {
+        call_id: CallId,
+        res: Result<Arc<dyn Subagent>, StartRefused>,
+    },
+    Settled {
+        call_id: CallId,
+        res: Result<ChildOutcome, ResultFault>,
+    },
+}
+
+/// How the run came to an end; the first one wins.
+enum Claim {
+    End(EndResult),
+    Death(String),
+    Grace,
+    Forced,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    AwaitHello,
+    AwaitReady,
+    Running,
+}
+
+/// A call as the host tracks it.
+struct CallInfo {
+    label: String,
+    phase: Option<String>,
+    schema: Option<Value>,
+}
+
+/// A child whose `agent-start` was emitted and whose `agent-end` was not yet.
+struct Live {
+    info: CallInfo,
+    child: Arc<dyn Subagent>,
+}
+
+pub(crate) struct Parts {
+    pub run_id: Arc<str>,
+    pub hub: Hub,
+    pub prepared: Arc<PreparedScript>,
+    pub meta_json: String,
+    pub args: dsh_protocol::Args,
+    pub limits: Limits,
+    pub provider: Option<Arc<dyn SubagentProvider>>,
+    pub sandbox: dsh_protocol::SandboxPolicy,
+    pub proc: WorkerProcess,
+    pub socket: tokio::net::UnixStream,
+    pub stderr: Option<tokio::process::ChildStderr>,
+    pub cmds: mpsc::UnboundedReceiver<Command>,
+    pub result_tx: watch::Sender<Option<RunResult>>,
+    pub done_tx: watch::Sender<bool>,
+}
+
+pub(crate) struct Supervisor {
+    run_id: Arc<str>,
+    hub: Hub,
+    prepared: Arc<PreparedScript>,
+    meta_json: String,
+    args: dsh_protocol::Args,
+    limits: Limits,
+    provider: Option<Arc<dyn SubagentProvider>>,
+    sandbox_policy: dsh_protocol::SandboxPolicy,
+    proc: WorkerProcess,
+    reader: OwnedReadHalf,
+    frames: FrameBuffer,
+    out_tx: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    writer: tokio::task::JoinHandle<()>,
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
+    cmds: mpsc::UnboundedReceiver<Command>,
+    cmds_open: bool,
+    result_tx: watch::Sender<Option<RunResult>>,
+    done_tx: watch::Sender<bool>,
+    internal_tx: mpsc::UnboundedSender<Internal>,
+    internal_rx: mpsc::UnboundedReceiver<Internal>,
+
+    stage: Stage,
+    cancel: Option<CancelReason>,
+    run_token: CancellationToken,
+    tasks: JoinSet<()>,
+    pending: HashMap<CallId, CallInfo>,
+    live: HashMap<CallId, Live>,
+    last_call_id: CallId,
+    host_count: u64,
+    sandbox: Option<SandboxReport>,
+    grace_deadline: Option<Instant>,
+    wall_deadline: Option<Instant>,
+    startup_deadline: Instant,
+    exited: bool,
+}
+
+impl Supervisor {
+    pub(crate) fn new(p: Parts) -> Self {
+        let (reader, writer_half) = p.socket.into_split();
+        let (out_tx, out_rx) = mpsc::unbounded_channel();
+        let writer = tokio::spawn(write_frames(writer_half, out_rx));
+        let stderr_task = p
+            .stderr
+            .map(|s| tokio::spawn(drain_stderr(s, p.run_id.clone())));
+        let (internal_tx, internal_rx) = mpsc::unbounded_channel();
+        let now = Instant::now();
+        Supervisor {
+            wall_deadline: p.limits.wall_timeout.map(|d| now + d),
+            startup_deadline: now + STARTUP_TIMEOUT,
+            run_id: p.run_id,
+            hub: p.hub,
+            prepared: p.prepared,
+            meta_json: p.meta_json,
+            args: p.args,
+            limits: p.limits,
+            provider: p.provider,
+            sandbox_policy: p.sandbox,
+            proc: p.proc,
+            reader,
+            frames: FrameBuffer::new(dsh_protocol::DEFAULT_MAX_FRAME_BYTES),
+            out_tx: Some(out_tx),
+            writer,
+            stderr_task,
+            cmds: p.cmds,
+            cmds_open: true,
+            result_tx: p.result_tx,
+            done_tx: p.done_tx,
+            internal_tx,
+            internal_rx,
+            stage: Stage::AwaitHello,
+            cancel: None,
+            run_token: CancellationToken::new(),
+            tasks: JoinSet::new(),
+            pending: HashMap::new(),
+            live: HashMap::new(),
+            last_call_id: 0,
+            host_count: 0,
+            sandbox: None,
+            grace_deadline: None,
+            exited: false,
+        }
+    }
+
+    pub(crate) async fn run(mut self) {
+        let claim = self.main_loop().await;
+        self.settle(claim).await;
+    }
+
+    fn send(&self, msg: &HostMsg) {
+        if let Some(tx) = &self.out_tx {
+            match encode(msg, dsh_protocol::DEFAULT_MAX_FRAME_BYTES) {
+                Ok(frame) => {
+                    let _ = tx.send(frame);
+                }
+                Err(e) => {
+                    tracing::warn!(run = %self.run_id, "cannot encode a message for the worker: {e}")
+                }
+            }
+        }
+    }
+
+    async fn main_loop(&mut self) -> Claim {
+        let mut buf = vec![0u8; READ_CHUNK];
+        loop {
+            let grace = self.grace_deadline;
+            let wall = self.wall_deadline.filter(|_| self.cancel.is_none());
+            let starting = self.stage != Stage::Running;
+            tokio::select! {
+                biased;
+                cmd = self.cmds.recv(), if self.cmds_open => match cmd {
+                    Some(Command::Cancel(reason)) => self.request_cancel(CancelReason::Requested(reason)),
+                    Some(Command::Terminate) => {
+                        self.request_cancel(CancelReason::Requested("terminated".into()));
+                        return Claim::Forced;
+                    }
+                    None => {
+                        // The handle is gone: nobody can observe the run any
+                        // more, so wind it down rather than leak it.
+                        self.cmds_open = false;
+                        self.request_cancel(CancelReason::Requested("the run handle was dropped".into()));
+                    }
+                },
+                _ = sleep_until_opt(grace), if grace.is_some() => return Claim::Grace,
+                _ = sleep_until_opt(wall), if wall.is_some() => {
+                    let limit_ms = self.limits.wall_timeout.map(millis).unwrap_or(0);
+                    self.request_cancel(CancelReason::WallTimeout { limit_ms });
+                }
+                _ = tokio::time::sleep_until(self.startup_deadline), if starting => {
+                    return Claim::Death(format!(
+                        "the worker did not complete its handshake within {} s",
+                        STARTUP_TIMEOUT.as_secs()
+                    ));
+                }
+                n = self.reader.read(&mut buf) => {
+                    match n {
+                        Ok(0) => return self.claim_eof().await,
+                        Ok(n) => {
+                            self.frames.push(&buf[..n]);
+                            if let Some(claim) = self.decode_frames() {
+                                return claim;
+                            }
+                        }
+                        Err(e) => return Claim::Death(format!("the connection to the worker failed: {e}")),
+                    }
+                }
+                Some(ev) = self.internal_rx.recv() => self.on_internal(ev),
+                _ = self.proc.wait(), if !self.exited => {
+                    self.exited = true;
+                    // The worker may have written its End just before exiting.
+                    return self.drain_after_exit(&mut buf).await;
+                }
+            }
+        }
+    }
+
+    fn decode_frames(&mut self) -> Option<Claim> {
+        loop {
+            match self.frames.next_msg::<WorkerMsg>() {
+                Ok(Some(msg)) => {
+                    if let Some(claim) = self.on_worker(msg) {
+                        return Some(claim);
+                    }
+                }
+                Ok(None) => return None,
+                Err(e) => return Some(Claim::Death(format!("protocol violation: {e}"))),
+            }
+        }
+    }
+
+    async fn claim_eof(&mut self) -> Claim {
+        if let Err(e) = self.frames.finish() {
+            return Claim::Death(format!("protocol violation: {e}"));
+        }
+        let status = tokio::time::timeout(DRAIN_TIMEOUT, self.proc.wait()).await;
+        self.exited = status.is_ok();
+        match status {
+            Ok(st) => Claim::Death(format!("the worker process {}", describe_status(st))),
+            Err(_) => Claim::Death("the worker closed its connection".into()),
+        }
+    }
+
+    async fn drain_after_exit(&mut self, buf: &mut [u8]) -> Claim {
+        let deadline = Instant::now() + DRAIN_TIMEOUT;
+        loop {
+            match tokio::time::timeout_at(deadline, self.reader.read(buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+                Ok(Ok(n)) => {
+                    self.frames.push(&buf[..n]);
+                    if let Some(claim) = self.decode_frames() {
+                        return claim;
+                    }
+                }
+            }
+        }
+        let st = self.proc.wait().await;
+        Claim::Death(format!("the worker process {}", describe_status(st)))
+    }
+
+    fn violation(&self, what: impl std::fmt::Display) -> Option<Claim> {
+        Some(Claim::Death(format!("protocol violation: {what}")))
+    }
+
+    fn on_worker(&mut self, msg: WorkerMsg) -> Option<Claim> {
+        match (self.stage, msg) {
+            (
+                Stage::AwaitHello,
+                WorkerMsg::Hello {
+                    protocol_version,
+                    pid,
+                },
+            ) => {
+                if protocol_version != PROTOCOL_VERSION {
+                    return self.violation(format_args!(
+                        "the worker speaks protocol version {protocol_version}, this host speaks {PROTOCOL_VERSION}; \
+                         install matching dsh and dsh-worker binaries"
+                    ));
+                }
+                if pid != self.proc.pid() {
+                    return self.violation(format_args!(
+                        "the peer says it is pid {pid}, but the spawned worker is pid {}",
+                        self.proc.pid()
+                    ));
+                }
+                self.send(&HostMsg::Init(Box::new(Init {
+                    run_id: self.run_id.to_string(),
+                    script_name: self.prepared.display_name.clone(),
+                    script_js: self.prepared.code.clone(),
+                    meta_json: self.meta_json.clone(),
+                    args: self.args.clone(),
+                    limits: self.limits.to_wire(),
+                    sandbox: self.sandbox_policy,
+                })));
+                self.stage = Stage::AwaitReady;
+                None
+            }
+            (Stage::AwaitReady, WorkerMsg::Ready { sandbox }) => {
+                self.sandbox = Some(sandbox);
+                self.stage = Stage::Running;
+                match &self.cancel {
+                    // Cancelled before Go: the body never runs.
+                    Some(reason) => self.send(&HostMsg::Cancel {
+                        reason: reason.clone(),
+                    }),
+                    None => self.send(&HostMsg::Go),
+                }
+                None
+            }
+            // A worker may end before Go (sandbox refused, engine failure).
+            (_, WorkerMsg::End { result }) => Some(Claim::End(result)),
+            (Stage::Running, WorkerMsg::Phase { title }) => {
+                if self.cancel.is_none() {
+                    self.hub.emit(EventKind::Phase { title });
+                }
+                None
+            }
+            (Stage::Running, WorkerMsg::Log { message }) => {
+                if self.cancel.is_none() {
+                    self.hub.emit(EventKind::Log { message });
+                }
+                None
+            }
+            (Stage::Running, WorkerMsg::ChildStart { call_id, request }) => {
+                self.on_child_start(call_id, request)
+            }
+            (_, msg) => self.violation(format_args!(
+                "unexpected message {} at this point",
+                msg_name(&msg)
+            )),
+        }
+    }
+
+    fn on_child_start(
+        &mut self,
+        call_id: CallId,
+        req: dsh_protocol::ChildRequest,
+    ) -> Option<Claim> {
+        if call_id <= self.last_call_id {
+            return self.violation(format_args!("call id {call_id} reused or out of order"));
+        }
+        if call_id > u64::from(self.limits.max_total_agents) {
+            return self.violation(format_args!("call id {call_id} is above maxTotalAgents"));
+        }
+        let in_flight = self.pending.len() + self.live.len();
+        if in_flight >= self.limits.max_concurrent_agents as usize {
+            return self.violation(format_args!(
+                "call {call_id} would exceed maxConcurrentAgents ({})",
+                self.limits.max_concurrent_agents
+            ));
+        }
+        let schema = match req
+            .schema_json
+            .as_deref()
+            .map(serde_json::from_str::<Value>)
+        {
+            None => None,
+            Some(Ok(v)) if schema::check_schema(&v, "options.schema").is_empty() => Some(v),
+            Some(_) => {
+                return self.violation(format_args!(
+                    "call {call_id} carries a schema outside the subset"
+                ));
+            }
+        };
+        self.last_call_id = call_id;
+        self.host_count += 1;
+        if self.cancel.is_some() {
+            self.send(&HostMsg::ChildStartError {
+                call_id,
+                code: ErrorCode::Cancelled,
+                message: "the run was cancelled".into(),
+            });
+            return None;
+        }
+        let Some(provider) = self.provider.clone() else {
+            self.send(&HostMsg::ChildStartError {
+                call_id,
+                code: ErrorCode::AgentStart,
+                message: format!(
+                    "agent(): no provider is configured to answer call #{call_id} (label {:?}); \
+                     pass --fixture FILE, or give the run a provider",
+                    req.label
+                ),
+            });
+            return None;
+        };
+        let request = AgentRequest {
+            seq: call_id,
+            prompt: req.prompt,
+            label: req.label.clone(),
+            phase: req.phase.clone(),
+            schema: schema.clone(),
+            model: req.model,
+            provider: req.provider,
+            effort: req.effort,
+            agent_type: req.agent_type,
+            isolation: req.isolation,
+        };
+        self.pending.insert(
+            call_id,
+            CallInfo {
+                label: req.label,
+                phase: req.phase,
+                schema,
+            },
+        );
+        let token = self.run_token.child_token();
+        let tx = self.internal_tx.clone();
+        self.tasks.spawn(async move {
+            let res = provider.start(request, token).await;
+            let _ = tx.send(Internal::Started { call_id, res });
+        });
+        None
+    }
+
+    fn on_internal(&mut self, ev: Internal) {
+        match ev {
+            Internal::Started { call_id, res } => {
+                let Some(info) = self.pending.remove(&call_id) else {
+                    return;
+                };
+                match res {
+                    Ok(child) => {
+                        let child_id = child.id().to_string();
+                        self.send(&HostMsg::ChildStarted {
+                            call_id,
+                            child_id: child_id.clone(),
+                        });
+                        self.hub.emit(EventKind::AgentStart {
+                            seq: call_id,
+                            label: info.label.clone(),
+                            phase: info.phase.clone(),
+                            child_id,
+                        });
+                        if self.cancel.is_some() {
+                            child.cancel();
+                        }
+                        let tx = self.internal_tx.clone();
+                        let watched = child.clone();
+                        self.tasks.spawn(async move {
+                            let res = watched.result().await;
+                            let _ = tx.send(Internal::Settled { call_id, res });
+                        });
+                        self.live.insert(call_id, Live { info, child });
+                    }
+                    Err(refused) => self.send(&HostMsg::ChildStartError {
+                        call_id,
+                        code: refused.code,
+                        message: refused.message,
+                    }),
+                }
+            }
+            Internal::Settled { call_id, res } => {
+                let Some(live) = self.live.remove(&call_id) else {
+                    return;
+                };
+                let (msg, kind) = match res {
+                    Ok(outcome) => {
+                        let (wire, kind) = normalize(live.info.schema.as_ref(), outcome.result);
+                        (
+                            HostMsg::ChildSettled {
+                                call_id,
+                                outcome: wire,
+                                usage: outcome.usage,
+                            },
+                            kind,
+                        )
+                    }
+                    Err(fault) => (
+                        HostMsg::ChildFailed {
+                            call_id,
+                            message: format!(
+                                "agent(): delivering the result of call #{call_id} failed: {fault}"
+                            ),
+                        },
+                        AgentOutcomeKind::Failed,
+                    ),
+                };
+                self.send(&msg);
+                self.emit_end(call_id, &live, kind);
+                let child = live.child;
+                let grace = self.limits.dispose_grace;
+                self.tasks.spawn(async move {
+                    let _ = tokio::time::timeout(grace, child.dispose()).await;
+                });
+            }
+        }
+    }
+
+    fn emit_end(&self, call_id: CallId, live: &Live, outcome: AgentOutcomeKind) {
+        self.hub.emit(EventKind::AgentEnd {
+            seq: call_id,
+            label: live.info.label.clone(),
+            phase: live.info.phase.clone(),
+            child_id: live.child.id().to_string(),
+            outcome,
+        });
+    }
+
+    /// Cancel through both channels: tell the worker, and cancel every
+    /// child here (a wedged worker cannot relay anything). Idempotent; the
+    /// first reason wins.
+    fn request_cancel(&mut self, reason: CancelReason) {
+        if self.cancel.is_some() {
+            return;
+        }
+        if self.stage == Stage::Running {
+            self.send(&HostMsg::Cancel {
+                reason: reason.clone(),
+            });
+        }
+        self.cancel = Some(reason);
+        self.run_token.cancel();
+        for live in self.live.values() {
+            live.child.cancel();
+        }
+        self.grace_deadline = Some(Instant::now() + self.limits.dispose_grace);
+    }
+
+    fn cancel_error(&self) -> Option<RunError> {
+        self.cancel.as_ref().map(|reason| match reason {
+            CancelReason::Requested(why) => RunError::new(
+                ErrorCode::Cancelled,
+                if why.is_empty() {
+                    "the run was cancelled".to_string()
+                } else {
+                    format!("the run was cancelled: {why}")
+                },
+            ),
+            CancelReason::WallTimeout { limit_ms } => RunError::new(
+                ErrorCode::Timeout,
+                format!("the run's wall-clock budget of {limit_ms} ms ran out"),
+            ),
+        })
+    }
+
+    fn result_from_end(&self, end: EndResult) -> RunResult {
+        let mut result = match end.stop {
+            StopReason::Completed => {
+                match end.value_json.as_deref().map(serde_json::from_str::<Value>) {
+                    Some(Ok(value)) => RunResult {
+                        value,
+                        stop_reason: StopReason::Completed,
+                        error: None,
+                        agents_started: end.agents_started,
+                        log_bytes_dropped: end.log_bytes_dropped,
+                        sandbox: None,
+                    },
+                    Some(Err(e)) => RunResult::failed(
+                        StopReason::Error,
+                        RunError::new(
+                            ErrorCode::ResultUnserializable,
+                            format!("value: the return value cannot be represented as JSON: {e}"),
+                        ),
+                        end.agents_started,
+                    ),
+                    None => RunResult::failed(
+                        StopReason::Error,
+                        RunError::new(
+                            ErrorCode::WorkerExited,
+                            "protocol violation: End without a value",
+                        ),
+                        end.agents_started,
+                    ),
+                }
+            }
+            stop => {
+                let error = end.error.map_or_else(
+                    || {
+                        RunError::new(
+                            ErrorCode::WorkerExited,
+                            "protocol violation: End without an error",
+                        )
+                    },
+                    |e| RunError::new(e.code, self.prepared.map_positions(&e.message)),
+                );
+                RunResult::failed(stop, error, end.agents_started)
+            }
+        };
+        result.log_bytes_dropped = end.log_bytes_dropped;
+        result
+    }
+
+    /// One path for every claim: close admission, decide the result, pair
+    /// every announced agent, emit `workflow/end`, then make sure nothing is
+    /// left: children disposed, the worker reaped, every task finished.
+    async fn settle(mut self, claim: Claim) {
+        let forced = matches!(claim, Claim::Forced);
+        let mut worker_ok = false;
+        let mut result = match claim {
+            Claim::End(end) => {
+                worker_ok = true;
+                let agents = end.agents_started;
+                match self.cancel_error() {
+                    Some(err) => RunResult::failed(StopReason::Cancelled, err, agents),
+                    None => self.result_from_end(end),
+                }
+            }
+            Claim::Death(reason) => match self.cancel_error() {
+                Some(err) => RunResult::failed(StopReason::Cancelled, err, self.host_count),
+                None => RunResult::failed(
+                    StopReason::Error,
+                    RunError::new(
+                        ErrorCode::WorkerExited,
+                        format!("the worker died before the run settled: {reason}"),
+                    ),
+                    self.host_count,
+                ),
+            },
+            Claim::Grace | Claim::Forced => {
+                let err = self.cancel_error().unwrap_or_else(|| {
+                    RunError::new(ErrorCode::Cancelled, "the run was cancelled")
+                });
+                RunResult::failed(StopReason::Cancelled, err, self.host_count)
+            }
+        };
+        result.sandbox = self.sandbox.clone();
+
+        // Admission is closed: no more worker messages are read, pending
+        // provider starts are aborted and disposed when they land.
+        self.run_token.cancel();
+        self.out_tx = None;
+
+        if worker_ok {
+            // Normal end: strays first, then the worker, then the event.
+            self.dispose_children().await;
+            self.reap_worker(false, true).await;
+            self.publish(result);
+        } else {
+            // Death, grace or force: the result is due now.
+            for live in self.live.values() {
+                live.child.cancel();
+            }
+            self.publish_with_synthesized_ends(result);
+            self.reap_worker(forced, false).await;
+            self.dispose_children().await;
+        }
+        self.finish_tasks().await;
+        let _ = self.done_tx.send(true);
+    }
+
+    fn publish_with_synthesized_ends(&mut self, result: RunResult) {
+        let mut ids: Vec<CallId> = self.live.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            if let Some(live) = self.live.get(&id) {
+                self.emit_end(id, live, AgentOutcomeKind::Cancelled);
+            }
+        }
+        self.publish_only(result);
+    }
+
+    fn publish(&mut self, result: RunResult) {
+        self.publish_with_synthesized_ends(result);
+    }
+
+    fn publish_only(&self, result: RunResult) {
+        self.hub.emit(EventKind::End {
+            stop_reason: result.stop_reason,
+            error: result.error.clone(),
+            agents_started: result.agents_started,
+            log_bytes_dropped: result.log_bytes_dropped,
+        });
+        let _ = self.result_tx.send(Some(result));
+    }
+
+    /// Cancels and disposes every child still held, including ones whose
+    /// start lands now; bounded by the grace.
+    async fn dispose_children(&mut self) {
+        let grace = self.limits.dispose_grace;
+        let deadline = Instant::now() + grace;
+        let mut disposals = JoinSet::new();
+        for (_, live) in self.live.drain() {
+            live.child.cancel();
+            let child = live.child;
+            disposals.spawn(async move { child.dispose().await });
+        }
+        // Starts still in flight: their results arrive on the internal
+        // channel; a child that starts now is disposed, never announced.
+        while !self.pending.is_empty() {
+            match tokio::time::timeout_at(deadline, self.internal_rx.recv()).await {
+                Ok(Some(Internal::Started { call_id, res })) => {
+                    self.pending.remove(&call_id);
+                    if let Ok(child) = res {
+                        child.cancel();
+                        disposals.spawn(async move { child.dispose().await });
+                    }
+                }
+                Ok(Some(Internal::Settled { .. })) => {}
+                Ok(None) | Err(_) => break,
+            }
+        }
+        while !disposals.is_empty() {
+            if tokio::time::timeout_at(deadline, disposals.join_next())
+                .await
+                .is_err()
+            {
+                disposals.abort_all();
+                break;
+            }
+        }
+    }
+
+    async fn reap_worker(&mut self, forced: bool, graceful_exit_expected: bool) {
+        if graceful_exit_expected {
+            // It said End and is about to exit by itself.
+            if tokio::time::timeout(self.limits.dispose_grace, self.proc.wait())
+                .await
+                .is_ok()
+            {
+                return;
+            }
+        }
+        if forced {
+            self.proc.kill(libc::SIGKILL).await;
+        } else {
+            self.proc.terminate().await;
+        }
+    }
+
+    async fn finish_tasks(&mut self) {
+        self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
+        // The writer ends once its queue is closed (out_tx dropped above).
+        let writer = std::mem::replace(&mut self.writer, tokio::spawn(async {}));
+        if tokio::time::timeout(DRAIN_TIMEOUT, writer).await.is_err() {
+            tracing::debug!(run = %self.run_id, "writer task did not finish; aborted");
+        }
+        if let Some(t) = self.stderr_task.take() {
+            let abort = t.abort_handle();
+            if tokio::time::timeout(DRAIN_TIMEOUT, t).await.is_err() {
+                abort.abort();
+            }
+        }
+    }
+}
+
+/// Applies the schema rules every provider gets for free: text answers to
+/// schema calls are parsed and validated, structured answers are validated,
+/// a structured answer to a plain call becomes its JSON text.
+fn normalize(schema: Option<&Value>, result: ChildResult) -> (WireOutcome, AgentOutcomeKind) {
+    let checked = |v: Value, schema: &Value| -> (WireOutcome, AgentOutcomeKind) {
+        let problems = schema::validate(schema, &v, "value");
+        if problems.is_empty() {
+            (
+                WireOutcome::Structured(v.to_string()),
+                AgentOutcomeKind::Completed,
+            )
+        } else {
+            let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+            (
+                WireOutcome::Failed(format!(
+                    "the structured answer does not match the schema: {}",
+                    list.join("; ")
+                )),
+                AgentOutcomeKind::Failed,
+            )
+        }
+    };
+    match (result, schema) {
+        (ChildResult::Text(t), Some(s)) => match serde_json::from_str::<Value>(&t) {
+            Ok(v) => checked(v, s),
+            Err(e) => (
+                WireOutcome::Failed(format!(
+                    "the answer is not the JSON the schema asks for: {e}"
+                )),
+                AgentOutcomeKind::Failed,
+            ),
+        },
+        (ChildResult::Text(t), None) => (WireOutcome::Text(t), AgentOutcomeKind::Completed),
+        (ChildResult::Structured(v), Some(s)) => checked(v, s),
+        (ChildResult::Structured(v), None) => (
+            WireOutcome::Text(v.to_string()),
+            AgentOutcomeKind::Completed,
+        ),
+        (ChildResult::Failed(r), _) => (WireOutcome::Failed(r), AgentOutcomeKind::Failed),
+        (ChildResult::Cancelled, _) => (WireOutcome::Cancelled, AgentOutcomeKind::Cancelled),
+    }
+}
+
+fn msg_name(msg: &WorkerMsg) -> &'static str {
+    match msg {
+        WorkerMsg::Hello { .. } => "Hello",
+        WorkerMsg::Ready { .. } => "Ready",
+        WorkerMsg::Phase { .. } => "Phase",
+        WorkerMsg::Log { .. } => "Log",
+        WorkerMsg::ChildStart { .. } => "ChildStart",
+        WorkerMsg::End { .. } => "End",
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Owns the write half: frames are queued by the supervisor and written
+/// here, so a worker that stops reading can never block the supervisor.
+async fn write_frames(mut w: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+    while let Some(frame) = rx.recv().await {
+        let mut batch = frame;
+        // Coalesce whatever else is queued into one write.
+        while let Ok(more) = rx.try_recv() {
+            batch.extend_from_slice(&more);
+        }
+        if w.write_all(&batch).await.is_err() {
+            return;
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+/// The worker's stderr goes to the host's tracing, drained continuously so
+/// a chatty worker never blocks on a full pipe.
+async fn drain_stderr(stderr: tokio::process::ChildStderr, run_id: Arc<str>) {
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::debug!(target: "dsh::worker", run = %run_id, "{line}");
+    }
+}

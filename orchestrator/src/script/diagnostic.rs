@@ -1,0 +1,118 @@
+//! Building [`Diagnostic`]s from byte offsets and rendering them.
+
+use oxc::diagnostics::OxcDiagnostic;
+
+use super::Diagnostic;
+use super::positions::LineIndex;
+
+/// A problem at a byte offset of the original source, before it is turned
+/// into a line/column [`Diagnostic`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Located {
+    pub(crate) offset: usize,
+    pub(crate) message: String,
+}
+
+impl Located {
+    pub(crate) fn new(offset: impl TryInto<usize>, message: impl Into<String>) -> Located {
+        Located {
+            offset: offset.try_into().unwrap_or(usize::MAX),
+            message: message.into(),
+        }
+    }
+
+    /// The primary position and the message of an oxc diagnostic.
+    pub(crate) fn from_oxc(diagnostic: &OxcDiagnostic) -> Located {
+        // The primary label; without one, the latest label: oxc lists the
+        // earlier, related place first ("declared here", "opened here").
+        let labels = &diagnostic.labels;
+        let offset = labels
+            .iter()
+            .find(|l| l.primary())
+            .or_else(|| labels.iter().max_by_key(|l| l.offset()))
+            .map_or(0, |l| l.offset());
+        Located::new(offset, single_line(&diagnostic.message))
+    }
+}
+
+fn single_line(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim_end)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Turns located problems into diagnostics of `file`, in file order, without
+/// exact duplicates.
+pub(crate) fn build(
+    file: &str,
+    source: &str,
+    index: &LineIndex,
+    mut problems: Vec<Located>,
+) -> Vec<Diagnostic> {
+    problems.sort_by_key(|p| p.offset);
+    let mut diagnostics: Vec<Diagnostic> = problems
+        .into_iter()
+        .map(|p| {
+            let (line, column) = index.position(source, p.offset);
+            let source_line = index
+                .line_text(source, (line as usize).saturating_sub(1))
+                .to_string();
+            Diagnostic {
+                file: file.to_string(),
+                line,
+                column,
+                message: p.message,
+                source_line,
+            }
+        })
+        .collect();
+    diagnostics.dedup();
+    diagnostics
+}
+
+/// `file:line:col: message`.
+fn header(d: &Diagnostic) -> String {
+    format!("{}:{}:{}: {}", d.file, d.line, d.column, d.message)
+}
+
+/// A line that puts `^` under the 1-based character `column` of
+/// `source_line`, reproducing its tabs so the caret lines up.
+pub(crate) fn caret_line(source_line: &str, column: u32) -> String {
+    let before = (column as usize).saturating_sub(1);
+    let mut caret: String = source_line
+        .chars()
+        .take(before)
+        .map(|c| if c == '\t' { '\t' } else { ' ' })
+        .collect();
+    let missing = before.saturating_sub(source_line.chars().count());
+    caret.extend(std::iter::repeat_n(' ', missing));
+    caret.push('^');
+    caret
+}
+
+/// `SCRIPT_PARSE` rendering: header, source line, caret line per diagnostic.
+pub(crate) fn render_with_carets(diagnostics: &[Diagnostic]) -> String {
+    diagnostics
+        .iter()
+        .map(|d| {
+            format!(
+                "{}\n{}\n{}",
+                header(d),
+                d.source_line,
+                caret_line(&d.source_line, d.column)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `META_INVALID` rendering: one header line per diagnostic.
+pub(crate) fn render_plain(diagnostics: &[Diagnostic]) -> String {
+    diagnostics
+        .iter()
+        .map(header)
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -1,0 +1,334 @@
+//! `export const meta`: finding the declaration, reading its literal,
+//! validating it against the meta schema and removing it from the body.
+
+use std::collections::HashSet;
+
+use oxc::ast::ast::{
+    BindingPattern, Declaration, Program, Statement, VariableDeclaration, VariableDeclarationKind,
+};
+
+use super::diagnostic::Located;
+use super::literal::{self, Node, Property, Value, path_segment};
+use super::{Meta, PhaseMeta};
+
+const META_FIELDS: &str = "name, description, whenToUse, phases";
+const PHASE_FIELDS: &str = "title, detail, model, provider";
+
+/// One schema or literal violation; `at` is a byte offset of the file, or
+/// `None` for a meta given as JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Violation {
+    pub(crate) at: Option<usize>,
+    pub(crate) message: String,
+}
+
+impl Violation {
+    pub(crate) fn at(offset: u32, message: String) -> Violation {
+        Violation {
+            at: usize::try_from(offset).ok(),
+            message,
+        }
+    }
+}
+
+/// Whether `decl` is the (possibly malformed) meta declaration: a non-ambient
+/// variable declaration binding the plain name `meta`.
+pub(crate) fn is_meta_declaration(decl: &Declaration<'_>) -> bool {
+    match decl {
+        Declaration::VariableDeclaration(var) => !var.declare && declares_meta(var),
+        _ => false,
+    }
+}
+
+fn declares_meta(var: &VariableDeclaration<'_>) -> bool {
+    var.declarations.iter().any(|d| is_meta_binding(&d.id))
+}
+
+fn is_meta_binding(id: &BindingPattern<'_>) -> bool {
+    matches!(id, BindingPattern::BindingIdentifier(id) if id.name == "meta")
+}
+
+fn meta_declaration<'s, 'a>(statement: &'s Statement<'a>) -> Option<&'s VariableDeclaration<'a>> {
+    match statement {
+        Statement::ExportDeclaration(export) => match &export.declaration {
+            Declaration::VariableDeclaration(var) if !var.declare && declares_meta(var) => {
+                Some(var)
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Reads and validates the meta of `program` and removes every meta
+/// statement from its body. `Ok(None)` when there is no meta.
+pub(crate) fn extract(program: &mut Program<'_>) -> Result<Option<Meta>, Vec<Located>> {
+    let mut violations = Vec::new();
+    let mut meta = None;
+    let mut seen = false;
+    for statement in &program.body {
+        let Some(var) = meta_declaration(statement) else {
+            continue;
+        };
+        let statement_start = statement_offset(statement);
+        if seen {
+            violations.push(Violation {
+                at: statement_start,
+                message:
+                    "meta: declared more than once; a workflow has a single `export const meta`"
+                        .to_string(),
+            });
+            continue;
+        }
+        seen = true;
+        if var.kind != VariableDeclarationKind::Const {
+            violations.push(Violation::at(
+                var.span.start,
+                format!(
+                    "meta: must be declared with `export const meta = {{...}}`, not `{}`",
+                    var.kind.as_str()
+                ),
+            ));
+        }
+        if let Some(other) = var.declarations.iter().find(|d| !is_meta_binding(&d.id)) {
+            violations.push(Violation::at(
+                other.span.start,
+                "meta: `export const meta` must declare nothing but meta (found several declarators)".to_string(),
+            ));
+        }
+        let Some(declarator) = var.declarations.iter().find(|d| is_meta_binding(&d.id)) else {
+            continue;
+        };
+        match &declarator.init {
+            None => violations.push(Violation::at(
+                declarator.span.start,
+                "meta: needs a value, a static object literal `{ name, description, ... }`"
+                    .to_string(),
+            )),
+            Some(init) => {
+                let node = literal::read(init, "meta", &mut violations);
+                meta = validate(&node, &mut violations);
+            }
+        }
+    }
+    program.body.retain(|s| meta_declaration(s).is_none());
+    if violations.is_empty() {
+        Ok(meta)
+    } else {
+        Err(violations
+            .into_iter()
+            .map(|v| Located {
+                offset: v.at.unwrap_or(0),
+                message: v.message,
+            })
+            .collect())
+    }
+}
+
+fn statement_offset(statement: &Statement<'_>) -> Option<usize> {
+    use oxc::span::GetSpan;
+    usize::try_from(statement.span().start).ok()
+}
+
+/// See [`super::validate_meta_json`].
+pub(crate) fn validate_json(value: &serde_json::Value) -> Result<Meta, Vec<String>> {
+    let mut violations = Vec::new();
+    let node = literal::from_json(value);
+    match validate(&node, &mut violations) {
+        Some(meta) if violations.is_empty() => Ok(meta),
+        _ => Err(violations.into_iter().map(|v| v.message).collect()),
+    }
+}
+
+/// Validates a literal against the meta schema, reporting every violation.
+/// Returns the meta only when nothing was reported.
+pub(crate) fn validate(root: &Node, violations: &mut Vec<Violation>) -> Option<Meta> {
+    let before = violations.len();
+    let properties = match &root.value {
+        Value::Object(properties) => properties,
+        Value::NotStatic => return None,
+        other => {
+            violations.push(Violation {
+                at: root.at,
+                message: format!(
+                    "meta: must be an object `{{ name, description, ... }}`, found {}",
+                    other.kind()
+                ),
+            });
+            return None;
+        }
+    };
+    let mut name = None;
+    let mut description = None;
+    let mut when_to_use = None;
+    let mut phases = None;
+    for property in unique(properties, "meta", violations) {
+        let path = format!("meta{}", path_segment(&property.key));
+        match property.key.as_str() {
+            "name" => name = Some(non_empty_string(property, &path, violations)),
+            "description" => description = Some(non_empty_string(property, &path, violations)),
+            "whenToUse" => when_to_use = Some(string(property, &path, violations)),
+            "phases" => phases = Some(read_phases(property, &path, violations)),
+            _ => violations.push(Violation {
+                at: property.at,
+                message: format!("{path}: unknown field (allowed: {META_FIELDS})"),
+            }),
+        }
+    }
+    let name = required(name, root, "meta.name", violations);
+    let description = required(description, root, "meta.description", violations);
+    if violations.len() != before {
+        return None;
+    }
+    Some(Meta {
+        name: name??,
+        description: description??,
+        when_to_use: when_to_use.flatten(),
+        phases: phases.flatten(),
+    })
+}
+
+/// The properties of an object, first occurrence of each key only; later
+/// duplicates are reported.
+fn unique<'p>(
+    properties: &'p [Property],
+    path: &str,
+    violations: &mut Vec<Violation>,
+) -> Vec<&'p Property> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::with_capacity(properties.len());
+    for property in properties {
+        if seen.insert(property.key.as_str()) {
+            out.push(property);
+        } else {
+            violations.push(Violation {
+                at: property.at,
+                message: format!("{path}{}: duplicate field", path_segment(&property.key)),
+            });
+        }
+    }
+    out
+}
+
+/// A required field: reports it at the object when absent.
+fn required<T>(
+    field: Option<Option<T>>,
+    object: &Node,
+    path: &str,
+    violations: &mut Vec<Violation>,
+) -> Option<Option<T>> {
+    if field.is_none() {
+        violations.push(Violation {
+            at: object.at,
+            message: format!("{path}: is required (a non-empty string)"),
+        });
+    }
+    field
+}
+
+fn non_empty_string(
+    property: &Property,
+    path: &str,
+    violations: &mut Vec<Violation>,
+) -> Option<String> {
+    match &property.value.value {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::NotStatic => None,
+        _ => {
+            violations.push(Violation {
+                at: property.at,
+                message: format!("{path}: must be a non-empty string"),
+            });
+            None
+        }
+    }
+}
+
+fn string(property: &Property, path: &str, violations: &mut Vec<Violation>) -> Option<String> {
+    match &property.value.value {
+        Value::String(s) => Some(s.clone()),
+        Value::NotStatic => None,
+        other => {
+            violations.push(Violation {
+                at: property.at,
+                message: format!("{path}: must be a string, found {}", other.kind()),
+            });
+            None
+        }
+    }
+}
+
+fn read_phases(
+    property: &Property,
+    path: &str,
+    violations: &mut Vec<Violation>,
+) -> Option<Vec<PhaseMeta>> {
+    let items = match &property.value.value {
+        Value::Array(items) => items,
+        Value::NotStatic => return None,
+        other => {
+            violations.push(Violation {
+                at: property.at,
+                message: format!(
+                    "{path}: must be an array of {{ title, detail?, model?, provider? }}, found {}",
+                    other.kind()
+                ),
+            });
+            return None;
+        }
+    };
+    let mut phases = Some(Vec::with_capacity(items.len()));
+    for (i, item) in items.iter().enumerate() {
+        let phase = read_phase(item, &format!("{path}[{i}]"), violations);
+        match (phase, phases.as_mut()) {
+            (Some(phase), Some(list)) => list.push(phase),
+            _ => phases = None,
+        }
+    }
+    phases
+}
+
+fn read_phase(node: &Node, path: &str, violations: &mut Vec<Violation>) -> Option<PhaseMeta> {
+    let properties = match &node.value {
+        Value::Object(properties) => properties,
+        Value::NotStatic => return None,
+        other => {
+            violations.push(Violation {
+                at: node.at,
+                message: format!(
+                    "{path}: must be an object {{ title, detail?, model?, provider? }}, found {}",
+                    other.kind()
+                ),
+            });
+            return None;
+        }
+    };
+    let before = violations.len();
+    let mut title = None;
+    let mut detail = None;
+    let mut model = None;
+    let mut provider = None;
+    for property in unique(properties, path, violations) {
+        let field_path = format!("{path}{}", path_segment(&property.key));
+        match property.key.as_str() {
+            "title" => title = Some(non_empty_string(property, &field_path, violations)),
+            "detail" => detail = Some(string(property, &field_path, violations)),
+            "model" => model = Some(string(property, &field_path, violations)),
+            "provider" => provider = Some(string(property, &field_path, violations)),
+            _ => violations.push(Violation {
+                at: property.at,
+                message: format!("{field_path}: unknown field (allowed: {PHASE_FIELDS})"),
+            }),
+        }
+    }
+    let title = required(title, node, &format!("{path}.title"), violations);
+    if violations.len() != before {
+        return None;
+    }
+    Some(PhaseMeta {
+        title: title??,
+        detail: detail.flatten(),
+        model: model.flatten(),
+        provider: provider.flatten(),
+    })
+}

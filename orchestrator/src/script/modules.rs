@@ -1,0 +1,167 @@
+//! The "no modules" rule: a workflow is one file, so `import`, `export`,
+//! `import()` and `import.meta` are rejected. Type-only imports and exports
+//! are erased like other types, and `export const meta` (handled by
+//! [`super::meta`]) is the one allowed value export.
+
+use oxc::ast::ast::{
+    Declaration, ExportDefaultDeclarationKind, ImportDeclaration, ImportDeclarationSpecifier,
+    ImportExpression, ImportMeta, Program, Statement, TSModuleReference,
+};
+use oxc::ast_visit::{Visit, walk};
+use oxc::span::{GetSpan, Span};
+
+use super::diagnostic::Located;
+use super::meta;
+
+const SINGLE_FILE: &str = "a workflow is a single file with no modules";
+
+/// A forbidden module construct: where it is reported and the source range
+/// it covers (early errors inside that range are not reported separately).
+#[derive(Debug, Clone)]
+pub(crate) struct ModuleError {
+    pub(crate) problem: Located,
+    pub(crate) span: Span,
+}
+
+impl ModuleError {
+    fn new(span: Span, message: String) -> ModuleError {
+        ModuleError {
+            problem: Located::new(span.start, message),
+            span,
+        }
+    }
+
+    pub(crate) fn covers(&self, offset: usize) -> bool {
+        (self.span.start as usize..self.span.end as usize).contains(&offset)
+    }
+}
+
+/// Every forbidden module construct of `program`, in source order.
+pub(crate) fn check(program: &Program<'_>) -> Vec<ModuleError> {
+    let mut errors = Vec::new();
+    for statement in &program.body {
+        if let Some(message) = forbidden_statement(statement) {
+            errors.push(ModuleError::new(statement.span(), message));
+        }
+    }
+    let mut finder = DynamicModuleFinder { errors: Vec::new() };
+    finder.visit_program(program);
+    errors.extend(finder.errors);
+    errors.sort_by_key(|e| e.span.start);
+    errors
+}
+
+fn import_message() -> String {
+    format!(
+        "`import` is not supported: {SINGLE_FILE} (put what you need into the script itself; only `import type` is allowed)"
+    )
+}
+
+fn export_message() -> String {
+    format!(
+        "`export` is not supported: {SINGLE_FILE} (the only export allowed is `export const meta = {{...}}`)"
+    )
+}
+
+/// Why a top-level statement is forbidden module syntax, if it is.
+fn forbidden_statement(statement: &Statement<'_>) -> Option<String> {
+    let allowed = match statement {
+        Statement::ImportDeclaration(decl) => is_type_only_import(decl),
+        Statement::TSImportEqualsDeclaration(decl) => {
+            // `import x = require("m")` loads a module; `import x = N.y` is a
+            // namespace alias, not a module.
+            decl.import_kind.is_type()
+                || !matches!(
+                    decl.module_reference,
+                    TSModuleReference::ExternalModuleReference(_)
+                )
+        }
+        Statement::ExportDeclaration(decl) => {
+            meta::is_meta_declaration(&decl.declaration)
+                || is_type_only_declaration(&decl.declaration)
+        }
+        Statement::ExportNamedDeclaration(decl) => {
+            decl.export_kind.is_type()
+                || (!decl.specifiers.is_empty()
+                    && decl.specifiers.iter().all(|s| s.export_kind.is_type()))
+        }
+        Statement::ExportFromDeclaration(decl) => {
+            decl.export_kind.is_type()
+                || (!decl.specifiers.is_empty()
+                    && decl.specifiers.iter().all(|s| s.export_kind.is_type()))
+        }
+        Statement::ExportAllDeclaration(decl) => decl.export_kind.is_type(),
+        Statement::ExportDefaultDeclaration(decl) => match &decl.declaration {
+            ExportDefaultDeclarationKind::TSInterfaceDeclaration(_) => true,
+            ExportDefaultDeclarationKind::FunctionDeclaration(f) => f.is_typescript_syntax(),
+            ExportDefaultDeclarationKind::ClassDeclaration(c) => c.declare,
+            _ => false,
+        },
+        Statement::TSExportAssignment(_) | Statement::TSNamespaceExportDeclaration(_) => false,
+        _ => return None,
+    };
+    if allowed {
+        return None;
+    }
+    Some(match statement {
+        Statement::ImportDeclaration(_) | Statement::TSImportEqualsDeclaration(_) => {
+            import_message()
+        }
+        _ => export_message(),
+    })
+}
+
+/// `import type …` or `import { type A, type B } from …`.
+fn is_type_only_import(decl: &ImportDeclaration<'_>) -> bool {
+    if decl.phase.is_some() {
+        return false;
+    }
+    if decl.import_kind.is_type() {
+        return true;
+    }
+    decl.specifiers.as_ref().is_some_and(|specifiers| {
+        !specifiers.is_empty()
+            && specifiers.iter().all(|s| match s {
+                ImportDeclarationSpecifier::ImportSpecifier(s) => s.import_kind.is_type(),
+                _ => false,
+            })
+    })
+}
+
+/// Declarations that leave nothing behind at run time.
+fn is_type_only_declaration(decl: &Declaration<'_>) -> bool {
+    match decl {
+        Declaration::VariableDeclaration(d) => d.declare,
+        Declaration::FunctionDeclaration(f) => f.is_typescript_syntax(),
+        Declaration::ClassDeclaration(c) => c.declare,
+        Declaration::TSTypeAliasDeclaration(_)
+        | Declaration::TSInterfaceDeclaration(_)
+        | Declaration::TSExternalModuleDeclaration(_)
+        | Declaration::TSGlobalDeclaration(_) => true,
+        Declaration::TSEnumDeclaration(d) => d.declare,
+        Declaration::TSNamespaceDeclaration(d) => d.declare,
+        Declaration::TSImportEqualsDeclaration(d) => d.import_kind.is_type(),
+    }
+}
+
+/// Finds `import(…)` and `import.meta` anywhere in the program.
+struct DynamicModuleFinder {
+    errors: Vec<ModuleError>,
+}
+
+impl<'a> Visit<'a> for DynamicModuleFinder {
+    fn visit_import_expression(&mut self, it: &ImportExpression<'a>) {
+        self.errors.push(ModuleError::new(
+            it.span,
+            format!("dynamic `import()` is not supported: {SINGLE_FILE}"),
+        ));
+        walk::walk_import_expression(self, it);
+    }
+
+    fn visit_import_meta(&mut self, it: &ImportMeta) {
+        self.errors.push(ModuleError::new(
+            it.span,
+            format!("`import.meta` is not supported: {SINGLE_FILE}"),
+        ));
+    }
+}

@@ -1,0 +1,108 @@
+//! The error codes of the user-facing contract (contract §6 and §12).
+
+use serde::{Deserialize, Serialize};
+
+/// Every error code a run or the CLI can report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ErrorCode {
+    ScriptParse,
+    ScriptError,
+    MetaInvalid,
+    InvalidArgument,
+    UnsupportedOption,
+    UnsupportedSchema,
+    AgentCap,
+    ItemCap,
+    AgentStart,
+    AgentResult,
+    ResultUnserializable,
+    Budget,
+    Cancelled,
+    Timeout,
+    Memory,
+    WorkerExited,
+    SandboxUnavailable,
+    // CLI-only codes (contract §12).
+    Usage,
+    ConfigInvalid,
+    FixtureInvalid,
+    ScriptTooLarge,
+}
+
+impl ErrorCode {
+    /// All codes, for exhaustive tests and docs.
+    pub const ALL: [ErrorCode; 21] = [
+        ErrorCode::ScriptParse,
+        ErrorCode::ScriptError,
+        ErrorCode::MetaInvalid,
+        ErrorCode::InvalidArgument,
+        ErrorCode::UnsupportedOption,
+        ErrorCode::UnsupportedSchema,
+        ErrorCode::AgentCap,
+        ErrorCode::ItemCap,
+        ErrorCode::AgentStart,
+        ErrorCode::AgentResult,
+        ErrorCode::ResultUnserializable,
+        ErrorCode::Budget,
+        ErrorCode::Cancelled,
+        ErrorCode::Timeout,
+        ErrorCode::Memory,
+        ErrorCode::WorkerExited,
+        ErrorCode::SandboxUnavailable,
+        ErrorCode::Usage,
+        ErrorCode::ConfigInvalid,
+        ErrorCode::FixtureInvalid,
+        ErrorCode::ScriptTooLarge,
+    ];
+
+    /// The code as users see it, e.g. `SCRIPT_PARSE`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::ScriptParse => "SCRIPT_PARSE",
+            ErrorCode::ScriptError => "SCRIPT_ERROR",
+            ErrorCode::MetaInvalid => "META_INVALID",
+            ErrorCode::InvalidArgument => "INVALID_ARGUMENT",
+            ErrorCode::UnsupportedOption => "UNSUPPORTED_OPTION",
+            ErrorCode::UnsupportedSchema => "UNSUPPORTED_SCHEMA",
+            ErrorCode::AgentCap => "AGENT_CAP",
+            ErrorCode::ItemCap => "ITEM_CAP",
+            ErrorCode::AgentStart => "AGENT_START",
+            ErrorCode::AgentResult => "AGENT_RESULT",
+            ErrorCode::ResultUnserializable => "RESULT_UNSERIALIZABLE",
+            ErrorCode::Budget => "BUDGET",
+            ErrorCode::Cancelled => "CANCELLED",
+            ErrorCode::Timeout => "TIMEOUT",
+            ErrorCode::Memory => "MEMORY",
+            ErrorCode::WorkerExited => "WORKER_EXITED",
+            ErrorCode::SandboxUnavailable => "SANDBOX_UNAVAILABLE",
+            ErrorCode::Usage => "USAGE",
+            ErrorCode::ConfigInvalid => "CONFIG_INVALID",
+            ErrorCode::FixtureInvalid => "FIXTURE_INVALID",
+            ErrorCode::ScriptTooLarge => "SCRIPT_TOO_LARGE",
+        }
+    }
+
+    /// Parses the user-facing spelling.
+    pub fn parse(s: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_round_trips_through_its_name() {
+        for code in ErrorCode::ALL {
+            assert_eq!(ErrorCode::parse(code.as_str()), Some(code));
+        }
+        assert_eq!(ErrorCode::parse("NOPE"), None);
+    }
+}

@@ -1,0 +1,31 @@
+//! The wire protocol between the dsh host (the `dsh-orchestrator` crate) and
+//! one workflow worker process (`dsh-worker`).
+//!
+//! This crate is *sans-io*: it defines the messages ([`WorkerMsg`],
+//! [`HostMsg`]), their framing ([`frame`]) and the JSON Schema subset both
+//! sides check against ([`schema`]). It does not open sockets or spawn
+//! anything.
+//!
+//! Frames are a `u32` little-endian length followed by a postcard-encoded
+//! message. JSON payloads (args, return values, schemas, structured answers)
+//! travel as JSON *text* inside the messages, so the wire format never has to
+//! model arbitrary JSON and the receiver parses them with its own limits.
+//!
+//! The host treats every byte from the worker as hostile: decoding never
+//! panics and never allocates more than the frame limit.
+
+pub mod codes;
+pub mod frame;
+pub mod messages;
+pub mod schema;
+
+pub use codes::ErrorCode;
+pub use frame::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, FrameError, decode, encode};
+pub use messages::*;
+
+/// Version of this protocol. The worker announces it in [`WorkerMsg::Hello`];
+/// the host refuses a worker that speaks another one.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,442 @@
+//! The JavaScript engine adapter: one QuickJS runtime and context per run,
+//! the prelude (the script-facing hooks) and the single-threaded event loop
+//! that connects them to the host.
+//!
+//! The loop alternates between running JavaScript (one *slice*: a macrotask
+//! such as a host reply or a timer, plus every microtask it queues) and
+//! waiting on the socket with the next timer as the timeout. The interrupt
+//! handler bounds each slice (`syncTimeoutMs`) and, after a cancel, stops a
+//! script that keeps spinning.
+
+mod natives;
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use dsh_protocol::{
+    Args, CancelReason, ChildOutcome, EndResult, ErrorCode, HostMsg, Init, SandboxReport,
+    StopReason, WireError, WorkerMsg,
+};
+use rquickjs::{Context, Ctx, Function, Object, Runtime, context::EvalOptions};
+
+use crate::channel::{Channel, ChannelError};
+use crate::clock::{Clock, Interrupted};
+use crate::timers::Timers;
+
+const PRELUDE: &str = include_str!("prelude.js");
+
+/// How often (at most) the interrupt handler looks at the socket for a
+/// `Cancel` while a slice is running.
+const CANCEL_POLL_EVERY: Duration = Duration::from_millis(5);
+
+/// State shared by the loop, the natives and the interrupt handler.
+pub(crate) struct Shared {
+    chan: RefCell<Channel>,
+    timers: RefCell<Timers>,
+    end: RefCell<Option<EndResult>>,
+    agents_started: Cell<u64>,
+    clock: Clock,
+}
+
+impl Shared {
+    /// Queues a frame. A broken connection is noticed by the loop's next
+    /// wait, so sends from script code never fail the script.
+    fn send(&self, msg: &WorkerMsg) {
+        if let Ok(mut chan) = self.chan.try_borrow_mut() {
+            let _ = chan.send(msg);
+        }
+    }
+
+    fn set_end(&self, result: EndResult) {
+        let mut end = self.end.borrow_mut();
+        if end.is_none() {
+            *end = Some(result);
+        }
+    }
+
+    fn ended(&self) -> bool {
+        self.end.borrow().is_some()
+    }
+}
+
+/// Runs the whole life of a worker after `Init`: build, Ready, wait for Go,
+/// run the body, End. Returns when `End` has been written (or the host is
+/// gone).
+pub fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(), ChannelError> {
+    let limits = &init.limits;
+    let shared = Rc::new(Shared {
+        chan: RefCell::new(chan),
+        timers: RefCell::new(Timers::default()),
+        end: RefCell::new(None),
+        agents_started: Cell::new(0),
+        clock: Clock::new(
+            Duration::from_millis(limits.sync_timeout_ms),
+            Duration::from_millis(limits.cancel_interrupt_ms),
+        ),
+    });
+
+    let rt = match Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => return fail_before_start(&shared, format!("cannot create the engine: {e}")),
+    };
+    rt.set_memory_limit(usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX));
+    rt.set_max_stack_size(2 * 1024 * 1024);
+    {
+        let shared = shared.clone();
+        let mut last_poll = Instant::now();
+        rt.set_interrupt_handler(Some(Box::new(move || {
+            if !shared.clock.is_cancelled() && last_poll.elapsed() >= CANCEL_POLL_EVERY {
+                last_poll = Instant::now();
+                if let Ok(mut chan) = shared.chan.try_borrow_mut() {
+                    // A dead host also means: stop.
+                    if chan.poll_inbox().unwrap_or(true) {
+                        shared.clock.note_cancel();
+                    }
+                }
+            }
+            shared.clock.should_interrupt()
+        })));
+    }
+    let ctx = match Context::full(&rt) {
+        Ok(c) => c,
+        Err(e) => return fail_before_start(&shared, format!("cannot create the engine: {e}")),
+    };
+
+    let outcome = ctx.with(|ctx| drive(&ctx, &shared, &init, sandbox));
+    let end = shared.end.borrow_mut().take();
+    let mut chan = shared.chan.borrow_mut();
+    match outcome {
+        Ok(()) => {
+            if let Some(result) = end {
+                chan.send(&WorkerMsg::End { result })?;
+            }
+            chan.flush()
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn fail_before_start(shared: &Shared, message: String) -> Result<(), ChannelError> {
+    let mut chan = shared.chan.borrow_mut();
+    chan.send(&WorkerMsg::End {
+        result: EndResult {
+            stop: StopReason::Error,
+            value_json: None,
+            error: Some(WireError {
+                code: ErrorCode::WorkerExited,
+                message,
+            }),
+            agents_started: 0,
+            log_bytes_dropped: 0,
+        },
+    })?;
+    chan.flush()
+}
+
+/// The entry points the prelude returns.
+struct Internal<'js> {
+    run: Function<'js>,
+    deliver: Function<'js>,
+    fire_timer: Function<'js>,
+    cancel: Function<'js>,
+    force_end: Function<'js>,
+}
+
+fn eval_opts(filename: &str) -> EvalOptions {
+    let mut opts = EvalOptions::default();
+    opts.global = true;
+    opts.strict = false;
+    opts.promise = false;
+    opts.backtrace_barrier = true;
+    opts.filename = Some(filename.to_string());
+    opts
+}
+
+fn init_object<'js>(ctx: &Ctx<'js>, init: &Init) -> rquickjs::Result<Object<'js>> {
+    let o = Object::new(ctx.clone())?;
+    o.set("scriptName", init.script_name.as_str())?;
+    let limits = Object::new(ctx.clone())?;
+    limits.set("maxConcurrentAgents", init.limits.max_concurrent_agents)?;
+    limits.set("maxTotalAgents", init.limits.max_total_agents as f64)?;
+    limits.set("maxItemsPerCall", init.limits.max_items_per_call as f64)?;
+    o.set("limits", limits)?;
+    match init.limits.budget_tokens {
+        Some(b) => o.set("budget", b as f64)?,
+        None => o.set("budget", rquickjs::Null)?,
+    }
+    let (kind, text) = match &init.args {
+        Args::None => ("none", ""),
+        Args::Json(t) => ("json", t.as_str()),
+        Args::Text(t) => ("text", t.as_str()),
+    };
+    o.set("argsKind", kind)?;
+    o.set("argsText", text)?;
+    Ok(o)
+}
+
+fn build<'js>(
+    ctx: &Ctx<'js>,
+    shared: &Rc<Shared>,
+    init: &Init,
+) -> Result<(Internal<'js>, Function<'js>), String> {
+    let describe = |e: rquickjs::Error| -> String {
+        if e.is_exception() {
+            let v = ctx.catch();
+            match v.as_exception() {
+                Some(ex) => format!(
+                    "{}{}",
+                    ex.message().unwrap_or_default(),
+                    ex.stack().map(|s| format!("\n{s}")).unwrap_or_default()
+                ),
+                None => format!("{v:?}"),
+            }
+        } else {
+            e.to_string()
+        }
+    };
+    let natives = natives::install(ctx, shared).map_err(describe)?;
+    let prelude: Function = ctx
+        .eval_with_options(PRELUDE, eval_opts("dsh:prelude"))
+        .map_err(describe)?;
+    let init_obj = init_object(ctx, init).map_err(describe)?;
+    let internal: Object = prelude.call((natives, init_obj)).map_err(describe)?;
+    let get =
+        |name: &str| -> Result<Function<'js>, String> { internal.get(name).map_err(describe) };
+    let internal = Internal {
+        run: get("run")?,
+        deliver: get("deliver")?,
+        fire_timer: get("fireTimer")?,
+        cancel: get("cancel")?,
+        force_end: get("forceEnd")?,
+    };
+    let body: Function = ctx
+        .eval_with_options(init.script_js.as_str(), eval_opts(&init.script_name))
+        .map_err(describe)?;
+    Ok((internal, body))
+}
+
+fn drive(
+    ctx: &Ctx<'_>,
+    shared: &Rc<Shared>,
+    init: &Init,
+    sandbox: SandboxReport,
+) -> Result<(), ChannelError> {
+    shared.clock.start_slice();
+    let (internal, body) = match build(ctx, shared, init) {
+        Ok(x) => x,
+        Err(message) => {
+            shared.set_end(natives::end_result(
+                "error",
+                Some(ErrorCode::ScriptParse.as_str().into()),
+                Some(format!(
+                    "{}: the engine rejected the prepared script: {message}",
+                    init.script_name
+                )),
+                None,
+                0,
+            ));
+            return Ok(());
+        }
+    };
+
+    {
+        let mut chan = shared.chan.borrow_mut();
+        chan.send(&WorkerMsg::Ready { sandbox })?;
+        chan.flush()?;
+    }
+
+    // Ready → Go: a run cancelled before Go never runs a line of the body.
+    loop {
+        let msg = {
+            let mut chan = shared.chan.borrow_mut();
+            chan.wait(None)?;
+            chan.pop()
+        };
+        match msg {
+            Some(HostMsg::Go) => break,
+            Some(HostMsg::Cancel { reason }) => {
+                let (code, message) = cancel_text(&reason);
+                shared.set_end(natives::end_result(
+                    "cancelled",
+                    Some(code.into()),
+                    Some(message),
+                    None,
+                    0,
+                ));
+                return Ok(());
+            }
+            Some(_) | None => continue,
+        }
+    }
+
+    let lp = Loop {
+        ctx,
+        shared,
+        internal: &internal,
+    };
+    lp.slice(|| internal.run.call::<_, ()>((body,)));
+    lp.run()
+}
+
+fn cancel_text(reason: &CancelReason) -> (&'static str, String) {
+    match reason {
+        CancelReason::Requested(why) if why.is_empty() => {
+            ("CANCELLED", "the run was cancelled".into())
+        }
+        CancelReason::Requested(why) => ("CANCELLED", format!("the run was cancelled: {why}")),
+        CancelReason::WallTimeout { limit_ms } => (
+            "TIMEOUT",
+            format!("the run's wall-clock budget of {limit_ms} ms ran out"),
+        ),
+    }
+}
+
+struct Loop<'a, 'js> {
+    ctx: &'a Ctx<'js>,
+    shared: &'a Rc<Shared>,
+    internal: &'a Internal<'js>,
+}
+
+impl<'js> Loop<'_, 'js> {
+    /// Runs one macrotask and drains its microtasks, as one slice.
+    fn slice(&self, task: impl FnOnce() -> rquickjs::Result<()>) {
+        self.shared.clock.start_slice();
+        if task().is_err() {
+            // Exceptions inside the prelude's entry points are caught there;
+            // what reaches us is an interrupt (or a bug). Clear it.
+            let _ = self.ctx.catch();
+        }
+        while self.shared.clock.fired().is_none() && self.ctx.execute_pending_job() {}
+    }
+
+    fn interrupted(&self) -> bool {
+        match self.shared.clock.fired() {
+            None => false,
+            Some(why) => {
+                let (stop, code, message) = match why {
+                    Interrupted::SyncTimeout => (
+                        "error",
+                        "TIMEOUT",
+                        format!(
+                            "a synchronous slice of the script ran longer than syncTimeoutMs ({} ms); \
+                             the script was stopped",
+                            self.shared.clock_sync_ms()
+                        ),
+                    ),
+                    Interrupted::Cancelled => (
+                        "cancelled",
+                        "CANCELLED",
+                        "the run was cancelled; the script kept running and was interrupted"
+                            .to_string(),
+                    ),
+                };
+                self.shared.set_end(natives::end_result(
+                    stop,
+                    Some(code.into()),
+                    Some(message),
+                    None,
+                    self.shared.agents_started.get(),
+                ));
+                true
+            }
+        }
+    }
+
+    fn run(&self) -> Result<(), ChannelError> {
+        let mut cancel_reason: Option<CancelReason> = None;
+        loop {
+            if self.interrupted() || self.shared.ended() {
+                if let (Some(reason), Some(end)) =
+                    (&cancel_reason, self.shared.end.borrow_mut().as_mut())
+                {
+                    // However the body ended, a cancelled run reports the cancel.
+                    let (code, message) = cancel_text(reason);
+                    end.stop = StopReason::Cancelled;
+                    end.value_json = None;
+                    end.error = Some(WireError {
+                        code: ErrorCode::parse(code).unwrap_or(ErrorCode::Cancelled),
+                        message,
+                    });
+                }
+                return Ok(());
+            }
+            let wait = self.shared.timers.borrow_mut().next_wait(Instant::now());
+            let msg = {
+                let mut chan = self.shared.chan.borrow_mut();
+                chan.wait(wait)?;
+                chan.pop()
+            };
+            if let Some(msg) = msg {
+                self.handle(msg, &mut cancel_reason);
+                continue;
+            }
+            let due = self.shared.timers.borrow_mut().pop_due(Instant::now());
+            if let Some(id) = due {
+                self.slice(|| self.internal.fire_timer.call::<_, ()>((id as f64,)));
+            }
+        }
+    }
+
+    fn handle(&self, msg: HostMsg, cancel_reason: &mut Option<CancelReason>) {
+        let d = &self.internal.deliver;
+        match msg {
+            HostMsg::Cancel { reason } => {
+                if cancel_reason.is_some() {
+                    return;
+                }
+                self.shared.clock.note_cancel();
+                self.shared.timers.borrow_mut().clear_all();
+                let (code, message) = cancel_text(&reason);
+                *cancel_reason = Some(reason);
+                self.slice(|| self.internal.cancel.call::<_, ()>((code, message.as_str())));
+                // Whatever could still settle the body needed the host or a
+                // timer; both are gone now. End the run here.
+                if !self.shared.ended() && self.shared.clock.fired().is_none() {
+                    let _ = self.internal.force_end.call::<_, ()>((
+                        "cancelled",
+                        code,
+                        message.as_str(),
+                    ));
+                }
+            }
+            HostMsg::ChildStarted { call_id, child_id } => {
+                self.slice(|| d.call::<_, ()>(("started", call_id as f64, child_id)));
+            }
+            HostMsg::ChildStartError {
+                call_id,
+                code,
+                message,
+            } => {
+                self.slice(|| {
+                    d.call::<_, ()>(("startError", call_id as f64, code.as_str(), message))
+                });
+            }
+            HostMsg::ChildSettled {
+                call_id,
+                outcome,
+                usage,
+            } => {
+                let out = usage.map(|u| u.output as f64).unwrap_or(0.0);
+                let (kind, payload) = match outcome {
+                    ChildOutcome::Text(t) => ("text", t),
+                    ChildOutcome::Structured(j) => ("structured", j),
+                    ChildOutcome::Failed(r) => ("failed", r),
+                    ChildOutcome::Cancelled => ("cancelled", String::new()),
+                };
+                self.slice(|| d.call::<_, ()>(("settled", call_id as f64, kind, payload, out)));
+            }
+            HostMsg::ChildFailed { call_id, message } => {
+                self.slice(|| d.call::<_, ()>(("failed", call_id as f64, message)));
+            }
+            // Out of place here; a confused host is not a reason to crash.
+            HostMsg::Init(_) | HostMsg::Go => {}
+        }
+    }
+}
+
+impl Shared {
+    fn clock_sync_ms(&self) -> u128 {
+        self.clock.sync_limit().as_millis()
+    }
+}

@@ -1,0 +1,105 @@
+//! `dsh-worker`: runs exactly one workflow script for a dsh host.
+//!
+//! The host spawns this program with one end of a private socket pair as an
+//! inherited file descriptor (`--fd N`). The worker says `Hello`, receives
+//! `Init`, builds a QuickJS engine with the script-facing hooks
+//! ([`engine`]), reports `Ready`, runs the body after `Go`, and ends with
+//! exactly one `End` frame. It owns no subagents: every `agent()` call is
+//! an RPC to the host.
+//!
+//! This crate is not a general JavaScript runtime: there is no filesystem,
+//! network, `process`, `require` or module loader, on purpose.
+
+pub mod channel;
+pub mod clock;
+pub mod engine;
+pub mod sandbox;
+pub mod timers;
+
+use std::os::fd::FromRawFd;
+use std::os::unix::net::UnixStream;
+
+use dsh_protocol::{
+    DEFAULT_MAX_FRAME_BYTES, EndResult, ErrorCode, HostMsg, PROTOCOL_VERSION, StopReason,
+    WireError, WorkerMsg,
+};
+
+use channel::{Channel, ChannelError};
+
+/// Exit status when the host went away or spoke nonsense.
+pub const EXIT_HOST_GONE: i32 = 3;
+/// Exit status for a bad command line.
+pub const EXIT_USAGE: i32 = 2;
+
+/// Runs the worker with the given arguments (without the program name).
+/// Returns the process exit status.
+pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
+    let mut fd: Option<i32> = None;
+    let mut it = args.into_iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--fd" => fd = it.next().and_then(|v| v.parse().ok()),
+            other => {
+                eprintln!(
+                    "dsh-worker: unknown argument {other:?}; this program is started by dsh, not by hand"
+                );
+                return EXIT_USAGE;
+            }
+        }
+    }
+    let Some(fd) = fd.filter(|fd| *fd > 2) else {
+        eprintln!(
+            "dsh-worker: missing --fd N (the host's socket); this program is started by dsh, not by hand"
+        );
+        return EXIT_USAGE;
+    };
+    // SAFETY: the host passes a connected unix socket at this descriptor and
+    // nothing else in this process owns it; checked with fstat below before
+    // any use beyond that.
+    let stream = unsafe { UnixStream::from_raw_fd(fd) };
+    if stream.peer_addr().is_err() {
+        eprintln!("dsh-worker: --fd {fd} is not a connected socket");
+        return EXIT_USAGE;
+    }
+    match serve(Channel::new(stream, DEFAULT_MAX_FRAME_BYTES)) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("dsh-worker: {e}");
+            EXIT_HOST_GONE
+        }
+    }
+}
+
+fn serve(mut chan: Channel) -> Result<(), ChannelError> {
+    chan.send(&WorkerMsg::Hello {
+        protocol_version: PROTOCOL_VERSION,
+        pid: std::process::id(),
+    })?;
+    let init = loop {
+        chan.wait(None)?;
+        match chan.pop() {
+            Some(HostMsg::Init(init)) => break init,
+            Some(HostMsg::Cancel { .. }) => return Ok(()),
+            Some(_) | None => continue,
+        }
+    };
+    let sandbox = match sandbox::apply(init.sandbox) {
+        Ok(report) => report,
+        Err(message) => {
+            chan.send(&WorkerMsg::End {
+                result: EndResult {
+                    stop: StopReason::Error,
+                    value_json: None,
+                    error: Some(WireError {
+                        code: ErrorCode::SandboxUnavailable,
+                        message,
+                    }),
+                    agents_started: 0,
+                    log_bytes_dropped: 0,
+                },
+            })?;
+            return chan.flush();
+        }
+    };
+    engine::run(chan, *init, sandbox)
+}

@@ -1,0 +1,5 @@
+//! The `dsh-worker` executable; see the crate docs of `dsh_worker`.
+
+fn main() {
+    std::process::exit(dsh_worker::main_with_args(std::env::args().skip(1)));
+}
