@@ -236,6 +236,7 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
     })?;
     let mut child = spawned.child;
     let stderr = child.stderr.take();
+    let worker_pid = spawned.pid;
     let proc = process::WorkerProcess::new(child, spawned.pid);
     // Entering the runtime is what lets a std socket become a tokio one.
     let socket = {
@@ -290,6 +291,7 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         result_rx,
         done_rx,
         grace,
+        worker_pid,
     })
 }
 
@@ -302,6 +304,7 @@ pub struct WorkflowRun {
     result_rx: watch::Receiver<Option<RunResult>>,
     done_rx: watch::Receiver<bool>,
     grace: Duration,
+    worker_pid: u32,
 }
 
 /// Extra time `dispose()` allows beyond the grace for the kill and reap.
@@ -314,6 +317,12 @@ impl WorkflowRun {
 
     pub fn meta(&self) -> &Meta {
         &self.meta
+    }
+
+    /// The worker's process id (also its process group id), for
+    /// diagnostics and leak checks. The process may already be gone.
+    pub fn worker_pid(&self) -> u32 {
+        self.worker_pid
     }
 
     /// Every event of the run, from `workflow/start` on.

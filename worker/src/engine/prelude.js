@@ -302,7 +302,7 @@
   function readOptions(options) {
     if (options === undefined || options === null) {
       if (options === null) throw fatal("INVALID_ARGUMENT", "agent(): options must be an object, got null");
-      return {};
+      return { plain: {}, schemaJson: null };
     }
     if (typeof options !== "object" || isArray(options)) {
       throw fatal("INVALID_ARGUMENT", "agent(): options must be an object, got " + typeName(options));
