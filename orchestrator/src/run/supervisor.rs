@@ -17,7 +17,7 @@ use dsh_protocol::{
     Init, PROTOCOL_VERSION, SandboxReport, StopReason, WorkerMsg, encode, schema,
 };
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -451,9 +451,16 @@ impl Supervisor {
             },
         );
         let token = self.run_token.child_token();
+        let mut fut = Box::pin(async move { provider.start(request, token).await });
+        // A provider that can answer at once (fixtures, caches) is handled
+        // inline, so its events come out in call order, deterministically.
+        if let Some(res) = poll_once(&mut fut) {
+            self.on_internal(Internal::Started { call_id, res });
+            return None;
+        }
         let tx = self.internal_tx.clone();
         self.tasks.spawn(async move {
-            let res = provider.start(request, token).await;
+            let res = fut.await;
             let _ = tx.send(Internal::Started { call_id, res });
         });
         None
@@ -481,13 +488,20 @@ impl Supervisor {
                         if self.cancel.is_some() {
                             child.cancel();
                         }
-                        let tx = self.internal_tx.clone();
                         let watched = child.clone();
-                        self.tasks.spawn(async move {
-                            let res = watched.result().await;
-                            let _ = tx.send(Internal::Settled { call_id, res });
-                        });
+                        let mut fut = Box::pin(async move { watched.result().await });
+                        let ready = poll_once(&mut fut);
                         self.live.insert(call_id, Live { info, child });
+                        match ready {
+                            Some(res) => self.on_internal(Internal::Settled { call_id, res }),
+                            None => {
+                                let tx = self.internal_tx.clone();
+                                self.tasks.spawn(async move {
+                                    let res = fut.await;
+                                    let _ = tx.send(Internal::Settled { call_id, res });
+                                });
+                            }
+                        }
                     }
                     Err(refused) => self.send(&HostMsg::ChildStartError {
                         call_id,
@@ -835,6 +849,17 @@ fn msg_name(msg: &WorkerMsg) -> &'static str {
     }
 }
 
+/// Polls a future once without a real waker: `Some` when it is already
+/// done. A pending future is then moved into a task, which polls it again
+/// with a real waker (futures must accept a new waker on every poll).
+fn poll_once<F: std::future::Future + Unpin>(fut: &mut F) -> Option<F::Output> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::Pin::new(fut).poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
 async fn sleep_until_opt(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -859,10 +884,29 @@ async fn write_frames(mut w: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Vec
 }
 
 /// The worker's stderr goes to the host's tracing, drained continuously so
-/// a chatty worker never blocks on a full pipe.
-async fn drain_stderr(stderr: tokio::process::ChildStderr, run_id: Arc<str>) {
-    let mut lines = tokio::io::BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        tracing::debug!(target: "dsh::worker", run = %run_id, "{line}");
+/// a chatty worker never blocks on a full pipe. Lines are cut at
+/// [`STDERR_LINE_MAX`] bytes, so a worker cannot make the host buffer an
+/// unbounded line.
+async fn drain_stderr(mut stderr: tokio::process::ChildStderr, run_id: Arc<str>) {
+    let mut chunk = [0u8; 4096];
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        let n = match stderr.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for &b in &chunk[..n] {
+            if b == b'\n' {
+                tracing::debug!(target: "dsh::worker", run = %run_id, "{}", String::from_utf8_lossy(&line));
+                line.clear();
+            } else if line.len() < STDERR_LINE_MAX {
+                line.push(b);
+            }
+        }
+    }
+    if !line.is_empty() {
+        tracing::debug!(target: "dsh::worker", run = %run_id, "{}", String::from_utf8_lossy(&line));
     }
 }
+
+const STDERR_LINE_MAX: usize = 4096;
