@@ -32,10 +32,6 @@ impl WorkerProcess {
         self.pid
     }
 
-    pub fn status(&self) -> Option<ExitStatus> {
-        self.status
-    }
-
     /// Waits for the process to exit (cancel-safe).
     pub async fn wait(&mut self) -> ExitStatus {
         if let Some(st) = self.status {

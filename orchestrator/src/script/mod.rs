@@ -9,9 +9,10 @@
 //! 1. parse it with oxc (TypeScript syntax only in `.ts`/`.mts`); every parser
 //!    or early error becomes `SCRIPT_PARSE` with `file:line:col`, the source
 //!    line and a caret ([`ScriptError::Parse`]);
-//! 2. reject module syntax — `import`, `export`, `import()`, `import.meta` —
-//!    except type-only imports/exports (erased like other types) and the one
-//!    `export const meta = …` declaration;
+//! 2. reject, also as `SCRIPT_PARSE`, module syntax — `import`, `export`,
+//!    `import()`, `import.meta` — except type-only imports/exports (erased
+//!    like other types) and the one `export const meta = …` declaration; and
+//!    decorators, which the engine cannot run;
 //! 3. read `export const meta` from the syntax tree as a static literal,
 //!    validate it ([`ScriptError::MetaInvalid`] lists every violation) and
 //!    remove the statement from the body;
@@ -29,14 +30,17 @@
 //! Positions: lines and columns are 1-based; columns of the *original* file
 //! count characters (Unicode scalar values). Columns of the *generated* code
 //! are the ones the embedded engine (QuickJS) reports: 1-based byte offsets
-//! within the line. The file is parsed with module (strict-mode) syntax rules
-//! so that `import`/`export` can be recognised; the body itself runs in sloppy
-//! mode inside the async function.
+//! within the line.
+//!
+//! The file is parsed with module (strict-mode) syntax rules so that
+//! `import`/`export` and top-level `await` are recognised; strict-only syntax
+//! errors (`with`, legacy octal literals, …) are therefore `SCRIPT_PARSE`
+//! even though the body itself runs in sloppy mode inside the async function.
 
 mod diagnostic;
+mod forbidden;
 mod literal;
 mod meta;
-mod modules;
 mod parse;
 mod positions;
 mod strip;
@@ -143,7 +147,8 @@ impl PreparedScript {
 /// Why a workflow file cannot run.
 #[derive(Debug, thiserror::Error)]
 pub enum ScriptError {
-    /// `SCRIPT_PARSE`: the body does not parse, or uses module syntax.
+    /// `SCRIPT_PARSE`: the body does not parse, or uses module syntax or
+    /// decorators.
     #[error("{}", diagnostic::render_with_carets(.0))]
     Parse(Vec<Diagnostic>),
     /// `META_INVALID`: meta is not a static literal or violates its schema.
@@ -227,18 +232,18 @@ fn prepare_unguarded(
 
     // Module syntax and meta are both read from the top-level statements;
     // the meta statement leaves the body here.
-    let module_errors = modules::check(&program);
+    let forbidden = forbidden::check(&program);
     let meta_result = meta::extract(&mut program);
 
     // Early errors of the body. Those inside a forbidden import/export are
     // consequences of it and not reported separately.
     let (scoping, semantic_errors) = parse::analyze(&program);
-    let mut problems: Vec<Located> = module_errors.iter().map(|e| e.problem.clone()).collect();
+    let mut problems: Vec<Located> = forbidden.iter().map(|e| e.problem.clone()).collect();
     problems.extend(
         semantic_errors
             .iter()
             .map(Located::from_oxc)
-            .filter(|p| !module_errors.iter().any(|e| e.covers(p.offset))),
+            .filter(|p| !forbidden.iter().any(|e| e.covers(p.offset))),
     );
     if !problems.is_empty() {
         return Err(ScriptError::Parse(diagnostics(problems)));

@@ -34,14 +34,15 @@ pub(crate) fn parse<'a>(
         .parse();
     let mut errors: Vec<OxcDiagnostic> = errors_only(ret.diagnostics);
     if !errors.is_empty() {
-        if kind == ScriptKind::JavaScript && parses_as_typescript(source) {
-            if let Some(first) = errors.first_mut() {
-                first.message = format!(
-                    "{} (this looks like TypeScript, which only .ts/.mts files may use)",
-                    first.message
-                )
-                .into();
-            }
+        if kind == ScriptKind::JavaScript
+            && parses_as_typescript(source)
+            && let Some(first) = errors.first_mut()
+        {
+            first.message = format!(
+                "{} (this looks like TypeScript, which only .ts/.mts files may use)",
+                first.message
+            )
+            .into();
         }
         return Err(errors);
     }

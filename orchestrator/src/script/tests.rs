@@ -312,6 +312,33 @@ fn module_syntax_is_script_parse(#[case] source: &str, #[case] line: u32, #[case
 }
 
 #[rstest]
+#[case::class_decorator("function dec(t: any) {}\n@dec class A {}\n", 2, 1)]
+#[case::member_decorator("class A {\n  @log m() {}\n}\n", 2, 3)]
+#[case::parameter_decorator("class A { m(@inject x: number) {} }\n", 1, 13)]
+fn decorators_are_script_parse(#[case] source: &str, #[case] line: u32, #[case] column: u32) {
+    let diagnostics = parse_error("dec.ts", source, TS);
+    assert_eq!(
+        (diagnostics[0].line, diagnostics[0].column),
+        (line, column),
+        "{diagnostics:#?}"
+    );
+    assert_eq!(
+        diagnostics[0].message,
+        "decorators are not supported in workflow scripts"
+    );
+}
+
+#[test]
+fn namespace_alias_import_equals_is_not_a_module() {
+    let p = ok(
+        "alias.ts",
+        "namespace N { export const y = 1; }\nimport x = N.y;\nreturn x;\n",
+        TS,
+    );
+    assert!(body(&p).contains("var x = N.y;"), "{}", p.code);
+}
+
+#[rstest]
 #[case::import("import x from 'y';\n", 1, 1, "`import` is not supported")]
 #[case::export_default("export default 1;\n", 1, 1, "`export` is not supported")]
 #[case::export_named("const a = 1;\nexport { a };\n", 2, 1, "`export` is not supported")]
@@ -872,6 +899,23 @@ fn positions_with_bom_and_crlf() {
 }
 
 #[test]
+fn bom_is_not_a_column_on_the_first_line() {
+    let p = ok("b.js", "\u{feff}const a = 1; throw a;\n", JS);
+    let (line, column) = generated_position(&p.code, "throw");
+    assert_eq!(p.original_position(line, column), Some((1, 14)));
+}
+
+#[test]
+fn javascript_positions_map_back() {
+    let source = "// header\n\nconst items = [\n  1,\n  2,\n];\nfor (const i of items) {\n    if (i > 1) throw new RangeError(`bad ${i}`);\n}\n";
+    let p = ok("loop.js", source, JS);
+    let (line, column) = generated_position(&p.code, "throw");
+    assert_eq!(p.original_position(line, column), Some((8, 16)));
+    let (line, column) = generated_position(&p.code, "`bad");
+    assert_eq!(p.original_position(line, column), Some((8, 37)));
+}
+
+#[test]
 fn wrapper_and_out_of_range_positions_are_unmapped() {
     let p = ok("w.ts", "return 1;\n", TS);
     assert_eq!(p.original_position(1, 1), None);
@@ -976,7 +1020,10 @@ fn every_prefix_of_a_rich_script_is_handled() {
             }
         }
     }
-    assert!(prepared > 20 && rejected > 500, "{prepared} prepared, {rejected} rejected");
+    assert!(
+        prepared > 20 && rejected > 500,
+        "{prepared} prepared, {rejected} rejected"
+    );
 }
 
 #[test]
@@ -1055,7 +1102,10 @@ fn random_edits_of_a_rich_script_are_handled() {
         }
         assert_prepares_without_internal_error(&text, TS);
         assert_prepares_without_internal_error(&text, JS);
-        assert_prepares_without_internal_error(&text.replace("export const meta", "const meta"), TS);
+        assert_prepares_without_internal_error(
+            &text.replace("export const meta", "const meta"),
+            TS,
+        );
     }
 }
 
@@ -1070,25 +1120,4 @@ fn random_edits_of_a_rich_script_are_handled() {
 fn odd_inputs_do_not_break(#[case] source: &str) {
     assert_prepares_without_internal_error(source, TS);
     assert_prepares_without_internal_error(source, JS);
-}
-
-
-#[test]
-fn zz_print() {
-    for s in [
-        "namespace N { export let x = 1; }\nreturn N.x;\n",
-        "declare namespace D { const a: number }\nreturn 1;\n",
-        "function dec(t: any) {}\n@dec class A {}\nreturn A;\n",
-        "import x = N.y;\nnamespace N { export const y = 1; }\nreturn x;\n",
-        "class A { accessor a = 1; }\nreturn A;\n",
-        "{ using r = null; }\nreturn 1;\n",
-        "enum E { A = 'a'.length, B = A * 2 }\nreturn E.B;\n",
-        "const x = <T,>(a: T) => a;\nreturn x;\n",
-        "let v = 1;\nwith (v) {}\n",
-        "const o = 010;\n",
-        "module M { export const a = 1; }\nreturn M.a;\n",
-        "export import A = N.y;\n",
-    ] {
-        match prepare("p.ts", s, TS) { Err(e) => println!("{e}\n"), Ok(p) => println!("{}\n", p.code) }
-    }
 }

@@ -37,6 +37,7 @@ pub(crate) struct Shared {
     end: RefCell<Option<EndResult>>,
     agents_started: Cell<u64>,
     clock: Clock,
+    memory_bytes: u64,
 }
 
 impl Shared {
@@ -70,6 +71,7 @@ pub fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(), Chan
         timers: RefCell::new(Timers::default()),
         end: RefCell::new(None),
         agents_started: Cell::new(0),
+        memory_bytes: limits.memory_bytes,
         clock: Clock::new(
             Duration::from_millis(limits.sync_timeout_ms),
             Duration::from_millis(limits.cancel_interrupt_ms),
@@ -161,6 +163,7 @@ fn init_object<'js>(ctx: &Ctx<'js>, init: &Init) -> rquickjs::Result<Object<'js>
     limits.set("maxTotalAgents", init.limits.max_total_agents as f64)?;
     limits.set("maxItemsPerCall", init.limits.max_items_per_call as f64)?;
     o.set("limits", limits)?;
+    o.set("memoryBytes", init.limits.memory_bytes as f64)?;
     match init.limits.budget_tokens {
         Some(b) => o.set("budget", b as f64)?,
         None => o.set("budget", rquickjs::Null)?,
@@ -270,12 +273,18 @@ fn drive(
         }
     }
 
+    let body_promise: RefCell<Option<rquickjs::Promise<'_>>> = RefCell::new(None);
     let lp = Loop {
         ctx,
         shared,
         internal: &internal,
+        body: &body_promise,
     };
-    lp.slice(|| internal.run.call::<_, ()>((body,)));
+    lp.slice(|| {
+        let p: rquickjs::Promise = internal.run.call((body,))?;
+        *body_promise.borrow_mut() = Some(p);
+        Ok(())
+    });
     lp.run()
 }
 
@@ -292,10 +301,19 @@ fn cancel_text(reason: &CancelReason) -> (&'static str, String) {
     }
 }
 
+enum Job<'js> {
+    Ran,
+    Idle,
+    Threw(rquickjs::Value<'js>),
+}
+
 struct Loop<'a, 'js> {
     ctx: &'a Ctx<'js>,
     shared: &'a Rc<Shared>,
     internal: &'a Internal<'js>,
+    /// The body's promise: the backstop for an End the prelude could not
+    /// write (its handler failed, e.g. out of memory).
+    body: &'a RefCell<Option<rquickjs::Promise<'js>>>,
 }
 
 impl<'js> Loop<'_, 'js> {
@@ -304,10 +322,100 @@ impl<'js> Loop<'_, 'js> {
         self.shared.clock.start_slice();
         if task().is_err() {
             // Exceptions inside the prelude's entry points are caught there;
-            // what reaches us is an interrupt (or a bug). Clear it.
-            let _ = self.ctx.catch();
+            // what reaches us is an interrupt or an engine failure.
+            let thrown = self.ctx.catch();
+            self.escaped(thrown);
         }
-        while self.shared.clock.fired().is_none() && self.ctx.execute_pending_job() {}
+        while self.shared.clock.fired().is_none() && !self.shared.ended() {
+            match self.run_job() {
+                Job::Ran => {}
+                Job::Idle => break,
+                Job::Threw(thrown) => self.escaped(thrown),
+            }
+        }
+    }
+
+    /// Runs one pending promise job. Unlike rquickjs's helper this reports
+    /// an exception that escaped the job: ordinary script errors never do
+    /// (promise jobs capture them), so one that does is an interrupt or the
+    /// engine running out of memory, and the run must end.
+    fn run_job(&self) -> Job<'js> {
+        let ctx = self.ctx.as_raw().as_ptr();
+        let mut job_ctx = std::mem::MaybeUninit::<*mut rquickjs::qjs::JSContext>::uninit();
+        // SAFETY: `ctx` is the live context this loop runs in (we are inside
+        // `Context::with`), and JS_ExecutePendingJob only writes `job_ctx`.
+        let res = unsafe {
+            let rt = rquickjs::qjs::JS_GetRuntime(ctx);
+            rquickjs::qjs::JS_ExecutePendingJob(rt, job_ctx.as_mut_ptr())
+        };
+        match res {
+            0 => Job::Idle,
+            r if r > 0 => Job::Ran,
+            // There is only one context, so the exception is pending on ours.
+            _ => Job::Threw(self.ctx.catch()),
+        }
+    }
+
+    /// The body settled but the prelude's handler wrote no End: the
+    /// handler failed itself, which only an exhausted heap makes happen (a
+    /// rejection's own message is used when it has one).
+    fn check_body_settled(&self) {
+        if self.shared.ended() || self.shared.clock.fired().is_some() {
+            return;
+        }
+        let Some(promise) = self.body.borrow().clone() else {
+            return;
+        };
+        match promise.state() {
+            rquickjs::promise::PromiseState::Pending => {}
+            rquickjs::promise::PromiseState::Rejected => {
+                let reason = match promise.result::<rquickjs::Value>() {
+                    Some(Err(_)) => self.ctx.catch(),
+                    _ => rquickjs::Value::new_null(self.ctx.clone()),
+                };
+                self.escaped(reason);
+            }
+            rquickjs::promise::PromiseState::Resolved => {
+                self.escaped(rquickjs::Value::new_null(self.ctx.clone()));
+            }
+        }
+    }
+
+    /// An exception escaped into the loop: unless it is the interrupt (whose
+    /// End is written by `interrupted`), end the run with what it says.
+    fn escaped(&self, thrown: rquickjs::Value<'js>) {
+        if self.shared.clock.fired().is_some() || self.shared.ended() {
+            return;
+        }
+        let message = thrown
+            .as_exception()
+            .and_then(|e| e.message())
+            .or_else(|| thrown.as_string().and_then(|s| s.to_string().ok()));
+        let out_of_memory = thrown.is_null() || message.as_deref() == Some("out of memory");
+        let (code, text) = if out_of_memory {
+            (
+                "MEMORY",
+                format!(
+                    "the script exceeded its memory limit of {} bytes (memoryBytes)",
+                    self.shared.memory_bytes
+                ),
+            )
+        } else {
+            (
+                "SCRIPT_ERROR",
+                format!(
+                    "the engine stopped the script: {}",
+                    message.unwrap_or_else(|| "unknown engine error".into())
+                ),
+            )
+        };
+        self.shared.set_end(natives::end_result(
+            "error",
+            Some(code.into()),
+            Some(text),
+            None,
+            self.shared.agents_started.get(),
+        ));
     }
 
     fn interrupted(&self) -> bool {
@@ -346,6 +454,7 @@ impl<'js> Loop<'_, 'js> {
     fn run(&self) -> Result<(), ChannelError> {
         let mut cancel_reason: Option<CancelReason> = None;
         loop {
+            self.check_body_settled();
             if self.interrupted() || self.shared.ended() {
                 if let (Some(reason), Some(end)) =
                     (&cancel_reason, self.shared.end.borrow_mut().as_mut())

@@ -693,9 +693,24 @@
       N.end(v.code === "CANCELLED" ? "cancelled" : "error", v.code, v.message, null);
       return;
     }
+    if (isOutOfMemory(v)) {
+      N.end("error", "MEMORY", "the script exceeded its memory limit of " + init.memoryBytes + " bytes (memoryBytes)");
+      return;
+    }
     const where = v !== null && typeof v === "object" ? scriptPosition(v) : null;
     const text = describeThrown(v);
     N.end("error", "SCRIPT_ERROR", where ? where + ": " + text : text, null);
+  }
+
+  // QuickJS reports an exhausted heap as InternalError "out of memory", or
+  // as a bare null when even that error could not be allocated.
+  function isOutOfMemory(e) {
+    if (e === null) return true;
+    try {
+      return e instanceof InternalError && e.message === "out of memory";
+    } catch (_) {
+      return false;
+    }
   }
 
   function run(body) {
@@ -714,6 +729,7 @@
         finish(false, e);
       },
     );
+    return p;
   }
 
   function cancel(code, message) {

@@ -1,11 +1,16 @@
-//! The "no modules" rule: a workflow is one file, so `import`, `export`,
-//! `import()` and `import.meta` are rejected. Type-only imports and exports
-//! are erased like other types, and `export const meta` (handled by
-//! [`super::meta`]) is the one allowed value export.
+//! Syntax a workflow may not use, reported as `SCRIPT_PARSE`:
+//!
+//! - module syntax: a workflow is one file, so `import`, `export`, `import()`
+//!   and `import.meta` are rejected. Type-only imports and exports are erased
+//!   like other types, and `export const meta` (handled by [`super::meta`]) is
+//!   the one allowed value export;
+//! - decorators, which the embedded engine cannot run and which oxc would
+//!   only lower with helper imports.
 
 use oxc::ast::ast::{
-    Declaration, ExportDefaultDeclarationKind, ImportDeclaration, ImportDeclarationSpecifier,
-    ImportExpression, ImportMeta, Program, Statement, TSModuleReference,
+    Declaration, Decorator, ExportDefaultDeclarationKind, ImportDeclaration,
+    ImportDeclarationSpecifier, ImportExpression, ImportMeta, Program, Statement,
+    TSModuleReference,
 };
 use oxc::ast_visit::{Visit, walk};
 use oxc::span::{GetSpan, Span};
@@ -15,17 +20,17 @@ use super::meta;
 
 const SINGLE_FILE: &str = "a workflow is a single file with no modules";
 
-/// A forbidden module construct: where it is reported and the source range
+/// A forbidden construct: where it is reported and the source range
 /// it covers (early errors inside that range are not reported separately).
 #[derive(Debug, Clone)]
-pub(crate) struct ModuleError {
+pub(crate) struct Forbidden {
     pub(crate) problem: Located,
     pub(crate) span: Span,
 }
 
-impl ModuleError {
-    fn new(span: Span, message: String) -> ModuleError {
-        ModuleError {
+impl Forbidden {
+    fn new(span: Span, message: String) -> Forbidden {
+        Forbidden {
             problem: Located::new(span.start, message),
             span,
         }
@@ -36,15 +41,15 @@ impl ModuleError {
     }
 }
 
-/// Every forbidden module construct of `program`, in source order.
-pub(crate) fn check(program: &Program<'_>) -> Vec<ModuleError> {
+/// Every forbidden construct of `program`, in source order.
+pub(crate) fn check(program: &Program<'_>) -> Vec<Forbidden> {
     let mut errors = Vec::new();
     for statement in &program.body {
         if let Some(message) = forbidden_statement(statement) {
-            errors.push(ModuleError::new(statement.span(), message));
+            errors.push(Forbidden::new(statement.span(), message));
         }
     }
-    let mut finder = DynamicModuleFinder { errors: Vec::new() };
+    let mut finder = NestedFinder { errors: Vec::new() };
     finder.visit_program(program);
     errors.extend(finder.errors);
     errors.sort_by_key(|e| e.span.start);
@@ -144,14 +149,22 @@ fn is_type_only_declaration(decl: &Declaration<'_>) -> bool {
     }
 }
 
-/// Finds `import(…)` and `import.meta` anywhere in the program.
-struct DynamicModuleFinder {
-    errors: Vec<ModuleError>,
+/// Finds `import(…)`, `import.meta` and decorators anywhere in the program.
+struct NestedFinder {
+    errors: Vec<Forbidden>,
 }
 
-impl<'a> Visit<'a> for DynamicModuleFinder {
+impl<'a> Visit<'a> for NestedFinder {
+    fn visit_decorator(&mut self, it: &Decorator<'a>) {
+        self.errors.push(Forbidden::new(
+            it.span,
+            "decorators are not supported in workflow scripts".to_string(),
+        ));
+        walk::walk_decorator(self, it);
+    }
+
     fn visit_import_expression(&mut self, it: &ImportExpression<'a>) {
-        self.errors.push(ModuleError::new(
+        self.errors.push(Forbidden::new(
             it.span,
             format!("dynamic `import()` is not supported: {SINGLE_FILE}"),
         ));
@@ -159,7 +172,7 @@ impl<'a> Visit<'a> for DynamicModuleFinder {
     }
 
     fn visit_import_meta(&mut self, it: &ImportMeta) {
-        self.errors.push(ModuleError::new(
+        self.errors.push(Forbidden::new(
             it.span,
             format!("`import.meta` is not supported: {SINGLE_FILE}"),
         ));
