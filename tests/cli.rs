@@ -1370,9 +1370,8 @@ fn timeout_with_a_hung_child_exits_124_with_paired_ends() {
 fn timeout_with_a_child_behind_a_wedged_script_exits_124_with_paired_ends() {
     // The script spins after the call started: the host cancels the child
     // itself, and the in-worker interrupt stops the script.
-    let script = "const p = agent(\"stuck\", { label: \"hang\" });\np.catch(() => {});\nawait new Promise((r) => setTimeout(r, 0));\nwhile (true) {}\n";
     let out = run_ts(
-        script,
+        WEDGED_AFTER_CALL,
         &std_fixture(),
         &["--timeout", "2s", "--output", "result"],
     );
@@ -1381,7 +1380,7 @@ fn timeout_with_a_child_behind_a_wedged_script_exits_124_with_paired_ends() {
     let result = out.json();
     assert_eq!(result["stopReason"], "cancelled");
     assert_eq!(result["error"]["code"], "TIMEOUT");
-    assert_eq!(result["agentsStarted"], 1);
+    assert_eq!(result["agentsStarted"], 2);
     assert_event_guarantees(&out.events);
     assert_eq!(
         outcomes(&out.events).get(&1).map(String::as_str),
@@ -1431,7 +1430,21 @@ fn worker_of(dsh_pid: u32) -> u32 {
     kids[0]
 }
 
-const WEDGED_AFTER_CALL: &str = "const p = agent(\"stuck\", { label: \"hang\" });\np.catch(() => {});\nawait new Promise((r) => setTimeout(r, 0));\nwhile (true) {}\n";
+/// Starts a call that hangs (seq 1), then spins in the very slice that
+/// delivers the answer of seq 2. The host sends that answer before any later
+/// Cancel on the same ordered socket, so once seq 2's agent-end is in the
+/// events file, a signal is guaranteed to find the script wedged.
+const WEDGED_AFTER_CALL: &str = "const p = agent(\"stuck\", { label: \"hang\" });\np.catch(() => {});\nawait agent(\"echo quick\");\nwhile (true) {}\n";
+
+/// Waits until the [`WEDGED_AFTER_CALL`] script is spinning.
+fn wait_until_wedged(running: &mut common::Running) {
+    running.wait_for_event("the hanging agent-start", |e| {
+        e["type"] == "workflow/agent-start" && e["label"] == "hang"
+    });
+    running.wait_for_event("the quick agent-end", |e| {
+        e["type"] == "workflow/agent-end" && e["label"] == "echo quick"
+    });
+}
 
 #[test]
 #[ignore = "BUG: a cancel racing the worker's End drops the agent-end of a live child (supervisor::settle drains `live` in dispose_children before publish synthesizes ends); ~25% of runs"]
@@ -1465,7 +1478,7 @@ fn sigint_while_a_child_hangs_cancels_with_exit_130() {
 fn a_signal_cancels_a_wedged_run_with_exit_130(#[case] sig: libc::c_int) {
     let mut running = Workspace::new("wf.ts", WEDGED_AFTER_CALL, Some(&std_fixture()))
         .spawn(&["--output", "result", "--grace", "10s"]);
-    running.wait_for_event("agent-start", |e| e["type"] == "workflow/agent-start");
+    wait_until_wedged(&mut running);
     let worker = worker_of(running.pid());
     running.signal(sig);
     let out = running.finish();
@@ -1475,7 +1488,7 @@ fn a_signal_cancels_a_wedged_run_with_exit_130(#[case] sig: libc::c_int) {
     assert_eq!(result["stopReason"], "cancelled");
     assert_eq!(result["error"]["code"], "CANCELLED");
     assert_eq!(result["value"], Value::Null);
-    assert_eq!(result["agentsStarted"], 1);
+    assert_eq!(result["agentsStarted"], 2);
     assert_event_guarantees(&out.events);
     assert_eq!(
         outcomes(&out.events).get(&1).map(String::as_str),
@@ -1509,12 +1522,12 @@ fn two_sigints_still_print_the_result_and_leave_no_worker() {
     // A long grace: only the second signal can make this quick.
     let mut running = Workspace::new("wf.ts", WEDGED_AFTER_CALL, Some(&std_fixture()))
         .spawn(&["--output", "result", "--grace", "30s"]);
-    running.wait_for_event("agent-start", |e| e["type"] == "workflow/agent-start");
+    wait_until_wedged(&mut running);
     let worker = worker_of(running.pid());
     running.signal(libc::SIGINT);
     // The first signal was handled once the host cancelled the child.
     running.wait_for_event("the cancelled agent-end", |e| {
-        e["type"] == "workflow/agent-end" || e["type"] == "workflow/end"
+        (e["type"] == "workflow/agent-end" && e["seq"] == 1) || e["type"] == "workflow/end"
     });
     if !running.exited() {
         running.signal(libc::SIGINT);

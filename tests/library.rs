@@ -29,7 +29,8 @@ use tokio_util::sync::CancellationToken;
 enum Behaviour {
     /// Answer this text at once, reporting `usage`.
     Answer(String, Option<Usage>),
-    /// Never answer until cancelled.
+    /// Never answer until cancelled, except calls labelled `quick`, which
+    /// answer "quick answer" at once.
     Hang,
 }
 
@@ -70,11 +71,17 @@ impl SubagentProvider for TestProvider {
         request: AgentRequest,
         _cancel: CancellationToken,
     ) -> Result<Arc<dyn Subagent>, StartRefused> {
+        let behaviour = match &self.behaviour {
+            Behaviour::Hang if request.label == "quick" => {
+                Behaviour::Answer("quick answer".into(), None)
+            }
+            b => b.clone(),
+        };
         self.requests.lock().unwrap().push(request);
         let n = self.next.fetch_add(1, Ordering::SeqCst);
         Ok(Arc::new(TestChild {
             id: format!("test-child-{n}"),
-            behaviour: self.behaviour.clone(),
+            behaviour,
             cancel: CancellationToken::new(),
             provider_cancelled: self.child_cancelled.clone(),
             log: self.log.clone(),
@@ -155,8 +162,12 @@ fn assert_stopped(r: &RunResult, stop: StopReason, code: ErrorCode) -> String {
 /// A script that parks forever after announcing itself with a log line.
 const PARKED: &str = "log(\"parked\");\nawait new Promise(() => {});\n";
 
-/// A script that starts one agent call, lets it reach the host, then spins.
-const WEDGED_AFTER_CALL: &str = "const p = agent(\"stuck\", { label: \"stuck\" });\np.catch(() => {});\nawait new Promise((r) => setTimeout(r, 0));\nwhile (true) {}\n";
+/// A script that starts a call that hangs (seq 1), then spins. The spin
+/// begins in the very slice that delivers the answer of the `quick` call
+/// (seq 2); the host sends that answer before any later Cancel on the same
+/// ordered socket, so once the `quick` agent-end is observed, a cancel is
+/// guaranteed to find the script wedged in `while (true) {}`.
+const WEDGED_AFTER_CALL: &str = "const p = agent(\"stuck\", { label: \"stuck\" });\np.catch(() => {});\nawait agent(\"quick\", { label: \"quick\" });\nwhile (true) {}\n";
 
 async fn wait_for_log(run: &WorkflowRun, message: &str) {
     let mut events = run.subscribe();
@@ -166,12 +177,20 @@ async fn wait_for_log(run: &WorkflowRun, message: &str) {
     .await;
 }
 
-async fn wait_for_agent_start(run: &WorkflowRun) -> Value {
+/// Waits until the [`WEDGED_AFTER_CALL`] script is spinning: its `quick`
+/// call ended. Returns the hanging call's agent-start.
+async fn wait_until_wedged(run: &WorkflowRun) -> Value {
     let mut events = run.subscribe();
-    wait_for(&mut events, "agent-start", |e| {
-        e["type"] == "workflow/agent-start"
+    let started = wait_for(&mut events, "the stuck agent-start", |e| {
+        e["type"] == "workflow/agent-start" && e["label"] == "stuck"
     })
-    .await
+    .await;
+    let mut events = run.subscribe();
+    wait_for(&mut events, "the quick agent-end", |e| {
+        e["type"] == "workflow/agent-end" && e["label"] == "quick"
+    })
+    .await;
+    started
 }
 
 // ------------------------------------------------------------------ start → result
@@ -318,7 +337,7 @@ async fn cancel_reaches_a_child_through_the_host_while_the_worker_is_wedged() {
     // A long grace: the run must not need the grace kill to settle.
     req.limits.dispose_grace = Duration::from_secs(20);
     let run = start(req).expect("start");
-    let started = wait_for_agent_start(&run).await;
+    let started = wait_until_wedged(&run).await;
     assert_eq!(started["label"], "stuck");
     run.cancel("stop now");
     // The worker is spinning in `while (true) {}` and cannot relay anything:
@@ -334,7 +353,7 @@ async fn cancel_reaches_a_child_through_the_host_while_the_worker_is_wedged() {
         .expect("settles well before the 20 s grace");
     let msg = assert_stopped(&r, StopReason::Cancelled, ErrorCode::Cancelled);
     assert!(msg.contains("stop now"), "{msg}");
-    assert_eq!(r.agents_started, 1);
+    assert_eq!(r.agents_started, 2);
     let events = check_run_end(&run).await;
     assert_eq!(
         outcomes(&events).get(&1).map(String::as_str),
@@ -432,7 +451,7 @@ async fn terminate_settles_at_once_and_kills_the_worker() {
     let mut req = with_provider(WEDGED_AFTER_CALL, provider.clone());
     req.limits.dispose_grace = Duration::from_secs(30);
     let run = start(req).expect("start");
-    wait_for_agent_start(&run).await;
+    wait_until_wedged(&run).await;
     run.terminate();
     let r = tokio::time::timeout(Duration::from_secs(15), run.result())
         .await
@@ -527,7 +546,7 @@ async fn a_worker_death_after_a_cancel_reports_cancelled() {
     let mut req = with_provider(WEDGED_AFTER_CALL, provider.clone());
     req.limits.dispose_grace = Duration::from_secs(20);
     let run = start(req).expect("start");
-    wait_for_agent_start(&run).await;
+    wait_until_wedged(&run).await;
     run.cancel("cancel first");
     tokio::time::timeout(
         Duration::from_secs(10),
