@@ -60,7 +60,10 @@ impl WorkerCommand {
         }
         match std::env::current_exe() {
             Ok(exe) => {
-                if let Some(dir) = exe.parent() {
+                // Next to the executable; one level up covers cargo's
+                // target/<profile>/{examples,deps}/ layout.
+                let dirs = [exe.parent(), exe.parent().and_then(|d| d.parent())];
+                for dir in dirs.into_iter().flatten() {
                     let p = dir.join("dsh-worker");
                     if p.is_file() {
                         return Ok(WorkerCommand::new(p));
