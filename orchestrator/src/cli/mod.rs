@@ -57,7 +57,7 @@ enum Top {
 #[derive(Subcommand, Debug)]
 enum WorkflowCmd {
     /// Run a workflow script.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Parse a script and validate its meta, without running it.
     Check {
         /// The script (.ts, .mts, .js, .mjs).
@@ -230,7 +230,7 @@ where
                     return exit::NOT_STARTED;
                 }
             };
-            rt.block_on(run(args))
+            rt.block_on(run(*args))
         }
     }
 }

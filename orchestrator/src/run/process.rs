@@ -84,12 +84,9 @@ impl WorkerProcess {
             return self.wait().await;
         }
         self.kill_group(libc::SIGTERM);
-        if let Ok(st) = tokio::time::timeout(TERM_GRACE, self.child.wait()).await {
-            if let Ok(st) = st {
-                self.status = Some(st);
-                // Anything else left in the group goes too.
-                return st;
-            }
+        if let Ok(Ok(st)) = tokio::time::timeout(TERM_GRACE, self.child.wait()).await {
+            self.status = Some(st);
+            return st;
         }
         self.kill(libc::SIGKILL).await
     }
