@@ -307,6 +307,20 @@ async fn subscribe_replays_workflow_start_to_late_subscribers() {
     check_run_end(&run).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscriber_that_never_reads_does_not_stall_the_run() {
+    let run = start(request(
+        "for (let i = 0; i < 2000; i++) log(\"line \" + i);\nreturn \"done\";",
+    ))
+    .expect("start");
+    let _idle = run.subscribe();
+    drop(run.subscribe());
+    let r = result(&run).await;
+    assert_eq!(r.value, json!("done"));
+    let events = check_run_end(&run).await;
+    assert_eq!(events_of(&events, "workflow/log").len(), 2000);
+}
+
 // ------------------------------------------------------------------ cancellation
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -535,7 +549,6 @@ async fn worker_killed_with_sigkill_mid_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "BUG: when the killed worker left host frames unread, the host read fails with ECONNRESET and WORKER_EXITED says 'Connection reset by peer' instead of naming SIGKILL (supervisor main_loop read-error branch never waits for the exit status); ~60% of runs"]
 async fn worker_killed_with_sigkill_names_the_signal() {
     let (r, _) = sigkill_mid_run().await;
     let msg = assert_stopped(&r, StopReason::Error, ErrorCode::WorkerExited);
@@ -663,6 +676,35 @@ async fn strict_sandbox_settles_sandbox_unavailable_without_running_the_body() {
     let events = check_run_end(&run).await;
     assert!(provider.requests().is_empty());
     assert!(events_of(&events, "workflow/log").is_empty(), "{events:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_bytes_limit_truncates_with_one_marker() {
+    let mut req = request(
+        "for (let i = 0; i < 5; i++) log(\"0123456789\");\nconsole.log(\"more\");\nreturn \"done\";",
+    );
+    req.limits.log_bytes = 25;
+    let run = start(req).expect("start");
+    let r = result(&run).await;
+    assert!(r.is_completed(), "{r:?}");
+    assert_eq!(r.value, json!("done"));
+    let events = check_run_end(&run).await;
+    let logs: Vec<&str> = events_of(&events, "workflow/log")
+        .iter()
+        .map(|e| e["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        logs,
+        vec![
+            "0123456789",
+            "0123456789",
+            "[log truncated: limit of 25 bytes reached]"
+        ]
+    );
+    // 3 more lines of 10 bytes and "more" (4 bytes) were dropped.
+    assert!(r.log_bytes_dropped > 0, "{r:?}");
+    let end = events.last().unwrap();
+    assert_eq!(end["logBytesDropped"], r.log_bytes_dropped);
 }
 
 // ------------------------------------------------------------------ start errors

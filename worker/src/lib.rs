@@ -13,6 +13,7 @@
 pub mod channel;
 pub mod clock;
 pub mod engine;
+pub mod logs;
 pub mod sandbox;
 pub mod timers;
 

@@ -141,6 +141,9 @@ struct RunArgs {
     /// Script heap limit, e.g. 256MiB.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     memory: Option<u64>,
+    /// Log text budget of the run, e.g. 1MiB (default); later lines are dropped.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    log_limit: Option<u64>,
     /// CPU-time budget of the script (not available in this version).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     compute_timeout: Option<std::time::Duration>,
@@ -347,6 +350,9 @@ fn build_request(a: &RunArgs) -> Result<StartRequest, NotStarted> {
     limits.budget_tokens = a.budget;
     if let Some(m) = a.memory {
         limits.memory_bytes = m;
+    }
+    if let Some(l) = a.log_limit {
+        limits.log_bytes = l;
     }
     limits.validate().map_err(|e| {
         let flag = match e.knob {

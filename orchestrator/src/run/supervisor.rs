@@ -248,7 +248,9 @@ impl Supervisor {
                                 return claim;
                             }
                         }
-                        Err(e) => return Claim::Death(format!("the connection to the worker failed: {e}")),
+                        // A reset usually means the worker died: report
+                        // how, as for a clean end of stream.
+                        Err(e) => return self.claim_broken(format!("the connection to the worker failed: {e}")).await,
                     }
                 }
                 Some(ev) = self.internal_rx.recv() => self.on_internal(ev),
@@ -279,11 +281,18 @@ impl Supervisor {
         if let Err(e) = self.frames.finish() {
             return Claim::Death(format!("protocol violation: {e}"));
         }
+        self.claim_broken("the worker closed its connection".into())
+            .await
+    }
+
+    /// The connection is gone: name the exit status when the process ends
+    /// promptly (it normally has), else what happened to the connection.
+    async fn claim_broken(&mut self, otherwise: String) -> Claim {
         let status = tokio::time::timeout(DRAIN_TIMEOUT, self.proc.wait()).await;
         self.exited = status.is_ok();
         match status {
             Ok(st) => Claim::Death(format!("the worker process {}", describe_status(st))),
-            Err(_) => Claim::Death("the worker closed its connection".into()),
+            Err(_) => Claim::Death(otherwise),
         }
     }
 
@@ -682,7 +691,9 @@ impl Supervisor {
         self.out_tx = None;
 
         if worker_ok {
-            // Normal end: strays first, then the worker, then the event.
+            // Normal end: strays are paired, disposed and awaited, the
+            // worker exits, then the run ends.
+            self.emit_stray_ends();
             self.dispose_children().await;
             self.reap_worker(false, true).await;
             self.publish(result);
@@ -691,7 +702,8 @@ impl Supervisor {
             for live in self.live.values() {
                 live.child.cancel();
             }
-            self.publish_with_synthesized_ends(result);
+            self.emit_stray_ends();
+            self.publish(result);
             self.reap_worker(forced, false).await;
             self.dispose_children().await;
         }
@@ -699,7 +711,9 @@ impl Supervisor {
         let _ = self.done_tx.send(true);
     }
 
-    fn publish_with_synthesized_ends(&mut self, result: RunResult) {
+    /// `agent-end` (cancelled) for every child still on the ledger, in seq
+    /// order, so every `agent-start` is paired before `workflow/end`.
+    fn emit_stray_ends(&self) {
         let mut ids: Vec<CallId> = self.live.keys().copied().collect();
         ids.sort_unstable();
         for id in ids {
@@ -707,14 +721,9 @@ impl Supervisor {
                 self.emit_end(id, live, AgentOutcomeKind::Cancelled);
             }
         }
-        self.publish_only(result);
     }
 
-    fn publish(&mut self, result: RunResult) {
-        self.publish_with_synthesized_ends(result);
-    }
-
-    fn publish_only(&self, result: RunResult) {
+    fn publish(&self, result: RunResult) {
         self.hub.emit(EventKind::End {
             stop_reason: result.stop_reason,
             error: result.error.clone(),

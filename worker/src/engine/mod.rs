@@ -22,6 +22,7 @@ use rquickjs::{Context, Ctx, Function, Object, Runtime, context::EvalOptions};
 
 use crate::channel::{Channel, ChannelError};
 use crate::clock::{Clock, Interrupted};
+use crate::logs::LogBudget;
 use crate::timers::Timers;
 
 const PRELUDE: &str = include_str!("prelude.js");
@@ -38,6 +39,7 @@ pub(crate) struct Shared {
     agents_started: Cell<u64>,
     clock: Clock,
     memory_bytes: u64,
+    log_budget: RefCell<LogBudget>,
 }
 
 impl Shared {
@@ -72,6 +74,7 @@ pub fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(), Chan
         end: RefCell::new(None),
         agents_started: Cell::new(0),
         memory_bytes: limits.memory_bytes,
+        log_budget: RefCell::new(LogBudget::new(limits.log_bytes)),
         clock: Clock::new(
             Duration::from_millis(limits.sync_timeout_ms),
             Duration::from_millis(limits.cancel_interrupt_ms),
@@ -106,7 +109,10 @@ pub fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(), Chan
     };
 
     let outcome = ctx.with(|ctx| drive(&ctx, &shared, &init, sandbox));
-    let end = shared.end.borrow_mut().take();
+    let mut end = shared.end.borrow_mut().take();
+    if let Some(end) = end.as_mut() {
+        end.log_bytes_dropped = shared.log_budget.borrow().dropped();
+    }
     let mut chan = shared.chan.borrow_mut();
     match outcome {
         Ok(()) => {

@@ -41,7 +41,9 @@ pub fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<Obj
     n.set(
         "log",
         Function::new(ctx.clone(), move |message: String| {
-            s.send(&WorkerMsg::Log { message });
+            if let Some(message) = s.log_budget.borrow_mut().admit(message) {
+                s.send(&WorkerMsg::Log { message });
+            }
         })?,
     )?;
 
