@@ -8,6 +8,7 @@
 //! handler bounds each slice (`syncTimeoutMs`) and, after a cancel, stops a
 //! script that keeps spinning.
 
+pub mod bytecode;
 mod natives;
 
 use std::cell::{Cell, RefCell};
@@ -161,6 +162,21 @@ fn eval_opts(filename: &str) -> EvalOptions {
     opts
 }
 
+/// The prelude's bytecode, compiled by build.rs (empty if that failed).
+const PRELUDE_BYTECODE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/prelude.bc"));
+
+/// The prelude function: from bytecode when it loads, else from source.
+fn load_prelude<'js>(ctx: &Ctx<'js>) -> rquickjs::Result<Function<'js>> {
+    if !PRELUDE_BYTECODE.is_empty()
+        && let Some(f) = bytecode::eval(ctx, PRELUDE_BYTECODE)
+            .ok()
+            .and_then(|v| v.into_function())
+    {
+        return Ok(f);
+    }
+    ctx.eval_with_options(PRELUDE, eval_opts("dsh:prelude"))
+}
+
 fn init_object<'js>(ctx: &Ctx<'js>, init: &Init) -> rquickjs::Result<Object<'js>> {
     let o = Object::new(ctx.clone())?;
     o.set("scriptName", init.script_name.as_str())?;
@@ -205,9 +221,7 @@ fn build<'js>(
         }
     };
     let natives = natives::install(ctx, shared).map_err(describe)?;
-    let prelude: Function = ctx
-        .eval_with_options(PRELUDE, eval_opts("dsh:prelude"))
-        .map_err(describe)?;
+    let prelude: Function = load_prelude(ctx).map_err(describe)?;
     let init_obj = init_object(ctx, init).map_err(describe)?;
     let internal: Object = prelude.call((natives, init_obj)).map_err(describe)?;
     let get =

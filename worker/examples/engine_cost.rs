@@ -1,0 +1,53 @@
+//! Measures what building the engine for one run costs: a QuickJS runtime
+//! and full context, and evaluating the prelude source.
+//! `cargo run --release -p dsh-worker --example engine_cost`
+
+use std::time::{Duration, Instant};
+
+use rquickjs::{Context, Function, Runtime};
+
+const PRELUDE: &str = include_str!("../src/engine/prelude.js");
+
+fn median(mut xs: Vec<Duration>) -> f64 {
+    xs.sort();
+    xs[xs.len() / 2].as_secs_f64() * 1e3
+}
+
+fn main() {
+    let mut rt_ctx = Vec::new();
+    let mut prelude = Vec::new();
+    for _ in 0..200 {
+        let t = Instant::now();
+        let rt = Runtime::new().expect("runtime");
+        let ctx = Context::full(&rt).expect("context");
+        rt_ctx.push(t.elapsed());
+        let t = Instant::now();
+        ctx.with(|ctx| {
+            let _f: Function = ctx.eval(PRELUDE).expect("prelude");
+        });
+        prelude.push(t.elapsed());
+    }
+    let rt = Runtime::new().expect("runtime");
+    let ctx = Context::full(&rt).expect("context");
+    let bytes = ctx.with(|ctx| {
+        dsh_worker::engine::bytecode::compile(&ctx, PRELUDE, "dsh:prelude").expect("compile")
+    });
+    let mut load = Vec::new();
+    for _ in 0..200 {
+        let rt = Runtime::new().expect("runtime");
+        let ctx = Context::full(&rt).expect("context");
+        let t = Instant::now();
+        ctx.with(|ctx| {
+            let v = dsh_worker::engine::bytecode::eval(&ctx, &bytes).expect("load");
+            assert!(v.is_function());
+        });
+        load.push(t.elapsed());
+    }
+    println!("runtime + full context: median {:.3} ms", median(rt_ctx));
+    println!(
+        "prelude from bytecode:  median {:.3} ms ({} bytes)",
+        median(load),
+        bytes.len()
+    );
+    println!("prelude compile+eval:   median {:.3} ms", median(prelude));
+}
