@@ -400,19 +400,24 @@ fn build_request(a: &RunArgs) -> Result<StartRequest, NotStarted> {
     Ok(req)
 }
 
-/// The CLI runs itself as the worker unless `DSH_WORKER` names another.
+/// The worker for CLI runs: `DSH_WORKER`, else `dsh-worker` next to this
+/// executable (smaller, so it starts faster), else `dsh` itself, which is
+/// also a worker — so one installed binary is enough.
 fn cli_worker() -> Result<WorkerCommand, NotStarted> {
-    if std::env::var_os("DSH_WORKER").is_some() {
-        return WorkerCommand::resolve().map_err(|m| NotStarted::new(ErrorCode::WorkerExited, m));
+    match WorkerCommand::resolve() {
+        Ok(w) => return Ok(w),
+        // Set but wrong: say so rather than silently using another worker.
+        Err(m) if std::env::var_os("DSH_WORKER").is_some() => {
+            return Err(NotStarted::new(ErrorCode::Usage, m));
+        }
+        Err(_) => {}
     }
-    std::env::current_exe()
-        .map(WorkerCommand::dsh)
-        .map_err(|e| {
-            NotStarted::new(
-                ErrorCode::WorkerExited,
-                format!("cannot locate the dsh executable: {e}"),
-            )
-        })
+    std::env::current_exe().map(WorkerCommand::dsh).map_err(|e| {
+        NotStarted::new(
+            ErrorCode::WorkerExited,
+            format!("cannot locate the dsh executable: {e}"),
+        )
+    })
 }
 
 async fn run(a: RunArgs) -> i32 {
