@@ -326,6 +326,15 @@ return r;
 #[case::script_error(r#"throw new Error("kaput");"#, &[], "SCRIPT_ERROR", &["kaput"])]
 #[case::script_error_non_error(r#"throw "just a string";"#, &[], "SCRIPT_ERROR", &["just a string"])]
 #[case::script_rejection(r#"await Promise.reject(new RangeError("nope"));"#, &[], "SCRIPT_ERROR", &["RangeError", "nope"])]
+#[case::throw_null_is_a_script_error(r#"throw null;"#, &[], "SCRIPT_ERROR", &["null"])]
+#[case::memory_limit(
+    r#"const a: string[] = []; let i = 0; while (true) a.push("x".repeat(1000) + i++);"#,
+    &["--memory", "16MiB"],
+    "MEMORY",
+    &["16777216"]
+)]
+#[case::return_value_over_the_frame_limit(r#"return "x".repeat(17 * 1024 * 1024);"#, &[], "RESULT_UNSERIALIZABLE", &["frame limit"])]
+#[case::prompt_over_the_frame_limit(r#"await agent("y".repeat(17 * 1024 * 1024));"#, &[], "INVALID_ARGUMENT", &["bytes"])]
 fn fatal_hook_errors_settle_error_with_exit_1(
     #[case] script: &str,
     #[case] extra: &[&str],
@@ -1611,4 +1620,65 @@ fn events_jsonl_on_stderr_matches_the_events_file() {
     }
     assert_eq!(start["phase"], "P");
     let _ = events_of(&out.events, "workflow/end");
+}
+
+#[test]
+fn console_formats_nested_bigints_as_digits_and_errors_by_name() {
+    let out = run_plain(
+        r#"console.log({ x: [1, 2n], e: new TypeError("bad") }, 7n, new Error("top")); return 1;"#,
+        &[],
+    );
+    out.assert_code(0);
+    let logs: Vec<String> = out
+        .events_of("workflow/log")
+        .iter()
+        .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        logs,
+        vec![r#"{"x":[1,2],"e":"TypeError: bad"} 7 Error: top"#.to_string()]
+    );
+}
+
+#[test]
+fn narration_before_a_wedged_loop_is_delivered_before_the_timeout() {
+    let out = run_plain(
+        r#"log("before the loop"); while (true) {}"#,
+        &["--timeout", "500ms"],
+    );
+    out.assert_code(124);
+    let logs = out.events_of("workflow/log");
+    assert_eq!(
+        logs.len(),
+        1,
+        "the line logged before the cancel arrives: {:?}",
+        out.events
+    );
+    assert_eq!(logs[0]["message"], "before the loop");
+    assert_event_guarantees(&out.events);
+}
+
+#[test]
+fn log_limit_replaces_the_crossing_line_with_one_marker() {
+    let out = run_plain(
+        r#"for (let i = 0; i < 6; i++) log("line number " + i); return 1;"#,
+        &["--log-limit", "30", "--output", "result"],
+    );
+    out.assert_code(0);
+    let logs: Vec<&str> = out
+        .events_of("workflow/log")
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    assert_eq!(
+        logs,
+        vec![
+            "line number 0",
+            "line number 1",
+            "[log truncated: limit of 30 bytes reached]"
+        ]
+    );
+    assert_eq!(out.json()["logBytesDropped"], 52);
+    let end = out.events_of("workflow/end");
+    assert_eq!(end[0]["logBytesDropped"], 52);
 }

@@ -400,24 +400,22 @@ fn build_request(a: &RunArgs) -> Result<StartRequest, NotStarted> {
     Ok(req)
 }
 
-/// The worker for CLI runs: `DSH_WORKER`, else `dsh-worker` next to this
-/// executable (smaller, so it starts faster), else `dsh` itself, which is
-/// also a worker — so one installed binary is enough.
+/// The worker for CLI runs: the program `DSH_WORKER` names, else `dsh`
+/// itself (it is also a worker). A separately built `dsh-worker` next to
+/// `dsh` is deliberately not preferred: a stale one left in the target
+/// directory would run old hook code with a matching protocol version.
 fn cli_worker() -> Result<WorkerCommand, NotStarted> {
-    match WorkerCommand::resolve() {
-        Ok(w) => return Ok(w),
-        // Set but wrong: say so rather than silently using another worker.
-        Err(m) if std::env::var_os("DSH_WORKER").is_some() => {
-            return Err(NotStarted::new(ErrorCode::Usage, m));
-        }
-        Err(_) => {}
+    if std::env::var_os("DSH_WORKER").is_some() {
+        return WorkerCommand::resolve().map_err(|m| NotStarted::new(ErrorCode::Usage, m));
     }
-    std::env::current_exe().map(WorkerCommand::dsh).map_err(|e| {
-        NotStarted::new(
-            ErrorCode::WorkerExited,
-            format!("cannot locate the dsh executable: {e}"),
-        )
-    })
+    std::env::current_exe()
+        .map(WorkerCommand::dsh)
+        .map_err(|e| {
+            NotStarted::new(
+                ErrorCode::WorkerExited,
+                format!("cannot locate the dsh executable: {e}"),
+            )
+        })
 }
 
 async fn run(a: RunArgs) -> i32 {

@@ -54,7 +54,11 @@ impl WorkerCommand {
             if p.is_file() {
                 return Ok(WorkerCommand::new(p));
             }
-            looked.push(format!("DSH_WORKER={} (not a file)", p.display()));
+            // Set but wrong: an error, never a silent fallback to another worker.
+            return Err(format!(
+                "DSH_WORKER={} is not a file; point it at a dsh-worker executable or unset it",
+                p.display()
+            ));
         } else {
             looked.push("DSH_WORKER (not set)".into());
         }

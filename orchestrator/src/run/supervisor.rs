@@ -545,7 +545,24 @@ impl Supervisor {
                         AgentOutcomeKind::Failed,
                     ),
                 };
-                self.send(&msg);
+                let kind = match encode(&msg, dsh_protocol::DEFAULT_MAX_FRAME_BYTES) {
+                    Err(dsh_protocol::FrameError::TooLargeToSend { len, max }) => {
+                        // An answer too large for one frame is a delivery
+                        // fault, never a call left waiting forever.
+                        self.send(&HostMsg::ChildFailed {
+                            call_id,
+                            message: format!(
+                                "agent(): the answer to call #{call_id} is {len} bytes, over the \
+                                 protocol's frame limit of {max} bytes"
+                            ),
+                        });
+                        AgentOutcomeKind::Failed
+                    }
+                    _ => {
+                        self.send(&msg);
+                        kind
+                    }
+                };
                 self.emit_end(call_id, &live, kind);
                 let child = live.child;
                 let grace = self.limits.dispose_grace;

@@ -25,6 +25,7 @@ use crate::channel::{Channel, ChannelError};
 use crate::clock::{Clock, Interrupted};
 use crate::logs::LogBudget;
 use crate::timers::Timers;
+use dsh_protocol::FrameError;
 
 const PRELUDE: &str = include_str!("prelude.js");
 
@@ -95,8 +96,11 @@ pub fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(), Chan
             if !shared.clock.is_cancelled() && last_poll.elapsed() >= CANCEL_POLL_EVERY {
                 last_poll = Instant::now();
                 if let Ok(mut chan) = shared.chan.try_borrow_mut() {
+                    // Narration written during a long slice goes out now,
+                    // before any cancel could make the host drop it.
+                    let flushed = chan.flush();
                     // A dead host also means: stop.
-                    if chan.poll_inbox().unwrap_or(true) {
+                    if flushed.is_err() || chan.poll_inbox().unwrap_or(true) {
                         shared.clock.note_cancel();
                     }
                 }
@@ -118,7 +122,25 @@ pub fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(), Chan
     match outcome {
         Ok(()) => {
             if let Some(result) = end {
-                chan.send(&WorkerMsg::End { result })?;
+                let agents_started = result.agents_started;
+                let log_bytes_dropped = result.log_bytes_dropped;
+                let value_len = result.value_json.as_ref().map_or(0, String::len);
+                if let Err(ChannelError::Frame(FrameError::TooLargeToSend { max, .. })) =
+                    chan.send(&WorkerMsg::End { result })
+                {
+                    let mut end = natives::end_result(
+                        "error",
+                        Some(ErrorCode::ResultUnserializable.as_str().into()),
+                        Some(format!(
+                            "value: the return value is {value_len} bytes of JSON, over the \
+                             protocol's frame limit of {max} bytes; return less, or a summary"
+                        )),
+                        None,
+                        agents_started,
+                    );
+                    end.log_bytes_dropped = log_bytes_dropped;
+                    chan.send(&WorkerMsg::End { result: end })?;
+                }
             }
             chan.flush()
         }
@@ -186,6 +208,11 @@ fn init_object<'js>(ctx: &Ctx<'js>, init: &Init) -> rquickjs::Result<Object<'js>
     limits.set("maxItemsPerCall", init.limits.max_items_per_call as f64)?;
     o.set("limits", limits)?;
     o.set("memoryBytes", init.limits.memory_bytes as f64)?;
+    // Room for the rest of the ChildStart frame around prompt and schema.
+    o.set(
+        "maxRequestBytes",
+        (dsh_protocol::DEFAULT_MAX_FRAME_BYTES - 64 * 1024) as f64,
+    )?;
     match init.limits.budget_tokens {
         Some(b) => o.set("budget", b as f64)?,
         None => o.set("budget", rquickjs::Null)?,
@@ -263,6 +290,7 @@ fn drive(
         }
     };
 
+    BASELINE_RSS.with(|b| b.set(peak_rss_bytes()));
     {
         let mut chan = shared.chan.borrow_mut();
         chan.send(&WorkerMsg::Ready { sandbox })?;
@@ -319,6 +347,44 @@ fn cancel_text(reason: &CancelReason) -> (&'static str, String) {
             format!("the run's wall-clock budget of {limit_ms} ms ran out"),
         ),
     }
+}
+
+/// True when the engine's heap is within 10% of its limit: how a bare
+/// `null` exception (QuickJS could not even allocate the out-of-memory
+/// error) is told apart from a script's own `throw null`.
+pub(crate) fn heap_near_limit(ctx: &Ctx<'_>, limit: u64) -> bool {
+    let mut usage = std::mem::MaybeUninit::<rquickjs::qjs::JSMemoryUsage>::uninit();
+    // SAFETY: the context is live (we run inside `Context::with`) and
+    // JS_ComputeMemoryUsage fills the whole struct.
+    let usage = unsafe {
+        let rt = rquickjs::qjs::JS_GetRuntime(ctx.as_raw().as_ptr());
+        rquickjs::qjs::JS_ComputeMemoryUsage(rt, usage.as_mut_ptr());
+        usage.assume_init()
+    };
+    let used = u64::try_from(usage.malloc_size).unwrap_or(0);
+    // The heap may already be freed again by the time anyone asks; the
+    // process's peak RSS above its start-up level remembers that it filled.
+    let grown = peak_rss_bytes().saturating_sub(BASELINE_RSS.with(|b| b.get()));
+    used.saturating_mul(10) >= limit.saturating_mul(9)
+        || grown.saturating_mul(10) >= limit.saturating_mul(8)
+}
+
+thread_local! {
+    /// Peak RSS when the engine was built, before the script ran.
+    static BASELINE_RSS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The process's peak resident set size in bytes (getrusage).
+fn peak_rss_bytes() -> u64 {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: getrusage fills the struct it is given.
+    let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) } == 0;
+    if !ok {
+        return 0;
+    }
+    // SAFETY: initialized by the successful call above.
+    let kb = unsafe { ru.assume_init() }.ru_maxrss;
+    u64::try_from(kb).unwrap_or(0).saturating_mul(1024)
 }
 
 enum Job<'js> {
@@ -411,6 +477,10 @@ impl<'js> Loop<'_, 'js> {
             .as_exception()
             .and_then(|e| e.message())
             .or_else(|| thrown.as_string().and_then(|s| s.to_string().ok()));
+        // Here a bare null can only be the engine's: a script's own `throw
+        // null` is captured by the promise machinery and reported by the
+        // prelude. Null means QuickJS could not even allocate its
+        // out-of-memory error.
         let out_of_memory = thrown.is_null() || message.as_deref() == Some("out of memory");
         let (code, text) = if out_of_memory {
             (
@@ -518,7 +588,14 @@ impl<'js> Loop<'_, 'js> {
                 self.shared.timers.borrow_mut().clear_all();
                 let (code, message) = cancel_text(&reason);
                 *cancel_reason = Some(reason);
-                self.slice(|| self.internal.cancel.call::<_, ()>((code, message.as_str())));
+                // Inside the script every hook throws CANCELLED after any
+                // cancel, a wall timeout included (contract §7); the run's
+                // own code (TIMEOUT for the wall budget) is in the End.
+                self.slice(|| {
+                    self.internal
+                        .cancel
+                        .call::<_, ()>(("CANCELLED", message.as_str()))
+                });
                 // Whatever could still settle the body needed the host or a
                 // timer; both are gone now. End the run here.
                 if !self.shared.ended() && self.shared.clock.fired().is_none() {

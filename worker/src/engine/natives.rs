@@ -85,6 +85,39 @@ pub fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<Obj
         )?,
     )?;
 
+    let s = shared.clone();
+    n.set(
+        "heapNearLimit",
+        Function::new(ctx.clone(), move |ctx: Ctx<'_>| -> bool {
+            let near = super::heap_near_limit(&ctx, s.memory_bytes);
+            if near {
+                // Write the End here: the prelude may not have the memory
+                // left to build its own.
+                s.set_end(end_result(
+                    "error",
+                    Some(ErrorCode::Memory.as_str().into()),
+                    Some(format!(
+                        "the script exceeded its memory limit of {} bytes (memoryBytes)",
+                        s.memory_bytes
+                    )),
+                    None,
+                    s.agents_started.get(),
+                ));
+            }
+            near
+        })?,
+    )?;
+
+    n.set(
+        "requestBytes",
+        Function::new(
+            ctx.clone(),
+            move |prompt: String, schema: Option<String>| -> f64 {
+                (prompt.len() + schema.map_or(0, |s| s.len())) as f64
+            },
+        )?,
+    )?;
+
     n.set(
         "checkSchema",
         Function::new(

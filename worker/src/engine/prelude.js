@@ -37,6 +37,8 @@
   const SetCtor = Set;
   const WeakSetCtor = WeakSet;
   const identRe = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
+  // Brackets a bigint's digits inside console JSON so they print unquoted.
+  const BIG = "\ue000dsh-bigint\ue000";
 
   const limits = init.limits;
   const scriptName = init.scriptName;
@@ -267,7 +269,8 @@
       const stack = [];
       try {
         const text = stringify(v, function (key, value) {
-          if (typeof value === "bigint") return StringCtor(value);
+          if (typeof value === "bigint") return BIG + StringCtor(value) + BIG;
+          if (value instanceof ErrorCtor) return describeThrown(value);
           if (typeof value === "object" && value !== null) {
             // `this` is the holder; trim the ancestor stack down to it.
             while (stack.length > 0 && stack[stack.length - 1] !== this) stack.pop();
@@ -276,10 +279,13 @@
           }
           return value;
         });
-        if (typeof text === "string") return text;
+        if (typeof text === "string") return text.split('"' + BIG).join("").split(BIG + '"').join("");
+        if (text === undefined) return typeName(v).replace(/^an? /, "[") + "]";
       } catch (_) {
         // fall through to the string form
       }
+      const s = safeString(v);
+      return s === "[object Object]" ? typeName(v).replace(/^an? /, "[") + "]" : s;
     }
     return safeString(v);
   }
@@ -360,6 +366,11 @@
           (typeof prompt === "string" ? "an empty string" : typeName(prompt)));
       }
       const { plain, schemaJson } = readOptions(options);
+      const size = prompt.length * 3 + (schemaJson === null ? 0 : schemaJson.length * 3);
+      if (size > init.maxRequestBytes && N.requestBytes(prompt, schemaJson) > init.maxRequestBytes) {
+        throw fatal("INVALID_ARGUMENT", "agent(): the prompt and schema are " + N.requestBytes(prompt, schemaJson) +
+          " bytes, over the limit of " + init.maxRequestBytes + " bytes for one request; send less");
+      }
       if (agentsStarted >= limits.maxTotalAgents) {
         throw fatal("AGENT_CAP", "agent(): the run may start at most " + limits.maxTotalAgents +
           " agents (maxTotalAgents); this was call " + (agentsStarted + 1));
@@ -705,7 +716,7 @@
   // QuickJS reports an exhausted heap as InternalError "out of memory", or
   // as a bare null when even that error could not be allocated.
   function isOutOfMemory(e) {
-    if (e === null) return true;
+    if (e === null) return N.heapNearLimit();
     try {
       return e instanceof InternalError && e.message === "out of memory";
     } catch (_) {
