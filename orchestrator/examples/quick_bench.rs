@@ -107,14 +107,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     stats("host-side prepare (parse, strip, meta)", prep);
 
-    let mut prep = Vec::new();
-    for _ in 0..50 {
-        let t = Instant::now();
-        dsh_orchestrator::prepare(&req("return 1"))?;
-        prep.push(t.elapsed());
-    }
-    stats("host-side prepare (parse, strip, meta)", prep);
-
     let mut trivial = Vec::new();
     for _ in 0..50 {
         let t = Instant::now();
