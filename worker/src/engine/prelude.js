@@ -492,40 +492,10 @@
             ", expected a function returning a promise (e.g. () => agent(…)) or a promise");
         }
       }
-      const results = new Array(n).fill(null);
-      let remaining = n;
-      let failed = false;
-      if (n === 0) {
-        resolve(results);
-        return;
-      }
-      for (let i = 0; i < n; i++) {
-        let p;
-        try {
-          const it = items[i];
-          p = typeof it === "function" ? it() : it;
-        } catch (e) {
-          p = promiseReject(e);
-        }
-        promiseThen.call(
-          promiseResolve(p),
-          function (v) {
-            results[i] = v;
-            if (--remaining === 0 && !failed) resolve(results);
-          },
-          function (e) {
-            if (isFatal(e)) {
-              if (!failed) {
-                failed = true;
-                reject(e);
-              }
-              return;
-            }
-            results[i] = null;
-            if (--remaining === 0 && !failed) resolve(results);
-          },
-        );
-      }
+      gather(n, resolve, reject, function (i) {
+        const it = items[i];
+        return typeof it === "function" ? it() : it;
+      });
     });
   }
 
@@ -540,44 +510,56 @@
       }
       const input = items.slice();
       const n = input.length;
-      const results = new Array(n).fill(null);
-      let remaining = n;
-      let failed = false;
-      if (n === 0) {
-        resolve(results);
-        return;
-      }
-      const settleItem = function () {
-        if (--remaining === 0 && !failed) resolve(results);
-      };
-      for (let i = 0; i < n; i++) {
+      // Each item runs through all stages on its own: no barrier between stages.
+      gather(n, resolve, reject, async function (i) {
         const item = input[i];
-        // Each item runs through all stages on its own: no barrier between stages.
-        const run = async function () {
-          let prev = item;
-          for (let s = 0; s < stages.length; s++) prev = await stages[s](prev, item, i);
-          return prev;
-        };
-        promiseThen.call(
-          run(),
-          function (v) {
-            results[i] = v;
-            settleItem();
-          },
-          function (e) {
-            if (isFatal(e)) {
-              if (!failed) {
-                failed = true;
-                reject(e);
-              }
-              return;
-            }
-            results[i] = null;
-            settleItem();
-          },
-        );
-      }
+        let prev = item;
+        for (let s = 0; s < stages.length; s++) prev = await stages[s](prev, item, i);
+        return prev;
+      });
     });
+  }
+
+  // Runs `start(i)` for every index at once and resolves with the results
+  // in input order. An ordinary throw makes that item null; the first
+  // fatal WorkflowError rejects the whole call.
+  function gather(n, resolve, reject, start) {
+    const results = new Array(n).fill(null);
+    let remaining = n;
+    let failed = false;
+    if (n === 0) {
+      resolve(results);
+      return;
+    }
+    const settled = function () {
+      if (--remaining === 0 && !failed) resolve(results);
+    };
+    for (let i = 0; i < n; i++) {
+      let p;
+      try {
+        p = start(i);
+      } catch (e) {
+        p = promiseReject(e);
+      }
+      promiseThen.call(
+        promiseResolve(p),
+        function (v) {
+          results[i] = v;
+          settled();
+        },
+        function (e) {
+          if (isFatal(e)) {
+            if (!failed) {
+              failed = true;
+              reject(e);
+            }
+            return;
+          }
+          results[i] = null;
+          settled();
+        },
+      );
+    }
   }
 
   // ---------------------------------------------------------------- narration
