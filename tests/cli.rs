@@ -1682,3 +1682,16 @@ fn log_limit_replaces_the_crossing_line_with_one_marker() {
     let end = out.events_of("workflow/end");
     assert_eq!(end[0]["logBytesDropped"], 52);
 }
+
+#[test]
+fn a_missing_fixture_file_is_a_usage_error() {
+    let out = run_plain("return 1;", &["--fixture", "does-not-exist.json"]);
+    out.assert_code(2);
+    assert!(out.stdout.is_empty(), "stdout stays empty: {}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("error[USAGE]: --fixture does-not-exist.json: cannot read"),
+        "{}",
+        out.stderr
+    );
+}

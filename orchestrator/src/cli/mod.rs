@@ -393,7 +393,11 @@ fn build_request(a: &RunArgs) -> Result<StartRequest, NotStarted> {
         .with_worker(cli_worker()?);
     req.sandbox = sandbox;
     if let Some(f) = &a.fixture {
-        let p = ScriptedProvider::from_file(f)
+        // A missing file is a usage error (contract §12); a file that is
+        // there but wrong is FIXTURE_INVALID.
+        let text = std::fs::read_to_string(f)
+            .map_err(|e| usage(format!("--fixture {}: cannot read: {e}", f.display())))?;
+        let p = ScriptedProvider::from_json_text(&f.display().to_string(), &text)
             .map_err(|e| NotStarted::new(ErrorCode::FixtureInvalid, e.to_string()))?;
         req = req.with_provider(Arc::new(p));
     }
