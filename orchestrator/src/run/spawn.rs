@@ -108,7 +108,11 @@ fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
             .spawn(move || {
                 for job in rx {
                     let _enter = job.handle.enter();
-                    let res = tokio::process::Command::from(job.cmd).spawn();
+                    // kill_on_drop is the last line of defence (a runtime
+                    // torn down mid-run); the supervisor always reaps first.
+                    let res = tokio::process::Command::from(job.cmd)
+                        .kill_on_drop(true)
+                        .spawn();
                     let _ = job.reply.send(res);
                 }
             });
