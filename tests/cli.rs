@@ -1695,3 +1695,23 @@ fn a_missing_fixture_file_is_a_usage_error() {
         out.stderr
     );
 }
+
+#[test]
+fn dropped_rejections_never_crash_the_run() {
+    // Rejected promises nobody handles — a plain one, a failed agent call
+    // never awaited, a fatal one from a misused hook — are not crashes.
+    let out = run_ts(
+        r#"
+        Promise.reject(new Error("nobody listens"));
+        agent("", {});
+        parallel("not an array" as any);
+        const never = agent("echo dropped");
+        return "still fine";
+        "#,
+        &std_fixture(),
+        &["--output", "result"],
+    );
+    out.assert_code(0);
+    assert_eq!(out.json()["value"], "still fine");
+    assert_event_guarantees(&out.events);
+}
