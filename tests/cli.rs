@@ -335,6 +335,7 @@ return r;
 )]
 #[case::return_value_over_the_frame_limit(r#"return "x".repeat(17 * 1024 * 1024);"#, &[], "RESULT_UNSERIALIZABLE", &["frame limit"])]
 #[case::prompt_over_the_frame_limit(r#"await agent("y".repeat(17 * 1024 * 1024));"#, &[], "INVALID_ARGUMENT", &["bytes"])]
+#[case::label_over_the_frame_limit(r#"await agent("small", { label: "l".repeat(17 * 1024 * 1024) });"#, &[], "INVALID_ARGUMENT", &["bytes"])]
 fn fatal_hook_errors_settle_error_with_exit_1(
     #[case] script: &str,
     #[case] extra: &[&str],

@@ -4,6 +4,9 @@
 //! dropped and counted, so the host's memory stays bounded however much a
 //! script logs.
 
+/// Longest single log line: what fits in one frame with room to spare.
+pub const MAX_LINE_BYTES: usize = dsh_protocol::DEFAULT_MAX_FRAME_BYTES - 64 * 1024;
+
 pub struct LogBudget {
     limit: u64,
     used: u64,
@@ -21,8 +24,19 @@ impl LogBudget {
         }
     }
 
-    /// The line to send for `message`: itself, the marker, or nothing.
-    pub fn admit(&mut self, message: String) -> Option<String> {
+    /// The line to send for `message`: itself, the marker, or nothing. A
+    /// single line longer than `MAX_LINE_BYTES` is cut to fit one frame; the
+    /// cut bytes count as dropped.
+    pub fn admit(&mut self, mut message: String) -> Option<String> {
+        if message.len() > MAX_LINE_BYTES {
+            let mut cut = MAX_LINE_BYTES;
+            while !message.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let dropped = message[cut..].bytes().filter(|b| *b != b'\n').count() as u64;
+            message.truncate(cut);
+            self.dropped += dropped;
+        }
         let bytes = message.bytes().filter(|b| *b != b'\n').count() as u64;
         if self.truncated {
             self.dropped += bytes;

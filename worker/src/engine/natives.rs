@@ -109,13 +109,10 @@ pub fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<Obj
     )?;
 
     n.set(
-        "requestBytes",
-        Function::new(
-            ctx.clone(),
-            move |prompt: String, schema: Option<String>| -> f64 {
-                (prompt.len() + schema.map_or(0, |s| s.len())) as f64
-            },
-        )?,
+        "utf8Bytes",
+        Function::new(ctx.clone(), move |text: String| -> f64 {
+            text.len() as f64
+        })?,
     )?;
 
     n.set(

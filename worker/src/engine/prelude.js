@@ -296,11 +296,16 @@
   const STRING_OPTIONS = ["label", "phase", "model", "provider", "effort", "agentType"];
 
   function defaultLabel(prompt) {
-    let line = prompt;
-    const nl = line.indexOf("\n");
-    if (nl !== -1) line = line.slice(0, nl);
+    let end = prompt.indexOf("\n");
+    if (end === -1) end = prompt.length;
+    let line = prompt.slice(0, end);
     if (line.endsWith("\r")) line = line.slice(0, -1);
-    const chars = arrayFrom(line);
+    // Count characters (code points) only as far as needed: a prompt may be huge.
+    const chars = [];
+    for (const ch of line) {
+      chars.push(ch);
+      if (chars.length > 48) break;
+    }
     return chars.length > 48 ? chars.slice(0, 47).join("") + "…" : line;
   }
 
@@ -366,20 +371,6 @@
           (typeof prompt === "string" ? "an empty string" : typeName(prompt)));
       }
       const { plain, schemaJson } = readOptions(options);
-      const size = prompt.length * 3 + (schemaJson === null ? 0 : schemaJson.length * 3);
-      if (size > init.maxRequestBytes && N.requestBytes(prompt, schemaJson) > init.maxRequestBytes) {
-        throw fatal("INVALID_ARGUMENT", "agent(): the prompt and schema are " + N.requestBytes(prompt, schemaJson) +
-          " bytes, over the limit of " + init.maxRequestBytes + " bytes for one request; send less");
-      }
-      if (agentsStarted >= limits.maxTotalAgents) {
-        throw fatal("AGENT_CAP", "agent(): the run may start at most " + limits.maxTotalAgents +
-          " agents (maxTotalAgents); this was call " + (agentsStarted + 1));
-      }
-      if (init.budget !== null && spent >= init.budget) {
-        throw fatal("BUDGET", "agent(): the output-token budget of " + init.budget + " is spent (" + spent + " used)");
-      }
-      const id = N.admit(); // the host-visible seq: 1, 2, 3 … in admission order
-      agentsStarted = id;
       const request = {
         prompt,
         label: "label" in plain ? plain.label : defaultLabel(prompt),
@@ -391,7 +382,22 @@
         agentType: "agentType" in plain ? plain.agentType : null,
         isolation: "isolation" in plain ? plain.isolation : null,
       };
-      const call = { id, request, resolve, reject, hasSchema: schemaJson !== null, started: false };
+      const requestJson = stringify(request);
+      // UTF-16 length × 3 bounds the UTF-8 size; ask for the exact size only near the limit.
+      if (requestJson.length * 3 > init.maxRequestBytes && N.utf8Bytes(requestJson) > init.maxRequestBytes) {
+        throw fatal("INVALID_ARGUMENT", "agent(): the request (prompt, schema and options) is " + N.utf8Bytes(requestJson) +
+          " bytes, over the limit of " + init.maxRequestBytes + " bytes for one request; send less");
+      }
+      if (agentsStarted >= limits.maxTotalAgents) {
+        throw fatal("AGENT_CAP", "agent(): the run may start at most " + limits.maxTotalAgents +
+          " agents (maxTotalAgents); this was call " + (agentsStarted + 1));
+      }
+      if (init.budget !== null && spent >= init.budget) {
+        throw fatal("BUDGET", "agent(): the output-token budget of " + init.budget + " is spent (" + spent + " used)");
+      }
+      const id = N.admit(); // the host-visible seq: 1, 2, 3 … in admission order
+      agentsStarted = id;
+      const call = { id, requestJson, resolve, reject, hasSchema: schemaJson !== null, started: false };
       calls.set(id, call);
       if (running < limits.maxConcurrentAgents) startCall(call);
       else queue.push(call);
@@ -401,7 +407,7 @@
   function startCall(call) {
     running++;
     call.started = true;
-    N.childStart(call.id, stringify(call.request));
+    N.childStart(call.id, call.requestJson);
   }
 
   // A slot freed: start the oldest waiting call.
