@@ -45,8 +45,10 @@ impl WorkerCommand {
         }
     }
 
-    /// Resolution order: `DSH_WORKER`; `dsh-worker` next to the current
-    /// executable. The error lists every place looked at.
+    /// Resolution order: `DSH_WORKER` (an error when it is set but names no
+    /// file — never a silent fallback); `dsh-worker` next to the current
+    /// executable, or one directory up (cargo's `examples/` and `deps/`).
+    /// The error lists every place looked at.
     pub fn resolve() -> Result<WorkerCommand, String> {
         let mut looked = Vec::new();
         if let Some(p) = std::env::var_os("DSH_WORKER") {
