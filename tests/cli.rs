@@ -1716,3 +1716,14 @@ fn dropped_rejections_never_crash_the_run() {
     assert_eq!(out.json()["value"], "still fine");
     assert_event_guarantees(&out.events);
 }
+
+#[test]
+fn phase_events_are_capped_per_run() {
+    let out = run_plain(
+        r#"for (let i = 0; i < 10050; i++) phase("p" + i); return 1;"#,
+        &["--events", "none"],
+    );
+    out.assert_code(0);
+    assert_eq!(out.events_of("workflow/phase").len(), 10_000);
+    assert_event_guarantees(&out.events);
+}

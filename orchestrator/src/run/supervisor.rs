@@ -39,6 +39,18 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Upper bound for reading what a worker wrote just before it exited.
 const DRAIN_TIMEOUT: Duration = Duration::from_millis(500);
 const READ_CHUNK: usize = 64 * 1024;
+/// Phase events kept per run; later `phase()` calls still set the phase in
+/// the worker but emit nothing.
+const MAX_PHASE_EVENTS: u64 = 10_000;
+/// Room above `logBytes` for the worker's truncation marker line.
+const LOG_MARKER_SLACK: u64 = 1024;
+
+/// Narration counted on the host side.
+#[derive(Default)]
+struct Narration {
+    phases: u64,
+    log_bytes: u64,
+}
 
 /// What the public handle can ask of the supervisor.
 #[derive(Debug)]
@@ -135,6 +147,7 @@ pub(crate) struct Supervisor {
     live: HashMap<CallId, Live>,
     last_call_id: CallId,
     host_count: u64,
+    narration: Narration,
     sandbox: Option<SandboxReport>,
     grace_deadline: Option<Instant>,
     wall_deadline: Option<Instant>,
@@ -183,6 +196,7 @@ impl Supervisor {
             live: HashMap::new(),
             last_call_id: 0,
             host_count: 0,
+            narration: Narration::default(),
             sandbox: None,
             grace_deadline: None,
             exited: false,
@@ -365,13 +379,20 @@ impl Supervisor {
             // A worker may end before Go (sandbox refused, engine failure).
             (_, WorkerMsg::End { result }) => Some(Claim::End(result)),
             (Stage::Running, WorkerMsg::Phase { title }) => {
-                if self.cancel.is_none() {
+                // The host bounds narration itself rather than trusting the
+                // worker's budget: a hostile worker cannot grow the event
+                // history without limit.
+                self.narration.phases += 1;
+                if self.cancel.is_none() && self.narration.phases <= MAX_PHASE_EVENTS {
                     self.hub.emit(EventKind::Phase { title });
                 }
                 None
             }
             (Stage::Running, WorkerMsg::Log { message }) => {
-                if self.cancel.is_none() {
+                // Counted like the worker counts: newlines are free.
+                self.narration.log_bytes += message.bytes().filter(|b| *b != b'\n').count() as u64;
+                let allowed = self.limits.log_bytes + LOG_MARKER_SLACK;
+                if self.cancel.is_none() && self.narration.log_bytes <= allowed {
                     self.hub.emit(EventKind::Log { message });
                 }
                 None
