@@ -5,8 +5,8 @@
 mod common;
 
 use common::{
-    Output, Workspace, assert_event_guarantees, assert_process_gone, children_of, dsh_in,
-    events_of, fixture, outcomes, run_plain, run_ts,
+    Output, Workspace, assert_event_guarantees, assert_mentions, assert_process_gone, children_of,
+    dsh_in, events_of, fixture, outcomes, run_plain, run_ts,
 };
 use rstest::rstest;
 use serde_json::{Value, json};
@@ -1108,13 +1108,7 @@ fn import_type_is_erased() {
 fn meta_errors_list_every_violation(#[case] source: &str, #[case] mentions: &[&str]) {
     let out = common::run_named("wf.ts", source, None, &[]);
     assert_not_started(&out, "META_INVALID");
-    for m in mentions {
-        assert!(
-            out.stderr.contains(m),
-            "should mention {m:?}: {}",
-            out.stderr
-        );
-    }
+    assert_mentions(&out.stderr, mentions);
 }
 
 #[test]
@@ -1333,13 +1327,7 @@ fn invalid_fixture_exits_2_naming_the_entry(#[case] text: &str, #[case] mentions
     ws.file("fixture.json", text);
     let out = ws.run(&["--fixture", "fixture.json"]);
     assert_not_started(&out, "FIXTURE_INVALID");
-    for m in mentions {
-        assert!(
-            out.stderr.contains(m),
-            "should mention {m:?}: {}",
-            out.stderr
-        );
-    }
+    assert_mentions(&out.stderr, mentions);
 }
 
 #[test]

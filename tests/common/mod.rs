@@ -624,3 +624,11 @@ pub mod lib {
             .expect("the run settles")
     }
 }
+
+/// Asserts that `text` mentions every one of `mentions`.
+#[track_caller]
+pub fn assert_mentions(text: &str, mentions: &[&str]) {
+    for m in mentions {
+        assert!(text.contains(m), "should mention {m:?}: {text}");
+    }
+}
