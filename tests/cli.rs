@@ -1467,14 +1467,7 @@ fn sigint_while_a_child_hangs_cancels_with_exit_130() {
     let out = running.finish();
     out.assert_code(130);
     out.assert_error_line("CANCELLED");
-    let result = out.json();
-    assert_eq!(result["stopReason"], "cancelled");
-    assert_eq!(result["error"]["code"], "CANCELLED");
-    assert_event_guarantees(&out.events);
-    assert_eq!(
-        outcomes(&out.events).get(&1).map(String::as_str),
-        Some("cancelled")
-    );
+    assert_cancelled_with_child_1_cancelled(&out);
     assert_process_gone(worker);
 }
 
@@ -1540,6 +1533,14 @@ fn two_sigints_still_print_the_result_and_leave_no_worker() {
     }
     let out = running.finish();
     out.assert_code(130);
+    assert_cancelled_with_child_1_cancelled(&out);
+    assert_process_gone(worker);
+}
+
+/// A cancelled run (`CANCELLED`) whose call #1 ended `cancelled`, with every
+/// event guarantee intact.
+#[track_caller]
+fn assert_cancelled_with_child_1_cancelled(out: &Output) {
     let result = out.json();
     assert_eq!(result["stopReason"], "cancelled");
     assert_eq!(result["error"]["code"], "CANCELLED");
@@ -1548,7 +1549,6 @@ fn two_sigints_still_print_the_result_and_leave_no_worker() {
         outcomes(&out.events).get(&1).map(String::as_str),
         Some("cancelled")
     );
-    assert_process_gone(worker);
 }
 
 // ------------------------------------------------------------------ children never awaited
