@@ -62,10 +62,33 @@ impl RunResult {
         if self.log_bytes_dropped > 0 {
             m.insert("logBytesDropped".into(), self.log_bytes_dropped.into());
         }
+        if let Some(s) = &self.sandbox {
+            m.insert("sandbox".into(), sandbox_json(s));
+        }
         Value::Object(m)
     }
 
     pub fn is_completed(&self) -> bool {
         self.stop_reason == StopReason::Completed
+    }
+}
+
+/// The `sandbox` object of `--output result`: `{ "level": "full" |
+/// "partial" | "none", "landlockAbi": N | null, "enforced": [rule…],
+/// "missing": ["rule (why)"…] }` (docs/sandbox.md).
+pub fn sandbox_json(s: &SandboxReport) -> Value {
+    serde_json::json!({
+        "level": sandbox_level_str(s.level),
+        "landlockAbi": s.landlock_abi,
+        "enforced": s.enforced,
+        "missing": s.missing,
+    })
+}
+
+pub fn sandbox_level_str(level: dsh_protocol::SandboxLevel) -> &'static str {
+    match level {
+        dsh_protocol::SandboxLevel::Full => "full",
+        dsh_protocol::SandboxLevel::Partial => "partial",
+        dsh_protocol::SandboxLevel::None => "none",
     }
 }

@@ -25,7 +25,11 @@ pub use messages::*;
 
 /// Version of this protocol. The worker announces it in [`WorkerMsg::Hello`];
 /// the host refuses a worker that speaks another one.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// The worker's exit status when an allocation failed under the sandbox's
+/// data limit: the host reports such a death as `MEMORY`.
+pub const WORKER_EXIT_OUT_OF_MEMORY: i32 = 86;
 
 #[cfg(test)]
 mod tests;

@@ -140,8 +140,10 @@ pub enum SandboxPolicy {
 pub struct SandboxReport {
     pub level: SandboxLevel,
     pub landlock_abi: Option<u32>,
-    /// Human-readable names of the rules that were enforced.
+    /// Names of the rules that were enforced (docs/sandbox.md lists them).
     pub enforced: Vec<String>,
+    /// Rules that are part of `Full` but were not enforced, each with why.
+    pub missing: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

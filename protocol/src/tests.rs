@@ -42,7 +42,7 @@ fn request() -> ChildRequest {
 
 #[rstest]
 #[case::hello(WorkerMsg::Hello { protocol_version: PROTOCOL_VERSION, pid: 42 })]
-#[case::ready(WorkerMsg::Ready { sandbox: SandboxReport { level: SandboxLevel::Partial, landlock_abi: Some(6), enforced: vec!["fs".into()] } })]
+#[case::ready(WorkerMsg::Ready { sandbox: SandboxReport { level: SandboxLevel::Partial, landlock_abi: Some(6), enforced: vec!["fs".into()], missing: vec!["landlock:scope (needs ABI 6)".into()] } })]
 #[case::phase(WorkerMsg::Phase { title: "Review ✓".into() })]
 #[case::log(WorkerMsg::Log { message: "line\nwith newline".into() })]
 #[case::child_start(WorkerMsg::ChildStart { call_id: 7, request: request() })]

@@ -1,6 +1,6 @@
 //! What the engine's interrupt handler decides with: when the current
-//! synchronous slice started, the sync-slice limit, and whether (and since
-//! when) the run is cancelled.
+//! synchronous slice started, the sync-slice limit, the CPU-time budget
+//! (`computeMs`), and whether (and since when) the run is cancelled.
 //!
 //! Shared between the loop and the interrupt handler through `Rc` and
 //! `Cell`s only, so the handler never contends for a `RefCell` that a native
@@ -16,6 +16,8 @@ pub enum Interrupted {
     SyncTimeout,
     /// The run was cancelled and the script kept running.
     Cancelled,
+    /// The script used more CPU time than `computeMs`.
+    Compute,
 }
 
 pub struct Clock {
@@ -24,17 +26,81 @@ pub struct Clock {
     cancel_grace: Duration,
     cancelled_at: Cell<Option<Instant>>,
     fired: Cell<Option<Interrupted>>,
+    compute: Option<Compute>,
+}
+
+/// The CPU budget: process CPU time is read only when it could have run
+/// out, which is never sooner than the budget left in wall time (CPU time
+/// cannot grow faster than the clock on a single thread), so the handler
+/// stays cheap.
+struct Compute {
+    limit: Duration,
+    started: Cell<Option<Duration>>,
+    next_check: Cell<Instant>,
+}
+
+/// CPU time this process has used.
+pub fn process_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(
+        u64::try_from(ts.tv_sec).unwrap_or(0),
+        u32::try_from(ts.tv_nsec).unwrap_or(0),
+    )
 }
 
 impl Clock {
-    pub fn new(sync_limit: Duration, cancel_grace: Duration) -> Self {
+    pub fn new(sync_limit: Duration, cancel_grace: Duration, compute: Option<Duration>) -> Self {
         Clock {
             slice_start: Cell::new(Instant::now()),
             sync_limit,
             cancel_grace,
             cancelled_at: Cell::new(None),
             fired: Cell::new(None),
+            compute: compute.map(|limit| Compute {
+                limit,
+                started: Cell::new(None),
+                next_check: Cell::new(Instant::now()),
+            }),
         }
+    }
+
+    /// The body starts: CPU time counts from here.
+    pub fn start_compute(&self) {
+        if let Some(c) = &self.compute {
+            c.started.set(Some(process_cpu_time()));
+            c.next_check.set(Instant::now() + c.limit);
+        }
+    }
+
+    /// The `computeMs` budget, when one is set.
+    pub fn compute_limit(&self) -> Option<Duration> {
+        self.compute.as_ref().map(|c| c.limit)
+    }
+
+    fn compute_exhausted(&self, now: Instant) -> bool {
+        let Some(c) = &self.compute else {
+            return false;
+        };
+        let Some(started) = c.started.get() else {
+            return false;
+        };
+        if now < c.next_check.get() {
+            return false;
+        }
+        let used = process_cpu_time().saturating_sub(started);
+        if used >= c.limit {
+            return true;
+        }
+        let left = (c.limit - used).max(Duration::from_millis(1));
+        c.next_check.set(now + left);
+        false
     }
 
     /// Marks the start of a synchronous slice (a macrotask and its microtasks).
@@ -70,6 +136,10 @@ impl Clock {
         }
         if now.saturating_duration_since(slice_start) >= self.sync_limit {
             self.fired.set(Some(Interrupted::SyncTimeout));
+            return true;
+        }
+        if self.compute_exhausted(now) {
+            self.fired.set(Some(Interrupted::Compute));
             return true;
         }
         false

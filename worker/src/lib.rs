@@ -10,6 +10,7 @@
 //! This crate is not a general JavaScript runtime: there is no filesystem,
 //! network, `process`, `require` or module loader, on purpose.
 
+pub mod alloc;
 pub mod channel;
 pub mod clock;
 pub mod engine;
@@ -31,15 +32,27 @@ use channel::{Channel, ChannelError};
 pub const EXIT_HOST_GONE: i32 = 3;
 /// Exit status for a bad command line.
 pub const EXIT_USAGE: i32 = 2;
+/// Exit status when an allocation failed under the sandbox's data limit
+/// (the `memoryBytes` backstop); the host reports it as `MEMORY`.
+pub const EXIT_OUT_OF_MEMORY: i32 = dsh_protocol::WORKER_EXIT_OUT_OF_MEMORY;
 
 /// Runs the worker with the given arguments (without the program name).
 /// Returns the process exit status.
 pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
     let mut fd: Option<i32> = None;
+    let mut landlock_abi_override: Option<u32> = None;
     let mut it = args.into_iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--fd" => fd = it.next().and_then(|v| v.parse().ok()),
+            // Testing only: pretend the kernel's Landlock ABI is N.
+            "--landlock-abi" => match it.next().and_then(|v| v.parse().ok()) {
+                Some(n) => landlock_abi_override = Some(n),
+                None => {
+                    eprintln!("dsh-worker: --landlock-abi needs a number");
+                    return EXIT_USAGE;
+                }
+            },
             other => {
                 eprintln!(
                     "dsh-worker: unknown argument {other:?}; this program is started by dsh, not by hand"
@@ -62,7 +75,11 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
         eprintln!("dsh-worker: --fd {fd} is not a connected socket");
         return EXIT_USAGE;
     }
-    match serve(Channel::new(stream, DEFAULT_MAX_FRAME_BYTES)) {
+    alloc::exit_on_failure();
+    match serve(
+        Channel::new(stream, DEFAULT_MAX_FRAME_BYTES),
+        landlock_abi_override,
+    ) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("dsh-worker: {e}");
@@ -71,7 +88,7 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
     }
 }
 
-fn serve(mut chan: Channel) -> Result<(), ChannelError> {
+fn serve(mut chan: Channel, landlock_abi_override: Option<u32>) -> Result<(), ChannelError> {
     chan.send(&WorkerMsg::Hello {
         protocol_version: PROTOCOL_VERSION,
         pid: std::process::id(),
@@ -84,7 +101,12 @@ fn serve(mut chan: Channel) -> Result<(), ChannelError> {
             Some(_) | None => continue,
         }
     };
-    let sandbox = match sandbox::apply(init.sandbox) {
+    let inputs = sandbox::Inputs {
+        memory_bytes: init.limits.memory_bytes,
+        compute_ms: init.limits.compute_ms,
+        landlock_abi_override,
+    };
+    let sandbox = match sandbox::apply(init.sandbox, &inputs) {
         Ok(report) => report,
         Err(message) => {
             chan.send(&WorkerMsg::End {

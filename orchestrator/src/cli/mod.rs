@@ -135,7 +135,7 @@ struct RunArgs {
     /// Answer every agent() without a provider (not available in this version).
     #[arg(long)]
     dry_run: bool,
-    /// Sandbox policy (only best-effort and off in this version).
+    /// Sandbox policy: strict, best-effort (default) or off.
     #[arg(long, value_name = "POLICY")]
     sandbox: Option<String>,
     /// Script heap limit, e.g. 256MiB.
@@ -144,9 +144,12 @@ struct RunArgs {
     /// Log text budget of the run, e.g. 1MiB (default); later lines are dropped.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     log_limit: Option<u64>,
-    /// CPU-time budget of the script (not available in this version).
+    /// CPU-time budget of the script, e.g. 10s (default: none).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     compute_timeout: Option<std::time::Duration>,
+    /// Also print diagnostics on stderr: the sandbox the worker reached.
+    #[arg(long, short = 'v')]
+    verbose: bool,
 }
 
 /// A failure before the run exists: `error[CODE]: message`, exit 2.
@@ -317,12 +320,6 @@ fn build_request(a: &RunArgs) -> Result<StartRequest, NotStarted> {
             "configured providers arrive with dsh.toml; use --fixture FILE",
         ));
     }
-    if a.compute_timeout.is_some() {
-        return Err(not_available(
-            "--compute-timeout",
-            "the compute budget arrives with the sandbox",
-        ));
-    }
     let sandbox = match a.sandbox.as_deref() {
         None | Some("best-effort") => dsh_protocol::SandboxPolicy::BestEffort,
         Some("off") => dsh_protocol::SandboxPolicy::Off,
@@ -354,6 +351,7 @@ fn build_request(a: &RunArgs) -> Result<StartRequest, NotStarted> {
     if let Some(l) = a.log_limit {
         limits.log_bytes = l;
     }
+    limits.compute = a.compute_timeout;
     limits.validate().map_err(|e| {
         let flag = match e.knob {
             "maxConcurrentAgents" => "--max-concurrent",
@@ -361,6 +359,7 @@ fn build_request(a: &RunArgs) -> Result<StartRequest, NotStarted> {
             "wallTimeoutMs" => "--timeout",
             "syncTimeoutMs" => "--sync-timeout",
             "memoryBytes" => "--memory",
+            "computeMs" => "--compute-timeout",
             other => other,
         };
         usage(format!("{flag}: {}", e.message))
@@ -485,7 +484,38 @@ async fn run(a: RunArgs) -> i32 {
         }
     }
     let result = run.dispose().await;
+    if a.verbose {
+        print_sandbox(&result);
+    }
     report(&result, a.output)
+}
+
+/// `--verbose`: the sandbox the worker reached, e.g.
+/// `dsh: sandbox full (Landlock ABI 7): rlimit:core=0, …`.
+fn print_sandbox(result: &RunResult) {
+    let line = match &result.sandbox {
+        None => "dsh: sandbox: unknown (the worker did not get as far as reporting it)".to_string(),
+        Some(s) => {
+            let abi = s.landlock_abi.map_or_else(
+                || "Landlock not tried".to_string(),
+                |n| format!("Landlock ABI {n}"),
+            );
+            let mut line = format!(
+                "dsh: sandbox {} ({abi}); enforced: {}",
+                crate::result::sandbox_level_str(s.level),
+                if s.enforced.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    s.enforced.join(", ")
+                }
+            );
+            if !s.missing.is_empty() {
+                line.push_str(&format!("; not enforced: {}", s.missing.join("; ")));
+            }
+            line
+        }
+    };
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
 fn report(result: &RunResult, output: OutputMode) -> i32 {

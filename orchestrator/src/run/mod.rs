@@ -127,6 +127,12 @@ impl StartRequest {
         self.provider = Some(provider);
         self
     }
+    /// The sandbox policy (default `best-effort`; docs/sandbox.md).
+    pub fn with_sandbox(mut self, policy: dsh_protocol::SandboxPolicy) -> Self {
+        self.sandbox = policy;
+        self
+    }
+
     pub fn with_worker(mut self, worker: WorkerCommand) -> Self {
         self.worker = Some(worker);
         self

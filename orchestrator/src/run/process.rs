@@ -32,6 +32,11 @@ impl WorkerProcess {
         self.pid
     }
 
+    /// The exit status, once the process has been reaped.
+    pub fn status(&self) -> Option<ExitStatus> {
+        self.status
+    }
+
     /// Waits for the process to exit (cancel-safe).
     pub async fn wait(&mut self) -> ExitStatus {
         if let Some(st) = self.status {

@@ -140,7 +140,7 @@ fn socketpair() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// Spawns the worker with an empty environment, stdin and stdout null,
+/// Spawns the worker in `/` with an empty environment, stdin and stdout null,
 /// stderr piped, in a new process group, with a parent-death signal.
 pub fn spawn(worker: &WorkerCommand, handle: &tokio::runtime::Handle) -> std::io::Result<Spawned> {
     let (host_end, worker_end) = socketpair()?;
@@ -148,11 +148,21 @@ pub fn spawn(worker: &WorkerCommand, handle: &tokio::runtime::Handle) -> std::io
     // SAFETY: getpid has no preconditions.
     let parent_pid = unsafe { libc::getpid() };
 
-    let mut cmd = std::process::Command::new(&worker.program);
+    // The worker starts in `/`, so a relative path must be made absolute
+    // here (a bare name is still looked up in PATH by exec).
+    let program = if worker.program.is_relative() && worker.program.components().count() > 1 {
+        std::env::current_dir()?.join(&worker.program)
+    } else {
+        worker.program.clone()
+    };
+    let mut cmd = std::process::Command::new(&program);
     cmd.args(&worker.args)
         .arg("--fd")
         .arg(WORKER_FD.to_string())
         .env_clear()
+        // Not the user's project directory: the worker holds no handle on
+        // it, and under Landlock it cannot even list `/`.
+        .current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

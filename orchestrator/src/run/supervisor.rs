@@ -641,6 +641,44 @@ impl Supervisor {
         })
     }
 
+    /// Why a worker that died on its own ended the run. Two deaths are the
+    /// sandbox's backstops doing their job and read as the budget they
+    /// enforce: the out-of-memory exit under the data limit (`MEMORY`) and
+    /// SIGXCPU from the CPU limit (`TIMEOUT`). Anything else is
+    /// `WORKER_EXITED`.
+    fn death_error(&self, reason: &str) -> RunError {
+        use std::os::unix::process::ExitStatusExt;
+        let status = self.proc.status();
+        if status.and_then(|s| s.code()) == Some(dsh_protocol::WORKER_EXIT_OUT_OF_MEMORY) {
+            return RunError::new(
+                ErrorCode::Memory,
+                format!(
+                    "the worker ran out of memory under its data limit (memoryBytes = {} bytes \
+                     plus the engine's headroom) and was stopped; raise --memory or make the \
+                     script hold less",
+                    self.limits.memory_bytes
+                ),
+            );
+        }
+        if status.and_then(|s| s.signal()) == Some(libc::SIGXCPU) {
+            let budget = self.limits.compute.map_or_else(
+                || "its CPU limit".to_string(),
+                |d| format!("computeMs ({} ms)", millis(d)),
+            );
+            return RunError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "the script used more CPU time than {budget} allows and the kernel's CPU \
+                     limit stopped the worker"
+                ),
+            );
+        }
+        RunError::new(
+            ErrorCode::WorkerExited,
+            format!("the worker died before the run settled: {reason}"),
+        )
+    }
+
     fn result_from_end(&self, end: EndResult) -> RunResult {
         let mut result = match end.stop {
             StopReason::Completed => {
@@ -707,10 +745,7 @@ impl Supervisor {
                 Some(err) => RunResult::failed(StopReason::Cancelled, err, self.host_count),
                 None => RunResult::failed(
                     StopReason::Error,
-                    RunError::new(
-                        ErrorCode::WorkerExited,
-                        format!("the worker died before the run settled: {reason}"),
-                    ),
+                    self.death_error(&reason),
                     self.host_count,
                 ),
             },

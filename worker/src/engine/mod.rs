@@ -80,6 +80,7 @@ pub fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(), Chan
         clock: Clock::new(
             Duration::from_millis(limits.sync_timeout_ms),
             Duration::from_millis(limits.cancel_interrupt_ms),
+            limits.compute_ms.map(Duration::from_millis),
         ),
     });
 
@@ -305,7 +306,10 @@ fn drive(
             chan.pop()
         };
         match msg {
-            Some(HostMsg::Go) => break,
+            Some(HostMsg::Go) => {
+                shared.clock.start_compute();
+                break;
+            }
             Some(HostMsg::Cancel { reason }) => {
                 let (code, message) = cancel_text(&reason);
                 shared.set_end(natives::end_result(
@@ -520,6 +524,18 @@ impl<'js> Loop<'_, 'js> {
                             "a synchronous slice of the script ran longer than syncTimeoutMs ({} ms); \
                              the script was stopped",
                             self.shared.clock_sync_ms()
+                        ),
+                    ),
+                    Interrupted::Compute => (
+                        "error",
+                        "TIMEOUT",
+                        format!(
+                            "the script used more than computeMs ({} ms) of CPU time; the \
+                             script was stopped",
+                            self.shared
+                                .clock
+                                .compute_limit()
+                                .map_or(0, |d| d.as_millis())
                         ),
                     ),
                     Interrupted::Cancelled => (

@@ -1,0 +1,214 @@
+//! `dsh-sandbox-probe`: a test tool, not part of a run. It applies exactly
+//! the worker's sandbox function (`dsh_worker::sandbox::apply`), prints the
+//! report, then tries what a script that escaped the engine would try and
+//! prints one JSON line per attempt: `{"probe": …, "denied": bool,
+//! "detail": …}`. worker/tests/sandbox.rs drives it.
+//!
+//! Usage: dsh-sandbox-probe [--policy strict|best-effort|off]
+//!   [--only landlock] [--landlock-abi N] [--memory BYTES]
+//!   [--tmp DIR] [--tcp-port P] [--abstract NAME] [--kill-pid PID]
+//!   [--allocate BYTES]
+
+#[global_allocator]
+static ALLOC: dsh_worker::alloc::WorkerAlloc = dsh_worker::alloc::WorkerAlloc;
+
+#[cfg(target_os = "linux")]
+fn main() {
+    std::process::exit(linux::main());
+}
+
+#[cfg(not(target_os = "linux"))]
+fn main() {
+    eprintln!("dsh-sandbox-probe: Linux only");
+    std::process::exit(2);
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::io::{Read, Write};
+    use std::os::linux::net::SocketAddrExt;
+
+    use dsh_protocol::SandboxPolicy;
+    use dsh_worker::sandbox::{self, Inputs};
+    use serde_json::json;
+
+    #[derive(Default)]
+    struct Opts {
+        policy: Option<SandboxPolicy>,
+        only_landlock: bool,
+        inputs: Inputs,
+        tmp: Option<String>,
+        tcp_port: Option<u16>,
+        abstract_name: Option<String>,
+        kill_pid: Option<i32>,
+        allocate: Option<usize>,
+    }
+
+    fn parse() -> Result<Opts, String> {
+        let mut o = Opts {
+            inputs: Inputs {
+                memory_bytes: 256 << 20,
+                ..Inputs::default()
+            },
+            ..Opts::default()
+        };
+        let mut it = std::env::args().skip(1);
+        while let Some(a) = it.next() {
+            let mut val = || it.next().ok_or_else(|| format!("{a} needs a value"));
+            match a.as_str() {
+                "--policy" => {
+                    o.policy = Some(match val()?.as_str() {
+                        "strict" => SandboxPolicy::Strict,
+                        "best-effort" => SandboxPolicy::BestEffort,
+                        "off" => SandboxPolicy::Off,
+                        other => return Err(format!("--policy: unknown {other:?}")),
+                    })
+                }
+                "--only" => match val()?.as_str() {
+                    "landlock" => o.only_landlock = true,
+                    other => return Err(format!("--only: unknown layer {other:?}")),
+                },
+                "--landlock-abi" => {
+                    o.inputs.landlock_abi_override = Some(num(&a, &val()?)?);
+                }
+                "--memory" => o.inputs.memory_bytes = num(&a, &val()?)?,
+                "--tmp" => o.tmp = Some(val()?),
+                "--tcp-port" => o.tcp_port = Some(num(&a, &val()?)?),
+                "--abstract" => o.abstract_name = Some(val()?),
+                "--kill-pid" => o.kill_pid = Some(num(&a, &val()?)?),
+                "--allocate" => o.allocate = Some(num(&a, &val()?)?),
+                other => return Err(format!("unknown argument {other:?}")),
+            }
+        }
+        Ok(o)
+    }
+
+    fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
+        v.parse()
+            .map_err(|_| format!("{flag}: not a number: {v:?}"))
+    }
+
+    fn say(probe: &str, outcome: Result<String, std::io::Error>) {
+        let line = match outcome {
+            Ok(detail) => json!({"probe": probe, "denied": false, "detail": detail}),
+            Err(e) => json!({"probe": probe, "denied": true, "detail": e.to_string()}),
+        };
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    }
+
+    fn last_err() -> std::io::Error {
+        std::io::Error::last_os_error()
+    }
+
+    pub fn main() -> i32 {
+        let o = match parse() {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("dsh-sandbox-probe: {e}");
+                return 2;
+            }
+        };
+        dsh_worker::alloc::exit_on_failure();
+        if o.only_landlock {
+            // Landlock alone (with the no_new_privs it needs), to show that
+            // its network and scope rules bite without seccomp's help.
+            let mut t = sandbox::Tally::default();
+            // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes no pointers.
+            unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+            sandbox::landlock::apply(o.inputs.landlock_abi_override, &mut t);
+            println!("{}", json!({"tally": format!("{t:?}")}));
+        } else {
+            let policy = o.policy.unwrap_or(SandboxPolicy::BestEffort);
+            match sandbox::apply(policy, &o.inputs) {
+                Ok(r) => println!(
+                    "{}",
+                    json!({"report": {
+                        "level": format!("{:?}", r.level),
+                        "landlockAbi": r.landlock_abi,
+                        "enforced": r.enforced,
+                        "missing": r.missing,
+                    }})
+                ),
+                Err(message) => {
+                    println!("{}", json!({"unavailable": message}));
+                    return 3;
+                }
+            }
+        }
+
+        say("read /etc/passwd", {
+            std::fs::File::open("/etc/passwd").and_then(|mut f| {
+                let mut s = String::new();
+                f.read_to_string(&mut s).map(|n| format!("read {n} bytes"))
+            })
+        });
+        say(
+            "list /",
+            std::fs::read_dir("/").map(|d| format!("{} entries", d.count())),
+        );
+        if let Some(dir) = &o.tmp {
+            say(
+                "write a file in a temp dir",
+                std::fs::write(format!("{dir}/escaped"), b"x").map(|()| "written".into()),
+            );
+        }
+        say("fork()", {
+            // SAFETY: the child only calls _exit.
+            match unsafe { libc::fork() } {
+                -1 => Err(last_err()),
+                0 => unsafe { libc::_exit(0) },
+                pid => {
+                    let mut st = 0;
+                    // SAFETY: reaping our own child.
+                    unsafe { libc::waitpid(pid, &mut st, 0) };
+                    Ok(format!("forked pid {pid}"))
+                }
+            }
+        });
+        if let Some(port) = o.tcp_port {
+            say(
+                "TCP connect to 127.0.0.1",
+                std::net::TcpStream::connect(("127.0.0.1", port)).map(|_| "connected".into()),
+            );
+            say(
+                "TCP bind",
+                std::net::TcpListener::bind(("127.0.0.1", 0))
+                    .map(|l| format!("bound {:?}", l.local_addr().ok())),
+            );
+        }
+        if let Some(name) = &o.abstract_name {
+            say("connect to an abstract unix socket", {
+                std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
+                    .and_then(|addr| std::os::unix::net::UnixStream::connect_addr(&addr))
+                    .map(|_| "connected".into())
+            });
+        }
+        if let Some(pid) = o.kill_pid {
+            // Signal 0: the permission check without a signal.
+            // SAFETY: plain syscall.
+            say("kill() the test process", {
+                if unsafe { libc::kill(pid, 0) } == 0 {
+                    Ok("allowed".into())
+                } else {
+                    Err(last_err())
+                }
+            });
+        }
+        if let Some(n) = o.allocate {
+            let v = vec![1u8; n];
+            say("allocate", Ok(format!("allocated {} bytes", v.len())));
+        }
+        // Last, because success replaces this process.
+        say("execute /bin/true", {
+            let path = c"/bin/true";
+            let argv = [path.as_ptr(), std::ptr::null()];
+            let envp = [std::ptr::null()];
+            // SAFETY: NUL-terminated path, argv and envp arrays.
+            unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+            Err::<String, _>(last_err())
+        });
+        0
+    }
+}

@@ -1,0 +1,175 @@
+//! The worker's sandbox: what a script that escaped the JavaScript engine
+//! could still do is bounded by the kernel, not by our good intentions.
+//!
+//! [`apply`] runs once, after `Init` and before the engine exists, while the
+//! worker is still single-threaded. It stacks independent layers, each of
+//! which reports what it actually enforced (in the spirit of rust-landlock:
+//! best effort, never pretending):
+//!
+//! - [`rlimits`]: no core dumps, no file writes, few descriptors, no new
+//!   processes, a data-segment cap derived from `memoryBytes`, a CPU-time
+//!   backstop derived from `computeMs`;
+//! - `no_new_privs`;
+//! - [`landlock`]: every filesystem right handled and none granted, TCP bind
+//!   and connect denied (ABI ≥ 4), abstract unix sockets and signals scoped
+//!   (ABI ≥ 6), all threads (ABI ≥ 8);
+//! - [`seccomp`]: no `fork`/`clone`/`exec`, no new sockets;
+//! - [`caps`]: every capability dropped (a worker started by root keeps
+//!   none of root's powers).
+//!
+//! The result is a [`SandboxReport`]: `full` when every layer is enforced,
+//! `partial` when some are, `none` when nothing is. `strict` turns anything
+//! short of `full` into `SANDBOX_UNAVAILABLE`. What this is and is not
+//! protecting against is in docs/sandbox.md.
+//!
+//! Not in here: the empty environment, null stdin and `/` as the working
+//! directory are set by the host when it spawns the worker.
+
+#[cfg(target_os = "linux")]
+pub mod caps;
+#[cfg(target_os = "linux")]
+pub mod landlock;
+#[cfg(target_os = "linux")]
+pub mod rlimits;
+#[cfg(target_os = "linux")]
+pub mod seccomp;
+
+use dsh_protocol::{SandboxLevel, SandboxPolicy, SandboxReport};
+
+/// What the sandbox is derived from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Inputs {
+    /// The script heap cap (`memoryBytes`); the data rlimit adds headroom.
+    pub memory_bytes: u64,
+    /// The script's CPU budget (`computeMs`); the CPU rlimit is a backstop.
+    pub compute_ms: Option<u64>,
+    /// Testing only: behave as if the kernel's Landlock ABI were this
+    /// (`0` = no Landlock). Set by the worker's `--landlock-abi` argument,
+    /// which only the host (or a test) can pass.
+    pub landlock_abi_override: Option<u32>,
+}
+
+/// Collects what each layer enforced and what it could not.
+#[derive(Debug, Default)]
+pub struct Tally {
+    enforced: Vec<String>,
+    missing: Vec<String>,
+    landlock_abi: Option<u32>,
+}
+
+impl Tally {
+    pub fn enforced(&mut self, rule: impl Into<String>) {
+        self.enforced.push(rule.into());
+    }
+
+    /// A rule that is part of `full` but could not be enforced, and why.
+    pub fn missing(&mut self, rule: &str, why: impl std::fmt::Display) {
+        self.missing.push(format!("{rule} ({why})"));
+    }
+
+    pub fn set_landlock_abi(&mut self, abi: u32) {
+        self.landlock_abi = Some(abi);
+    }
+
+    fn into_report(self) -> SandboxReport {
+        let level = if self.enforced.is_empty() {
+            SandboxLevel::None
+        } else if self.missing.is_empty() {
+            SandboxLevel::Full
+        } else {
+            SandboxLevel::Partial
+        };
+        SandboxReport {
+            level,
+            landlock_abi: self.landlock_abi,
+            enforced: self.enforced,
+            missing: self.missing,
+        }
+    }
+}
+
+/// Applies `policy` to the calling process. `Err` carries the message for
+/// `SANDBOX_UNAVAILABLE` (only under `strict`); the body must then not run.
+pub fn apply(policy: SandboxPolicy, inputs: &Inputs) -> Result<SandboxReport, String> {
+    if policy == SandboxPolicy::Off {
+        return Ok(Tally::default().into_report());
+    }
+    let report = apply_layers(inputs);
+    if policy == SandboxPolicy::Strict && report.level != SandboxLevel::Full {
+        return Err(format!(
+            "sandbox policy \"strict\" requires full confinement, and this kernel/platform \
+             does not enforce: {}. Use --sandbox best-effort to run with what is available \
+             (see docs/sandbox.md)",
+            report.missing.join("; ")
+        ));
+    }
+    Ok(report)
+}
+
+#[cfg(target_os = "linux")]
+fn apply_layers(inputs: &Inputs) -> SandboxReport {
+    let mut t = Tally::default();
+    rlimits::apply(inputs, &mut t);
+    // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes no pointers.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == 0 {
+        t.enforced("no_new_privs");
+    } else {
+        t.missing("no_new_privs", std::io::Error::last_os_error());
+    }
+    landlock::apply(inputs.landlock_abi_override, &mut t);
+    seccomp::apply(&mut t);
+    caps::drop_all(&mut t);
+    check_cwd(&mut t);
+    t.into_report()
+}
+
+/// A self-check rather than a promise: the host starts the worker in `/`,
+/// and with Landlock in place the worker must not be able to list it.
+#[cfg(target_os = "linux")]
+fn check_cwd(t: &mut Tally) {
+    match std::fs::read_dir(".") {
+        Err(_) => t.enforced("cwd:unreadable"),
+        Ok(_) => t.missing(
+            "cwd:unreadable",
+            "the working directory can still be listed",
+        ),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn apply_layers(_inputs: &Inputs) -> SandboxReport {
+    let mut t = Tally::default();
+    t.missing(
+        "all layers",
+        "the worker sandbox is implemented for Linux only",
+    );
+    t.into_report()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn off_enforces_nothing_and_says_so() {
+        let r = apply(SandboxPolicy::Off, &Inputs::default()).expect("off never fails");
+        assert_eq!(r.level, SandboxLevel::None);
+        assert!(r.enforced.is_empty() && r.missing.is_empty());
+    }
+
+    #[test]
+    fn levels_follow_the_tally() {
+        let mut t = Tally::default();
+        t.enforced("a");
+        assert_eq!(t.into_report().level, SandboxLevel::Full);
+        let mut t = Tally::default();
+        t.enforced("a");
+        t.missing("b", "why");
+        let r = t.into_report();
+        assert_eq!(r.level, SandboxLevel::Partial);
+        assert_eq!(r.missing, vec!["b (why)".to_string()]);
+        let mut t = Tally::default();
+        t.missing("b", "why");
+        assert_eq!(t.into_report().level, SandboxLevel::None);
+    }
+}
