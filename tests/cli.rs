@@ -95,8 +95,15 @@ fn output_result_prints_the_whole_result() {
     );
     out.assert_code(0);
     assert_event_guarantees(&out.events);
+    let mut result = out.json();
+    // The sandbox object depends on the kernel (tests/sandbox.rs checks it).
+    let sandbox = result
+        .as_object_mut()
+        .and_then(|m| m.remove("sandbox"))
+        .expect("--output result carries the sandbox object");
+    assert!(sandbox["level"].is_string(), "{sandbox}");
     assert_eq!(
-        out.json(),
+        result,
         json!({ "value": { "a": "echoed" }, "stopReason": "completed", "agentsStarted": 1 })
     );
 }
@@ -1328,23 +1335,6 @@ fn invalid_fixture_exits_2_naming_the_entry(#[case] text: &str, #[case] mentions
     let out = ws.run(&["--fixture", "fixture.json"]);
     assert_not_started(&out, "FIXTURE_INVALID");
     assert_mentions(&out.stderr, mentions);
-}
-
-#[test]
-fn strict_sandbox_is_unavailable_and_the_body_never_runs() {
-    let out = run_ts(
-        "log(\"ran\");\nawait agent(\"echo\");\nreturn 1;\n",
-        &std_fixture(),
-        &["--sandbox", "strict", "--output", "result"],
-    );
-    assert_error_run(&out, "SANDBOX_UNAVAILABLE");
-    assert!(
-        out.events_of("workflow/log").is_empty(),
-        "{:#?}",
-        out.events
-    );
-    assert!(out.events_of("workflow/agent-start").is_empty());
-    assert_eq!(out.json()["agentsStarted"], 0);
 }
 
 // ------------------------------------------------------------------ timeouts

@@ -91,6 +91,8 @@ pub struct Workspace {
     pub script: PathBuf,
     pub fixture: Option<PathBuf>,
     pub events_file: PathBuf,
+    /// Extra environment for `dsh`.
+    pub env: Vec<(String, String)>,
 }
 
 impl Workspace {
@@ -110,7 +112,14 @@ impl Workspace {
             script: script_path,
             fixture,
             events_file,
+            env: Vec::new(),
         }
+    }
+
+    /// Runs `dsh` with `key=value` added to its environment.
+    pub fn with_env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
     }
 
     /// Writes another file into the directory and returns its path.
@@ -137,6 +146,7 @@ impl Workspace {
             cmd.args(["--events", "none"]);
         }
         cmd.args(extra);
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -7,7 +7,7 @@
 //! Usage: dsh-sandbox-probe [--policy strict|best-effort|off]
 //!   [--only landlock] [--landlock-abi N] [--memory BYTES]
 //!   [--tmp DIR] [--tcp-port P] [--abstract NAME] [--kill-pid PID]
-//!   [--allocate BYTES]
+//!   [--allocate BYTES] [--compute-ms N --spin]
 
 #[global_allocator]
 static ALLOC: dsh_worker::alloc::WorkerAlloc = dsh_worker::alloc::WorkerAlloc;
@@ -42,6 +42,7 @@ mod linux {
         abstract_name: Option<String>,
         kill_pid: Option<i32>,
         allocate: Option<usize>,
+        spin: bool,
     }
 
     fn parse() -> Result<Opts, String> {
@@ -77,6 +78,8 @@ mod linux {
                 "--abstract" => o.abstract_name = Some(val()?),
                 "--kill-pid" => o.kill_pid = Some(num(&a, &val()?)?),
                 "--allocate" => o.allocate = Some(num(&a, &val()?)?),
+                "--compute-ms" => o.inputs.compute_ms = Some(num(&a, &val()?)?),
+                "--spin" => o.spin = true,
                 other => return Err(format!("unknown argument {other:?}")),
             }
         }
@@ -195,6 +198,13 @@ mod linux {
                     Err(last_err())
                 }
             });
+        }
+        if o.spin {
+            // Burn CPU until the kernel's CPU limit stops the process.
+            let mut x = 0u64;
+            loop {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
         }
         if let Some(n) = o.allocate {
             let v = vec![1u8; n];

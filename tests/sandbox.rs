@@ -1,0 +1,271 @@
+//! The sandbox through `dsh` and real workers: the level a run reached is
+//! in `--output result` and in `--verbose`; `strict` fails closed before
+//! the body runs when Landlock is missing (pretended with the worker's
+//! testing switch `--landlock-abi 0`); the kernel's backstops (the data
+//! and CPU rlimits) read as `MEMORY` and `TIMEOUT`, not as a mystery exit.
+//!
+//! What each sandbox rule denies is tried one by one in
+//! worker/tests/sandbox.rs.
+
+#![cfg(target_os = "linux")]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+
+use common::{DSH, Output, Workspace, assert_event_guarantees, assert_mentions, fixture};
+use serde_json::{Value, json};
+
+fn kernel_abi() -> u32 {
+    dsh_worker::sandbox::landlock::kernel_abi()
+}
+
+/// A script whose first line would show in the events if the body ran.
+const BODY: &str = "log(\"ran\");\nawait agent(\"echo\");\nreturn 1;\n";
+
+fn echo_fixture() -> Value {
+    fixture(json!([{ "match": {}, "text": "echoed", "times": 10 }]))
+}
+
+/// A workspace whose worker is a shell script `body` (`DSH_WORKER`).
+fn with_worker_script(ws: Workspace, body: &str) -> Workspace {
+    let path = ws.file("worker.sh", &format!("#!/bin/sh\n{body}\n"));
+    let mut perm = std::fs::metadata(&path).expect("stat").permissions();
+    perm.set_mode(0o755);
+    std::fs::set_permissions(&path, perm).expect("chmod");
+    let p = path.display().to_string();
+    ws.with_env("DSH_WORKER", &p)
+}
+
+/// `dsh` itself as the worker, pretending the kernel has no Landlock.
+fn without_landlock(ws: Workspace) -> Workspace {
+    with_worker_script(
+        ws,
+        &format!("exec '{DSH}' __worker --landlock-abi 0 \"$@\""),
+    )
+}
+
+fn sandbox_of(out: &Output) -> Value {
+    out.json()["sandbox"].clone()
+}
+
+#[test]
+fn the_result_and_verbose_output_show_the_sandbox_reached() {
+    let ws = Workspace::new("wf.ts", BODY, Some(&echo_fixture()));
+    let out = ws.run(&["--output", "result", "--verbose"]);
+    out.assert_code(0);
+    assert_event_guarantees(&out.events);
+    let sandbox = sandbox_of(&out);
+    let abi = kernel_abi();
+    assert_eq!(sandbox["landlockAbi"], abi, "{sandbox}");
+    let enforced = sandbox["enforced"].to_string();
+    for rule in [
+        "no_new_privs",
+        "seccomp:no-fork-exec-socket",
+        "capabilities:none",
+        "rlimit:core=0",
+        "rlimit:fsize=0",
+        "rlimit:nofile",
+        "rlimit:nproc=0",
+        "rlimit:data",
+    ] {
+        assert!(enforced.contains(rule), "{rule} missing from {enforced}");
+    }
+    if abi >= 6 {
+        assert_eq!(sandbox["level"], "full", "{sandbox}");
+        assert_eq!(sandbox["missing"], json!([]));
+        assert!(
+            out.stderr
+                .contains(&format!("dsh: sandbox full (Landlock ABI {abi})")),
+            "{}",
+            out.stderr
+        );
+    } else {
+        eprintln!("NOT FULL on this kernel (Landlock ABI {abi}): {sandbox}");
+        assert_eq!(sandbox["level"], "partial", "{sandbox}");
+        assert!(out.stderr.contains("not enforced:"), "{}", out.stderr);
+    }
+}
+
+#[test]
+fn strict_runs_where_the_kernel_enforces_everything() {
+    let ws = Workspace::new("wf.ts", BODY, Some(&echo_fixture()));
+    let out = ws.run(&["--sandbox", "strict", "--output", "result"]);
+    assert_event_guarantees(&out.events);
+    if kernel_abi() >= 6 {
+        out.assert_code(0);
+        assert_eq!(sandbox_of(&out)["level"], "full");
+    } else {
+        eprintln!(
+            "this kernel's Landlock ABI {} is below 6: strict must refuse",
+            kernel_abi()
+        );
+        out.assert_code(1);
+        out.assert_error_line("SANDBOX_UNAVAILABLE");
+    }
+}
+
+#[test]
+fn strict_without_landlock_fails_closed_before_the_body_runs() {
+    let ws = without_landlock(Workspace::new("wf.ts", BODY, Some(&echo_fixture())));
+    let out = ws.run(&["--sandbox", "strict", "--output", "result"]);
+    out.assert_code(1);
+    out.assert_error_line("SANDBOX_UNAVAILABLE");
+    assert_event_guarantees(&out.events);
+    assert!(
+        out.events_of("workflow/log").is_empty(),
+        "{:#?}",
+        out.events
+    );
+    assert!(out.events_of("workflow/agent-start").is_empty());
+    let result = out.json();
+    assert_eq!(result["stopReason"], "error");
+    assert_eq!(result["agentsStarted"], 0);
+    let msg = result["error"]["message"].as_str().unwrap_or_default();
+    assert_mentions(msg, &["strict", "Landlock", "ABI 0", "best-effort"]);
+}
+
+#[test]
+fn best_effort_without_landlock_runs_and_reports_partial() {
+    let ws = without_landlock(Workspace::new("wf.ts", BODY, Some(&echo_fixture())));
+    let out = ws.run(&["--output", "result", "--verbose"]);
+    out.assert_code(0);
+    assert_event_guarantees(&out.events);
+    let sandbox = sandbox_of(&out);
+    assert_eq!(sandbox["level"], "partial", "{sandbox}");
+    assert_eq!(sandbox["landlockAbi"], 0);
+    assert!(
+        sandbox["missing"].to_string().contains("landlock:fs"),
+        "{sandbox}"
+    );
+    assert!(
+        out.stderr.contains("dsh: sandbox partial"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn sandbox_off_enforces_nothing_and_says_so() {
+    let ws = Workspace::new("wf.ts", BODY, Some(&echo_fixture()));
+    let out = ws.run(&["--sandbox", "off", "--output", "result"]);
+    out.assert_code(0);
+    let sandbox = sandbox_of(&out);
+    assert_eq!(
+        sandbox,
+        json!({ "level": "none", "landlockAbi": null, "enforced": [], "missing": [] })
+    );
+}
+
+#[test]
+fn an_unknown_sandbox_policy_is_a_usage_error() {
+    let ws = Workspace::new("wf.ts", BODY, Some(&echo_fixture()));
+    let out = ws.run(&["--sandbox", "lenient"]);
+    out.assert_code(2);
+    assert!(
+        out.stderr
+            .starts_with("error[USAGE]: --sandbox: unknown policy \"lenient\""),
+        "{}",
+        out.stderr
+    );
+}
+
+/// The kernel's backstops: a worker that dies the way the data limit or
+/// the CPU limit kills it reads as the budget, not as `WORKER_EXITED`.
+#[rstest::rstest]
+#[case::data_limit_exit(
+    &format!("exit {}", dsh_protocol::WORKER_EXIT_OUT_OF_MEMORY),
+    &[][..],
+    "MEMORY",
+    &["memory", "--memory"][..]
+)]
+#[case::cpu_limit_signal("kill -XCPU $$", &["--compute-timeout", "1s"][..], "TIMEOUT", &["computeMs (1000 ms)"][..])]
+#[case::any_other_death("exit 7", &[][..], "WORKER_EXITED", &["status 7"][..])]
+fn backstop_deaths_read_as_their_budget(
+    #[case] worker: &str,
+    #[case] flags: &[&str],
+    #[case] code: &str,
+    #[case] mentions: &[&str],
+) {
+    let ws = with_worker_script(Workspace::new("wf.ts", BODY, Some(&echo_fixture())), worker);
+    let mut args = vec!["--output", "result"];
+    args.extend_from_slice(flags);
+    let out = ws.run(&args);
+    out.assert_code(1);
+    out.assert_error_line(code);
+    assert_event_guarantees(&out.events);
+    let result = out.json();
+    assert_eq!(result["stopReason"], "error");
+    assert_eq!(result["error"]["code"], code);
+    assert_mentions(
+        result["error"]["message"].as_str().unwrap_or_default(),
+        mentions,
+    );
+}
+
+#[test]
+fn compute_timeout_stops_a_spin_after_an_await() {
+    let ws = Workspace::new(
+        "wf.ts",
+        "await agent(\"echo\");\nwhile (true) {}\n",
+        Some(&echo_fixture()),
+    );
+    let out = ws.run(&["--compute-timeout", "300ms", "--output", "result"]);
+    out.assert_code(1);
+    out.assert_error_line("TIMEOUT");
+    assert_event_guarantees(&out.events);
+    let result = out.json();
+    assert_eq!(result["stopReason"], "error");
+    assert_eq!(result["agentsStarted"], 1);
+    assert_mentions(
+        result["error"]["message"].as_str().unwrap_or_default(),
+        &["computeMs (300 ms)", "CPU"],
+    );
+}
+
+#[test]
+fn compute_timeout_adds_up_many_short_slices() {
+    // No single slice comes near the sync timeout; together they exceed
+    // the CPU budget.
+    let script = "for (;;) {\n  await new Promise((r) => setTimeout(r, 1));\n  const s = Date.now();\n  while (Date.now() - s < 20) {}\n}\n";
+    let ws = Workspace::new("wf.ts", script, Some(&echo_fixture()));
+    let out = ws.run(&[
+        "--compute-timeout",
+        "300ms",
+        "--sync-timeout",
+        "5s",
+        "--output",
+        "result",
+    ]);
+    out.assert_code(1);
+    out.assert_error_line("TIMEOUT");
+    assert_mentions(
+        out.json()["error"]["message"].as_str().unwrap_or_default(),
+        &["computeMs"],
+    );
+}
+
+#[test]
+fn a_script_within_its_compute_budget_completes() {
+    let ws = Workspace::new("wf.ts", BODY, Some(&echo_fixture()));
+    let out = ws.run(&["--compute-timeout", "10s", "--output", "result"]);
+    out.assert_code(0);
+    assert!(
+        sandbox_of(&out)["enforced"]
+            .to_string()
+            .contains("rlimit:cpu"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[rstest::rstest]
+#[case::zero(&["--compute-timeout", "0s"][..], "--compute-timeout")]
+#[case::garbage(&["--compute-timeout", "soon"][..], "soon")]
+fn invalid_compute_timeouts_are_usage_errors(#[case] flags: &[&str], #[case] mention: &str) {
+    let ws = Workspace::new("wf.ts", BODY, Some(&echo_fixture()));
+    let out = ws.run(flags);
+    out.assert_code(2);
+    assert!(out.stderr.starts_with("error[USAGE]: "), "{}", out.stderr);
+    assert!(out.stderr.contains(mention), "{}", out.stderr);
+}
