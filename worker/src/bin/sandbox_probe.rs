@@ -124,10 +124,13 @@ mod linux {
             println!("{}", json!({"tally": format!("{t:?}")}));
         } else {
             let policy = o.policy.unwrap_or(SandboxPolicy::BestEffort);
-            match sandbox::apply(policy, &o.inputs) {
+            let t0 = std::time::Instant::now();
+            let applied = sandbox::apply(policy, &o.inputs);
+            let apply_micros = t0.elapsed().as_micros();
+            match applied {
                 Ok(r) => println!(
                     "{}",
-                    json!({"report": {
+                    json!({"applyMicros": apply_micros, "report": {
                         "level": format!("{:?}", r.level),
                         "landlockAbi": r.landlock_abi,
                         "enforced": r.enforced,
