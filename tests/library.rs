@@ -14,9 +14,9 @@ use common::lib::{GRACE, collect_events, limits, meta, request, result, wait_for
 use common::{assert_event_guarantees, assert_process_gone_async, events_of, outcomes};
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::{
-    AgentRequest, ChildOutcome, ChildResult, ErrorCode, Limits, ResultFault, RunResult, StartError,
-    StartRefused, StartRequest, StopReason, Subagent, SubagentProvider, Usage, WorkerCommand,
-    WorkflowRun, start,
+    AgentRequest, ChildOutcome, ChildResult, ErrorCode, Limits, ResultFault, RunResult,
+    SandboxLevel, SandboxPolicy, StartError, StartRefused, StartRequest, StopReason, Subagent,
+    SubagentProvider, Usage, WorkerCommand, WorkflowRun, start,
 };
 use rstest::rstest;
 use serde_json::{Value, json};
@@ -665,17 +665,41 @@ async fn provider_usage_exhausts_the_budget() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_sandbox_settles_sandbox_unavailable_without_running_the_body() {
     let provider = TestProvider::new(Behaviour::Answer("x".into(), None));
-    let mut req = with_provider(
+    // The worker's testing switch: behave as if the kernel had no Landlock.
+    let worker = WorkerCommand {
+        program: common::DSH.into(),
+        args: vec!["__worker".into(), "--landlock-abi".into(), "0".into()],
+    };
+    let req = with_provider(
         "log(\"ran\");\nawait agent(\"x\");\nreturn 1;",
         provider.clone(),
-    );
-    req.sandbox = dsh_protocol::SandboxPolicy::Strict;
+    )
+    .with_worker(worker)
+    .with_sandbox(SandboxPolicy::Strict);
     let run = start(req).expect("start");
     let r = result(&run).await;
     assert_stopped(&r, StopReason::Error, ErrorCode::SandboxUnavailable);
     let events = check_run_end(&run).await;
     assert!(provider.requests().is_empty());
     assert!(events_of(&events, "workflow/log").is_empty(), "{events:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_result_carries_the_sandbox_the_worker_reached() {
+    let run = start(request("return 1;")).expect("start");
+    let r = result(&run).await;
+    assert!(r.is_completed(), "{r:?}");
+    let sandbox = r.sandbox.clone().expect("a sandbox report");
+    let abi = dsh_worker::sandbox::landlock::kernel_abi();
+    assert_eq!(sandbox.landlock_abi, Some(abi));
+    if abi >= 6 {
+        assert_eq!(sandbox.level, SandboxLevel::Full, "{sandbox:?}");
+    } else {
+        eprintln!("NOT FULL on this kernel (Landlock ABI {abi}): {sandbox:?}");
+        assert_eq!(sandbox.level, SandboxLevel::Partial, "{sandbox:?}");
+    }
+    assert_eq!(r.to_json()["sandbox"]["landlockAbi"], abi);
+    check_run_end(&run).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,7 +32,7 @@ pub mod result;
 pub mod run;
 pub mod script;
 
-pub use dsh_protocol::{ErrorCode, StopReason, Usage};
+pub use dsh_protocol::{ErrorCode, SandboxLevel, SandboxPolicy, SandboxReport, StopReason, Usage};
 pub use events::{AgentOutcomeKind, Event, EventKind, EventStream};
 pub use limits::Limits;
 pub use provider::{
