@@ -12,6 +12,7 @@ use std::time::Instant;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use crate::provider::ChildOrigin;
 use crate::result::RunError;
 use crate::script::Meta;
 use dsh_protocol::StopReason;
@@ -51,6 +52,7 @@ pub enum EventKind {
         label: String,
         phase: Option<String>,
         child_id: String,
+        origin: ChildOrigin,
     },
     AgentEnd {
         seq: u64,
@@ -58,6 +60,7 @@ pub enum EventKind {
         phase: Option<String>,
         child_id: String,
         outcome: AgentOutcomeKind,
+        origin: ChildOrigin,
     },
     End {
         stop_reason: StopReason,
@@ -112,11 +115,13 @@ impl Event {
                 label,
                 phase,
                 child_id,
+                origin,
             } => {
                 m.insert("seq".into(), (*seq).into());
                 m.insert("label".into(), label.as_str().into());
                 m.insert("phase".into(), phase.clone().into());
                 m.insert("childId".into(), child_id.as_str().into());
+                insert_origin(&mut m, *origin);
             }
             EventKind::AgentEnd {
                 seq,
@@ -124,12 +129,14 @@ impl Event {
                 phase,
                 child_id,
                 outcome,
+                origin,
             } => {
                 m.insert("seq".into(), (*seq).into());
                 m.insert("label".into(), label.as_str().into());
                 m.insert("phase".into(), phase.clone().into());
                 m.insert("childId".into(), child_id.as_str().into());
                 m.insert("outcome".into(), outcome.as_str().into());
+                insert_origin(&mut m, *origin);
             }
             EventKind::End {
                 stop_reason,
@@ -239,4 +246,18 @@ impl Hub {
 /// Builds the `error` object of results and `workflow/end`.
 pub(crate) fn error_json(code: &str, message: &str) -> Value {
     json!({ "code": code, "message": message })
+}
+
+/// `"replayed": true` / `"dryRun": true` on the events of a child that was
+/// not answered live; nothing for a live one.
+fn insert_origin(m: &mut Map<String, Value>, origin: ChildOrigin) {
+    match origin {
+        ChildOrigin::Live => {}
+        ChildOrigin::Replayed => {
+            m.insert("replayed".into(), true.into());
+        }
+        ChildOrigin::DryRun => {
+            m.insert("dryRun".into(), true.into());
+        }
+    }
 }

@@ -54,6 +54,20 @@ pub struct ChildOutcome {
     pub usage: Option<Usage>,
 }
 
+/// Where a child's answer comes from. Anything but `Live` is marked in the
+/// child's `agent-start`/`agent-end` events (`"replayed": true`,
+/// `"dryRun": true`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChildOrigin {
+    /// Answered by the provider now.
+    #[default]
+    Live,
+    /// Answered from a run's journal (`dsh workflow resume`).
+    Replayed,
+    /// Answered by `--dry-run` without any provider.
+    DryRun,
+}
+
 /// The provider refused to start a child.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -106,4 +120,8 @@ pub trait Subagent: Send + Sync + 'static {
     /// Releases everything the child holds. Called exactly once, last;
     /// should return promptly (the host bounds the wait anyway).
     async fn dispose(&self);
+    /// Where the answer comes from (default: live).
+    fn origin(&self) -> ChildOrigin {
+        ChildOrigin::Live
+    }
 }

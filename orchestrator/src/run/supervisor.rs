@@ -514,6 +514,7 @@ impl Supervisor {
                             label: info.label.clone(),
                             phase: info.phase.clone(),
                             child_id,
+                            origin: child.origin(),
                         });
                         if self.cancel.is_some() {
                             child.cancel();
@@ -601,6 +602,7 @@ impl Supervisor {
             phase: live.info.phase.clone(),
             child_id: live.child.id().to_string(),
             outcome,
+            origin: live.child.origin(),
         });
     }
 
