@@ -6,6 +6,8 @@
 //! print `error[CODE]: …` on stderr with an empty stdout and exit 2.
 
 mod progress;
+mod runs_cmd;
+mod test_cmd;
 mod units;
 
 use std::io::{IsTerminal, Write};
@@ -65,6 +67,14 @@ enum WorkflowCmd {
     },
     /// Print the TypeScript declarations of the script globals.
     Types,
+    /// Run workflows against their fixtures and compare with expected results.
+    Test(test_cmd::TestArgs),
+    /// List recent runs from their journals.
+    Runs(runs_cmd::RunsArgs),
+    /// Print one run's result and its agents.
+    Show(runs_cmd::ShowArgs),
+    /// Re-run a run, replaying the agent answers its journal holds.
+    Resume(Box<runs_cmd::ResumeArgs>),
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -221,24 +231,37 @@ where
                 exit::NOT_STARTED
             }
         },
-        WorkflowCmd::Run(args) => {
-            let rt = match tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    print_error(
-                        ErrorCode::Usage,
-                        &format!("cannot start the async runtime: {e}"),
-                    );
-                    return exit::NOT_STARTED;
-                }
-            };
-            rt.block_on(run(*args))
-        }
+        WorkflowCmd::Run(args) => match runtime() {
+            Ok(rt) => rt.block_on(run(*args)),
+            Err(code) => code,
+        },
+        WorkflowCmd::Test(args) => match runtime() {
+            Ok(rt) => rt.block_on(test_cmd::main(args)),
+            Err(code) => code,
+        },
+        WorkflowCmd::Runs(args) => runs_cmd::runs(args),
+        WorkflowCmd::Show(args) => runs_cmd::show(args),
+        WorkflowCmd::Resume(args) => match runtime() {
+            Ok(rt) => rt.block_on(runs_cmd::resume(*args)),
+            Err(code) => code,
+        },
     }
+}
+
+/// The async runtime of the commands that run workflows; `Err` is the exit
+/// code after the error was printed.
+fn runtime() -> Result<tokio::runtime::Runtime, i32> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            print_error(
+                ErrorCode::Usage,
+                &format!("cannot start the async runtime: {e}"),
+            );
+            exit::NOT_STARTED
+        })
 }
 
 fn init_tracing() {
