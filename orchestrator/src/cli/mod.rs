@@ -142,7 +142,8 @@ struct RunArgs {
     /// Output-token budget of the run.
     #[arg(long, value_name = "TOKENS")]
     budget: Option<u64>,
-    /// Answer every agent() without a provider (not available in this version).
+    /// Answer every agent() at once without any provider: placeholder text, or the
+    /// smallest value that fits the call's schema (excludes --fixture).
     #[arg(long)]
     dry_run: bool,
     /// Sandbox policy: strict, best-effort (default) or off.
@@ -327,10 +328,9 @@ fn build_request(a: &RunArgs) -> Result<StartRequest, NotStarted> {
             "recording arrives with durable runs",
         ));
     }
-    if a.dry_run {
-        return Err(not_available(
-            "--dry-run",
-            "dry runs arrive with durable runs",
+    if a.dry_run && a.fixture.is_some() {
+        return Err(usage(
+            "--dry-run and --fixture exclude each other: a dry run answers every agent() call itself, without any provider; drop one of them",
         ));
     }
     if a.config.is_some() || a.provider.is_some() {
@@ -422,6 +422,9 @@ fn build_request(a: &RunArgs) -> Result<StartRequest, NotStarted> {
         let p = ScriptedProvider::from_json_text(&f.display().to_string(), &text)
             .map_err(|e| NotStarted::new(ErrorCode::FixtureInvalid, e.to_string()))?;
         req = req.with_provider(Arc::new(p));
+    }
+    if a.dry_run {
+        req = req.with_provider(Arc::new(crate::providers::dry_run::DryRunProvider::new()));
     }
     Ok(req)
 }

@@ -1,2 +1,3 @@
 //! Built-in providers.
+pub mod dry_run;
 pub mod scripted;
