@@ -289,7 +289,10 @@ fn object_candidates(obj: &Map<String, Value>, depth: usize) -> Vec<Value> {
 /// `[]`, then one item; exactly `minItems` items when that is asked for.
 fn array_candidates(obj: &Map<String, Value>, depth: usize) -> Vec<Value> {
     let min_items = obj.get("minItems").and_then(Value::as_u64).unwrap_or(0);
-    let items = obj.get("items").cloned().unwrap_or(Value::Object(Map::new()));
+    let items = obj
+        .get("items")
+        .cloned()
+        .unwrap_or(Value::Object(Map::new()));
     let item = generate(&items, depth + 1);
     // A generous cap: a schema asking for millions of items is not worth
     // allocating for a dry run.
