@@ -25,6 +25,7 @@
 
 pub mod cli;
 pub mod events;
+pub mod journal;
 pub mod limits;
 pub mod provider;
 pub mod providers;

@@ -1,0 +1,95 @@
+//! The key of an agent call: a stable hash of what changes its answer.
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::provider::AgentRequest;
+
+/// Hex SHA-256 (first 128 bits) of the canonical JSON of the prompt and
+/// the options that change the answer: `schema`, `model`, `effort`,
+/// `agentType`, `provider`, `isolation`. The label and phase only name the
+/// call, so renaming a label keeps its journaled answer.
+pub fn call_key(r: &AgentRequest) -> String {
+    let canonical = json!([
+        "dsh-call-key/1",
+        r.prompt,
+        r.schema.as_ref().map(canonical_json),
+        r.model,
+        r.effort,
+        r.agent_type,
+        r.provider,
+        r.isolation,
+    ]);
+    let digest = Sha256::digest(canonical.to_string().as_bytes());
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// JSON with object keys sorted at every level, so two schemas that differ
+/// only in key order have one key.
+fn canonical_json(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let mut out = serde_json::Map::new();
+            for k in keys {
+                out.insert(k.clone(), canonical_json(&m[k]));
+            }
+            Value::Object(out)
+        }
+        Value::Array(a) => Value::Array(a.iter().map(canonical_json).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(prompt: &str) -> AgentRequest {
+        AgentRequest {
+            seq: 1,
+            prompt: prompt.into(),
+            label: "l".into(),
+            phase: None,
+            schema: None,
+            model: None,
+            provider: None,
+            effort: None,
+            agent_type: None,
+            isolation: None,
+        }
+    }
+
+    #[test]
+    fn label_seq_and_phase_do_not_change_the_key() {
+        let a = req("p");
+        let mut b = req("p");
+        b.label = "other".into();
+        b.seq = 9;
+        b.phase = Some("x".into());
+        assert_eq!(call_key(&a), call_key(&b));
+        assert_eq!(call_key(&a).len(), 32);
+    }
+
+    #[test]
+    fn prompt_and_options_change_the_key() {
+        let base = call_key(&req("p"));
+        assert_ne!(base, call_key(&req("q")));
+        let mut m = req("p");
+        m.model = Some("m".into());
+        assert_ne!(base, call_key(&m));
+        let mut s = req("p");
+        s.schema = Some(json!({"type": "object"}));
+        assert_ne!(base, call_key(&s));
+    }
+
+    #[test]
+    fn schema_key_order_does_not_matter() {
+        let mut a = req("p");
+        a.schema = Some(json!({"type": "object", "required": ["x"]}));
+        let mut b = req("p");
+        b.schema = Some(json!({"required": ["x"], "type": "object"}));
+        assert_eq!(call_key(&a), call_key(&b));
+    }
+}

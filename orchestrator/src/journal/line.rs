@@ -1,0 +1,181 @@
+//! The lines of `journal.jsonl`: one JSON object per line.
+//!
+//! ```text
+//! {"type":"attempt","attempt":1,"pid":4242,"at":1764477512000}
+//! {"type":"start","seq":1,"key":"9f…","label":"plan","prompt":"…","at":…}
+//! {"type":"settled","seq":1,"key":"9f…","childId":"scripted-1","outcome":{"text":"…"},"usage":{"input":3,"output":5},"at":…}
+//! ```
+//!
+//! A replayed call gets a `start` line with `"replayed": true` and no
+//! `settled` line: its answer is already in the journal once, which keeps
+//! "the n-th call with a key gets the n-th answer with that key" true
+//! across any number of resumes.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::provider::{AgentRequest, ChildOutcome, ChildResult, ResultFault, StartRefused, Usage};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+pub enum Line {
+    /// A run or a resume of it began.
+    Attempt { attempt: u32, pid: u32, at: u64 },
+    /// An `agent()` call was handed to the provider (or replayed).
+    #[serde(rename_all = "camelCase")]
+    Start {
+        seq: u64,
+        key: String,
+        label: String,
+        prompt: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        schema: Option<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        effort: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        isolation: Option<String>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        replayed: bool,
+        at: u64,
+    },
+    /// A live call settled.
+    #[serde(rename_all = "camelCase")]
+    Settled {
+        seq: u64,
+        key: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        child_id: Option<String>,
+        outcome: Outcome,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+        at: u64,
+    },
+}
+
+/// How a call ended, in the fixture's words (contract §11).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Outcome {
+    Text(String),
+    Structured(Value),
+    Fail(String),
+    StartError(String),
+    ResultError(String),
+    /// Cancelled before it answered: nothing to replay.
+    Cancelled,
+}
+
+impl Outcome {
+    pub fn from_result(r: &Result<ChildOutcome, ResultFault>) -> (Outcome, Option<Usage>) {
+        match r {
+            Ok(o) => {
+                let outcome = match &o.result {
+                    ChildResult::Text(t) => Outcome::Text(t.clone()),
+                    ChildResult::Structured(v) => Outcome::Structured(v.clone()),
+                    ChildResult::Failed(m) => Outcome::Fail(m.clone()),
+                    ChildResult::Cancelled => Outcome::Cancelled,
+                };
+                (outcome, o.usage)
+            }
+            Err(fault) => (Outcome::ResultError(fault.0.clone()), None),
+        }
+    }
+
+    pub fn from_refusal(r: &StartRefused) -> Outcome {
+        Outcome::StartError(r.message.clone())
+    }
+
+    /// Answers that are replayed on resume: what a child actually said.
+    /// Faults and cancellations are tried again.
+    pub fn replayable(&self) -> bool {
+        matches!(
+            self,
+            Outcome::Text(_) | Outcome::Structured(_) | Outcome::Fail(_)
+        )
+    }
+
+    /// The child result a replayed call gets (`None` when not replayable).
+    pub fn to_child_result(&self) -> Option<ChildResult> {
+        match self {
+            Outcome::Text(t) => Some(ChildResult::Text(t.clone())),
+            Outcome::Structured(v) => Some(ChildResult::Structured(v.clone())),
+            Outcome::Fail(m) => Some(ChildResult::Failed(m.clone())),
+            _ => None,
+        }
+    }
+}
+
+impl Line {
+    pub fn start(r: &AgentRequest, key: &str, replayed: bool) -> Line {
+        Line::Start {
+            seq: r.seq,
+            key: key.to_string(),
+            label: r.label.clone(),
+            prompt: r.prompt.clone(),
+            schema: r.schema.clone(),
+            model: r.model.clone(),
+            effort: r.effort.clone(),
+            agent_type: r.agent_type.clone(),
+            provider: r.provider.clone(),
+            isolation: r.isolation.clone(),
+            replayed,
+            at: super::now_ms(),
+        }
+    }
+
+    /// One line of JSON text with its newline.
+    pub fn to_text(&self) -> String {
+        let mut s = serde_json::to_string(self).unwrap_or_else(|_| "{}".into());
+        s.push('\n');
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn lines_round_trip_in_the_documented_shape() {
+        let l = Line::Settled {
+            seq: 3,
+            key: "k".into(),
+            child_id: Some("c".into()),
+            outcome: Outcome::Structured(json!({"ok": true})),
+            usage: Some(Usage {
+                input: 1,
+                output: 2,
+            }),
+            at: 5,
+        };
+        let text = l.to_text();
+        assert_eq!(
+            serde_json::from_str::<Value>(&text).expect("json"),
+            json!({"type": "settled", "seq": 3, "key": "k", "childId": "c",
+                   "outcome": {"structured": {"ok": true}},
+                   "usage": {"input": 1, "output": 2}, "at": 5})
+        );
+        assert_eq!(serde_json::from_str::<Line>(&text).expect("line"), l);
+        let c: Line = serde_json::from_str(
+            r#"{"type":"settled","seq":1,"key":"k","outcome":"cancelled","at":0}"#,
+        )
+        .expect("cancelled");
+        assert!(matches!(c, Line::Settled { outcome: Outcome::Cancelled, .. }));
+    }
+
+    #[test]
+    fn only_answers_are_replayable() {
+        assert!(Outcome::Text("t".into()).replayable());
+        assert!(Outcome::Fail("no".into()).replayable());
+        assert!(!Outcome::ResultError("reset".into()).replayable());
+        assert!(!Outcome::StartError("quota".into()).replayable());
+        assert!(!Outcome::Cancelled.replayable());
+    }
+}

@@ -1,0 +1,358 @@
+//! The run directory: `<runs-dir>/<run-id>/` (default `.dsh/runs/` under
+//! the working directory) with
+//!
+//! - `run.json` — what is needed to run it again: the script's path and
+//!   hash, the args, the meta, the resolved limits, the sandbox policy and
+//!   the provider;
+//! - `script.<ext>` — a copy of the script as it ran;
+//! - `journal.jsonl` — the agent calls ([`super::line`]);
+//! - `result.json` — the result, once the run (or its last resume) settled;
+//! - `lock` — `flock`ed by the dsh process that runs it, so a run is never
+//!   resumed twice at once. The kernel drops the lock when that process
+//!   dies, even by `kill -9`.
+
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::JournalError;
+use crate::Limits;
+use crate::run::ArgsInput;
+
+pub const RUN_FILE: &str = "run.json";
+pub const JOURNAL_FILE: &str = "journal.jsonl";
+pub const RESULT_FILE: &str = "result.json";
+const LOCK_FILE: &str = "lock";
+
+/// The default runs directory, relative to the working directory.
+pub const DEFAULT_RUNS_DIR: &str = ".dsh/runs";
+
+/// Which provider answered the run, so a resume can use it again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ProviderSpec {
+    /// No provider: every call fails to start.
+    None,
+    /// A fixture file (absolute path).
+    Fixture(String),
+    /// `--dry-run`.
+    DryRun,
+}
+
+/// `run.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunInfo {
+    pub version: u32,
+    pub id: String,
+    pub name: String,
+    /// The script as the user named it, made absolute.
+    pub script: String,
+    /// The copy's file name inside the run directory.
+    pub script_copy: String,
+    pub script_hash: String,
+    /// `{"json": v}`, `{"text": s}` or `null`.
+    pub args: Value,
+    pub args_hash: String,
+    pub meta: Value,
+    pub limits: Value,
+    pub sandbox: String,
+    pub provider: ProviderSpec,
+    pub started_at: u64,
+}
+
+/// Hex SHA-256 of some bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+pub fn args_to_json(args: &ArgsInput) -> Value {
+    match args {
+        ArgsInput::None => Value::Null,
+        ArgsInput::Json(v) => serde_json::json!({ "json": v }),
+        ArgsInput::Text(t) => serde_json::json!({ "text": t }),
+    }
+}
+
+pub fn args_from_json(v: &Value) -> Option<ArgsInput> {
+    match v {
+        Value::Null => Some(ArgsInput::None),
+        Value::Object(m) if m.len() == 1 => {
+            if let Some(j) = m.get("json") {
+                Some(ArgsInput::Json(j.clone()))
+            } else {
+                m.get("text")
+                    .and_then(Value::as_str)
+                    .map(|t| ArgsInput::Text(t.to_string()))
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The limits with the contract's names (`syncTimeoutMs`, …).
+pub fn limits_to_json(l: &Limits) -> Value {
+    use crate::limits::millis;
+    serde_json::json!({
+        "maxConcurrentAgents": l.max_concurrent_agents,
+        "maxTotalAgents": l.max_total_agents,
+        "maxTotalAgentsCeiling": l.max_total_agents_ceiling,
+        "maxItemsPerCall": l.max_items_per_call,
+        "syncTimeoutMs": millis(l.sync_timeout),
+        "maxScriptBytes": l.max_script_bytes,
+        "disposeGraceMs": millis(l.dispose_grace),
+        "wallTimeoutMs": l.wall_timeout.map(millis),
+        "computeMs": l.compute.map(millis),
+        "memoryBytes": l.memory_bytes,
+        "logBytes": l.log_bytes,
+        "budgetTokens": l.budget_tokens,
+    })
+}
+
+pub fn limits_from_json(v: &Value) -> Option<Limits> {
+    use std::time::Duration;
+    let u = |k: &str| v.get(k).and_then(Value::as_u64);
+    let opt_ms = |k: &str| match v.get(k) {
+        Some(Value::Null) | None => Some(None),
+        Some(x) => x.as_u64().map(|n| Some(Duration::from_millis(n))),
+    };
+    Some(Limits {
+        max_concurrent_agents: u32::try_from(u("maxConcurrentAgents")?).ok()?,
+        max_total_agents: u32::try_from(u("maxTotalAgents")?).ok()?,
+        max_total_agents_ceiling: u32::try_from(u("maxTotalAgentsCeiling")?).ok()?,
+        max_items_per_call: u32::try_from(u("maxItemsPerCall")?).ok()?,
+        sync_timeout: Duration::from_millis(u("syncTimeoutMs")?),
+        max_script_bytes: usize::try_from(u("maxScriptBytes")?).ok()?,
+        dispose_grace: Duration::from_millis(u("disposeGraceMs")?),
+        wall_timeout: opt_ms("wallTimeoutMs")?,
+        compute: opt_ms("computeMs")?,
+        memory_bytes: u("memoryBytes")?,
+        log_bytes: u("logBytes")?,
+        budget_tokens: match v.get("budgetTokens") {
+            Some(Value::Null) | None => None,
+            Some(x) => Some(x.as_u64()?),
+        },
+    })
+}
+
+/// An open, locked run directory.
+#[derive(Debug)]
+pub struct RunDir {
+    pub path: PathBuf,
+    pub info: RunInfo,
+    /// Held for as long as this value lives.
+    _lock: std::fs::File,
+}
+
+impl RunDir {
+    /// Creates `<root>/<info.id>/`, locks it, and writes `run.json` and
+    /// the script copy.
+    pub fn create(root: &Path, info: RunInfo, source: &str) -> Result<RunDir, JournalError> {
+        let path = root.join(&info.id);
+        std::fs::create_dir_all(&path).map_err(|e| JournalError::io(&path, e))?;
+        let lock = lock(&path, &info.id)?;
+        write_atomic(&path.join(RUN_FILE), pretty(&info).as_bytes())?;
+        write_atomic(&path.join(&info.script_copy), source.as_bytes())?;
+        Ok(RunDir {
+            path,
+            info,
+            _lock: lock,
+        })
+    }
+
+    /// Opens and locks an existing run directory.
+    pub fn open(path: &Path) -> Result<RunDir, JournalError> {
+        let info = read_info(path)?;
+        let lock = lock(path, &info.id)?;
+        Ok(RunDir {
+            path: path.to_path_buf(),
+            info,
+            _lock: lock,
+        })
+    }
+
+    pub fn journal_path(&self) -> PathBuf {
+        self.path.join(JOURNAL_FILE)
+    }
+
+    /// Writes `result.json` atomically.
+    pub fn write_result(&self, result: &Value) -> Result<(), JournalError> {
+        let text = serde_json::to_string_pretty(result).unwrap_or_else(|_| "null".into());
+        write_atomic(&self.path.join(RESULT_FILE), format!("{text}\n").as_bytes())
+    }
+}
+
+/// Reads `run.json` of a run directory.
+pub fn read_info(dir: &Path) -> Result<RunInfo, JournalError> {
+    let file = dir.join(RUN_FILE);
+    let text = std::fs::read_to_string(&file).map_err(|e| JournalError::io(&file, e))?;
+    serde_json::from_str(&text).map_err(|e| JournalError::Invalid {
+        path: file.display().to_string(),
+        message: format!("not a run description of this dsh version: {e}"),
+    })
+}
+
+/// Finds a run by id (under `root`) or by the path of its directory.
+pub fn resolve(root: &Path, run: &str) -> Result<PathBuf, JournalError> {
+    let as_path = Path::new(run);
+    if as_path.join(RUN_FILE).is_file() {
+        return Ok(as_path.to_path_buf());
+    }
+    let under = root.join(run);
+    if under.join(RUN_FILE).is_file() {
+        return Ok(under);
+    }
+    Err(JournalError::Invalid {
+        path: run.to_string(),
+        message: format!(
+            "no such run: neither a run directory nor a run id under {} (list them with `dsh workflow runs`)",
+            root.display()
+        ),
+    })
+}
+
+/// Whether some process holds the run's lock right now.
+pub fn is_locked(dir: &Path) -> bool {
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.join(LOCK_FILE))
+    else {
+        return false;
+    };
+    // SAFETY: flock on a descriptor we own.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    rc != 0
+}
+
+fn lock(dir: &Path, id: &str) -> Result<std::fs::File, JournalError> {
+    let path = dir.join(LOCK_FILE);
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| JournalError::io(&path, e))?;
+    // SAFETY: flock on a descriptor we own.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            let pid = std::fs::read_to_string(&path)
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .map(|p| format!(" (pid {p})"))
+                .unwrap_or_default();
+            return Err(JournalError::Locked {
+                id: id.to_string(),
+                pid,
+            });
+        }
+        return Err(JournalError::io(&path, err));
+    }
+    let _ = f.set_len(0);
+    let _ = writeln!(f, "{}", std::process::id());
+    Ok(f)
+}
+
+fn pretty<T: Serialize>(v: &T) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into());
+    s.push('\n');
+    s
+}
+
+/// Writes a file so that a crash leaves either the old or the new content:
+/// a temporary file in the same directory, synced, then renamed over.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "file".into());
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let res = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if res.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    res.map_err(|e| JournalError::io(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(id: &str) -> RunInfo {
+        RunInfo {
+            version: 1,
+            id: id.into(),
+            name: "n".into(),
+            script: "/x/wf.ts".into(),
+            script_copy: "script.ts".into(),
+            script_hash: sha256_hex(b"return 1;"),
+            args: args_to_json(&ArgsInput::Text("t".into())),
+            args_hash: String::new(),
+            meta: Value::Null,
+            limits: limits_to_json(&Limits::default()),
+            sandbox: "best-effort".into(),
+            provider: ProviderSpec::Fixture("/x/f.json".into()),
+            started_at: 1,
+        }
+    }
+
+    #[test]
+    fn a_locked_run_cannot_be_opened_twice() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let first = RunDir::create(root.path(), info("r1"), "return 1;").expect("create");
+        assert!(is_locked(&first.path));
+        let err = RunDir::open(&first.path).expect_err("locked");
+        let msg = err.to_string();
+        assert!(msg.contains("in use") && msg.contains(&format!("pid {}", std::process::id())), "{msg}");
+        drop(first);
+        let again = RunDir::open(&root.path().join("r1")).expect("unlocked after drop");
+        assert_eq!(again.info, info("r1"));
+    }
+
+    #[test]
+    fn limits_and_args_round_trip() {
+        let l = Limits {
+            wall_timeout: Some(std::time::Duration::from_secs(3)),
+            budget_tokens: Some(7),
+            ..Limits::default()
+        };
+        assert_eq!(limits_from_json(&limits_to_json(&l)), Some(l));
+        for a in [
+            ArgsInput::None,
+            ArgsInput::Text("x".into()),
+            ArgsInput::Json(serde_json::json!({"a": [1]})),
+        ] {
+            assert_eq!(args_from_json(&args_to_json(&a)), Some(a));
+        }
+    }
+
+    #[test]
+    fn resolve_by_id_or_path_and_say_how_to_list() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let d = RunDir::create(root.path(), info("r2"), "x").expect("create");
+        assert_eq!(resolve(root.path(), "r2").expect("id"), d.path);
+        assert_eq!(
+            resolve(root.path(), &d.path.display().to_string()).expect("path"),
+            d.path
+        );
+        let err = resolve(root.path(), "nope").expect_err("missing").to_string();
+        assert!(err.contains("dsh workflow runs"), "{err}");
+    }
+}

@@ -1,0 +1,153 @@
+//! The journal writer: one thread owns the file; lines arrive over a
+//! channel and are written in order. Whoever needs a line on disk before
+//! going on (a settled outcome, before the script sees it) waits for an
+//! acknowledgement that comes after `write` and `fdatasync` — group commit:
+//! lines queued together share one sync, so a fan-out of 200 instant
+//! answers costs a handful of syncs, not 200.
+//!
+//! A failing disk never fails the run: the first error is logged, later
+//! lines are dropped, and waiters are released at once.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+use tokio::sync::oneshot;
+
+use super::{JournalError, Line};
+
+enum Req {
+    Line(String, Option<oneshot::Sender<()>>),
+    Sync(oneshot::Sender<()>),
+}
+
+/// Appends lines to one journal file. Cloning shares the writer; the
+/// thread ends (after a final sync) when the last clone is dropped.
+#[derive(Clone)]
+pub struct JournalWriter {
+    tx: mpsc::Sender<Req>,
+}
+
+impl JournalWriter {
+    /// Opens `path` for appending (creating it), first cutting it to
+    /// `keep_len` bytes when given (a torn last line from a crash).
+    pub fn open(path: &Path, keep_len: Option<u64>) -> Result<Self, JournalError> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| JournalError::io(path, e))?;
+        if let Some(len) = keep_len {
+            file.set_len(len).map_err(|e| JournalError::io(path, e))?;
+        }
+        let (tx, rx) = mpsc::channel();
+        let path = path.to_path_buf();
+        std::thread::Builder::new()
+            .name("dsh-journal".into())
+            .spawn(move || write_loop(file, &path, rx))
+            .map_err(|e| JournalError::Io {
+                path: "journal writer thread".into(),
+                source: e,
+            })?;
+        Ok(JournalWriter { tx })
+    }
+
+    /// Queues a line; returns at once.
+    pub fn append(&self, line: &Line) {
+        let _ = self.tx.send(Req::Line(line.to_text(), None));
+    }
+
+    /// Queues a line and waits until it is written and synced.
+    pub async fn append_durable(&self, line: &Line) {
+        let (ack, done) = oneshot::channel();
+        if self.tx.send(Req::Line(line.to_text(), Some(ack))).is_ok() {
+            let _ = done.await;
+        }
+    }
+
+    /// Waits until everything queued so far is written and synced.
+    pub async fn sync(&self) {
+        let (ack, done) = oneshot::channel();
+        if self.tx.send(Req::Sync(ack)).is_ok() {
+            let _ = done.await;
+        }
+    }
+}
+
+fn write_loop(mut file: std::fs::File, path: &PathBuf, rx: mpsc::Receiver<Req>) {
+    let mut broken = false;
+    let mut batch = String::new();
+    let mut acks: Vec<oneshot::Sender<()>> = Vec::new();
+    while let Ok(first) = rx.recv() {
+        let mut next = Some(first);
+        // Take everything queued now: one write, one sync.
+        while let Some(req) = next.take().or_else(|| rx.try_recv().ok()) {
+            match req {
+                Req::Line(text, ack) => {
+                    batch.push_str(&text);
+                    acks.extend(ack);
+                }
+                Req::Sync(ack) => acks.push(ack),
+            }
+        }
+        if !broken && !batch.is_empty() {
+            let res = file
+                .write_all(batch.as_bytes())
+                .and_then(|()| if acks.is_empty() { Ok(()) } else { file.sync_data() });
+            if let Err(e) = res {
+                broken = true;
+                tracing::warn!(
+                    "journal {}: cannot write ({e}); this run can no longer be resumed from here",
+                    path.display()
+                );
+            }
+        } else if !broken && !acks.is_empty() {
+            let _ = file.sync_data();
+        }
+        batch.clear();
+        for ack in acks.drain(..) {
+            let _ = ack.send(());
+        }
+    }
+    if !broken {
+        let _ = file.sync_data();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn durable_lines_are_on_disk_when_the_wait_returns() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("journal.jsonl");
+        let w = JournalWriter::open(&path, None).expect("open");
+        w.append(&Line::Attempt {
+            attempt: 1,
+            pid: 1,
+            at: 0,
+        });
+        w.append_durable(&Line::Attempt {
+            attempt: 2,
+            pid: 1,
+            at: 0,
+        })
+        .await;
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(text.lines().count(), 2, "{text}");
+        drop(w);
+    }
+
+    #[tokio::test]
+    async fn opening_cuts_a_torn_tail() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("journal.jsonl");
+        std::fs::write(&path, "{\"type\":\"attempt\",\"attempt\":1,\"pid\":1,\"at\":0}\n{\"type\":\"sta").expect("write");
+        let keep = std::fs::read(&path).expect("read").iter().rposition(|b| *b == b'\n').map(|i| i as u64 + 1);
+        let w = JournalWriter::open(&path, keep).expect("open");
+        w.sync().await;
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.ends_with("\"at\":0}\n"), "{text}");
+    }
+}
