@@ -78,14 +78,14 @@ enum WorkflowCmd {
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-enum EventsMode {
+pub(crate) enum EventsMode {
     Jsonl,
     Pretty,
     None,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-enum OutputMode {
+pub(crate) enum OutputMode {
     Value,
     Result,
 }
@@ -109,9 +109,15 @@ struct RunArgs {
     /// Named provider from dsh.toml (not available in this version).
     #[arg(long, value_name = "NAME")]
     provider: Option<String>,
-    /// Record answers to a fixture file (not available in this version).
+    /// Write every agent() answer of this run to a fixture file (replay it with --fixture).
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
+    #[arg(long, value_name = "DIR")]
+    runs_dir: Option<PathBuf>,
+    /// Keep no run directory and no journal for this run (it cannot be resumed).
+    #[arg(long)]
+    no_journal: bool,
     /// How events are shown on stderr.
     #[arg(long, value_enum, default_value_t = EventsMode::Pretty)]
     events: EventsMode,
@@ -322,12 +328,6 @@ fn not_available(flag: &str, issue: &str) -> NotStarted {
 }
 
 fn build_request(a: &RunArgs) -> Result<StartRequest, NotStarted> {
-    if a.record.is_some() {
-        return Err(not_available(
-            "--record",
-            "recording arrives with durable runs",
-        ));
-    }
     if a.dry_run && a.fixture.is_some() {
         return Err(usage(
             "--dry-run and --fixture exclude each other: a dry run answers every agent() call itself, without any provider; drop one of them",
@@ -448,36 +448,97 @@ fn cli_worker() -> Result<WorkerCommand, NotStarted> {
 }
 
 async fn run(a: RunArgs) -> i32 {
-    let req = match build_request(&a) {
+    let mut req = match build_request(&a) {
         Ok(r) => r,
         Err(e) => {
             print_error(e.code, &e.message);
             return exit::NOT_STARTED;
         }
     };
-    let mut events_file = match &a.events_file {
-        None => None,
-        Some(p) => match std::fs::File::create(p) {
-            Ok(f) => Some(f),
-            Err(e) => {
+    let show = Presentation {
+        events: a.events,
+        events_file: a.events_file.clone(),
+        output: a.output,
+        verbose: a.verbose,
+    };
+    let events_file = match show.open_events_file() {
+        Ok(f) => f,
+        Err(code) => return code,
+    };
+    let spec = if a.dry_run {
+        runs_cmd::ProviderSpec::DryRun
+    } else if let Some(f) = &a.fixture {
+        runs_cmd::ProviderSpec::Fixture(absolute(f).display().to_string())
+    } else {
+        runs_cmd::ProviderSpec::None
+    };
+    let durable = runs_cmd::Durable::new_run(
+        &mut req,
+        &a.script,
+        spec,
+        a.runs_dir.as_deref(),
+        !a.no_journal,
+        a.record.clone(),
+    );
+    execute(req, durable, &show, events_file).await
+}
+
+/// `path` made absolute against the working directory.
+fn absolute(path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    }
+}
+
+/// How a run is shown: shared by `run` and `resume`.
+struct Presentation {
+    events: EventsMode,
+    events_file: Option<PathBuf>,
+    output: OutputMode,
+    verbose: bool,
+}
+
+impl Presentation {
+    /// Creates `--events-file`; `Err` is the exit code after the error
+    /// was printed.
+    fn open_events_file(&self) -> Result<Option<std::fs::File>, i32> {
+        match &self.events_file {
+            None => Ok(None),
+            Some(p) => std::fs::File::create(p).map(Some).map_err(|e| {
                 print_error(
                     ErrorCode::Usage,
                     &format!("--events-file {}: cannot create: {e}", p.display()),
                 );
-                return exit::NOT_STARTED;
-            }
-        },
-    };
+                exit::NOT_STARTED
+            }),
+        }
+    }
+}
+
+/// Starts the run, shows its events, handles signals, keeps its run
+/// directory, and prints the result. Returns the exit code.
+async fn execute(
+    req: StartRequest,
+    durable: runs_cmd::Durable,
+    show: &Presentation,
+    mut events_file: Option<std::fs::File>,
+) -> i32 {
     // Signals first, so a Ctrl-C during start-up is not lost.
     let signals = Signals::install();
     let run = match start(req) {
         Ok(r) => r,
         Err(e) => {
+            durable.abandon();
             print_error(e.code(), &e.to_string());
             return exit::NOT_STARTED;
         }
     };
-    let mode = match a.events {
+    durable.started(&run);
+    let mode = match show.events {
         EventsMode::Jsonl => progress::Mode::Jsonl,
         EventsMode::None => progress::Mode::None,
         EventsMode::Pretty => progress::Mode::Lines {
@@ -510,10 +571,11 @@ async fn run(a: RunArgs) -> i32 {
         }
     }
     let result = run.dispose().await;
-    if a.verbose {
+    durable.finish(&result).await;
+    if show.verbose {
         print_sandbox(&result);
     }
-    report(&result, a.output)
+    report(&result, show.output)
 }
 
 /// `--verbose`: the sandbox the worker reached, e.g.

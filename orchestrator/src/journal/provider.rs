@@ -36,7 +36,9 @@ pub struct Journaling {
     writer: Option<JournalWriter>,
     replay: Mutex<HashMap<String, VecDeque<Answer>>>,
     recording: bool,
-    recorded: Mutex<Vec<Recorded>>,
+    /// By seq: a call is entered as cancelled when it starts and gets its
+    /// outcome when it settles, so a call still open at the end is there.
+    recorded: Mutex<std::collections::BTreeMap<u64, Recorded>>,
     replayed: AtomicU64,
     live: AtomicU64,
 }
@@ -84,9 +86,10 @@ impl Journaling {
 
     /// The calls of this attempt with their outcomes, in call order.
     pub fn recorded(&self) -> Vec<Recorded> {
-        let mut v = self.recorded.lock().map(|r| r.clone()).unwrap_or_default();
-        v.sort_by_key(|r| r.seq);
-        v
+        self.recorded
+            .lock()
+            .map(|r| r.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Appends a line that is not about a call (e.g. a new attempt).
@@ -129,7 +132,7 @@ impl Journaling {
             return;
         }
         if let Ok(mut r) = self.recorded.lock() {
-            r.push(Recorded {
+            r.insert(request.seq, Recorded {
                 seq: request.seq,
                 prompt: request.prompt.clone(),
                 schema: request.schema.clone(),
@@ -183,6 +186,7 @@ impl SubagentProvider for JournalingProvider {
         }
         self.state.append(&Line::start(&request, &key, false));
         self.state.live.fetch_add(1, Ordering::Relaxed);
+        self.state.record(&request, Outcome::Cancelled, None);
         let started = match &self.inner {
             Some(p) => p.start(request.clone(), cancel).await,
             None => Err(StartRefused::agent_start(format!(

@@ -9,7 +9,7 @@
 //! lines are dropped, and waiters are released at once.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::mpsc;
 
 use tokio::sync::oneshot;
@@ -74,7 +74,7 @@ impl JournalWriter {
     }
 }
 
-fn write_loop(mut file: std::fs::File, path: &PathBuf, rx: mpsc::Receiver<Req>) {
+fn write_loop(mut file: std::fs::File, path: &Path, rx: mpsc::Receiver<Req>) {
     let mut broken = false;
     let mut batch = String::new();
     let mut acks: Vec<oneshot::Sender<()>> = Vec::new();

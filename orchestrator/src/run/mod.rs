@@ -212,7 +212,7 @@ pub fn prepare(request: &StartRequest) -> Result<(PreparedScript, Meta), StartEr
     Ok((prepared, meta))
 }
 
-fn new_run_id() -> String {
+pub(crate) fn new_run_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let nanos = SystemTime::now()
