@@ -299,8 +299,12 @@ fn prepare_resume(a: &ResumeArgs) -> Result<(StartRequest, Durable), NotStarted>
     let (script_path, source) = match std::fs::read_to_string(&original) {
         Ok(text) => (original.clone(), text),
         Err(_) => {
-            let text = std::fs::read_to_string(&copy)
-                .map_err(|e| usage(format!("{}: cannot read the script or its copy: {e}", info.script)))?;
+            let text = std::fs::read_to_string(&copy).map_err(|e| {
+                usage(format!(
+                    "{}: cannot read the script or its copy: {e}",
+                    info.script
+                ))
+            })?;
             (copy.clone(), text)
         }
     };
@@ -332,7 +336,8 @@ fn prepare_resume(a: &ResumeArgs) -> Result<(StartRequest, Durable), NotStarted>
             .validate()
             .map_err(|e| usage(format!("--timeout: {}", e.message)))?;
     }
-    let sandbox = sandbox_from_name(&info.sandbox).unwrap_or(dsh_protocol::SandboxPolicy::BestEffort);
+    let sandbox =
+        sandbox_from_name(&info.sandbox).unwrap_or(dsh_protocol::SandboxPolicy::BestEffort);
 
     let provider: Option<Arc<dyn SubagentProvider>> = match (&a.fixture, &info.provider) {
         (Some(f), _) => Some(load_fixture(f)?),
@@ -474,7 +479,10 @@ fn summarize(dir: &Path) -> Result<Summary, String> {
         }
         agents.push((seq, label, outcome, r));
     }
-    let status = match result.as_ref().and_then(|r| r["result"]["stopReason"].as_str()) {
+    let status = match result
+        .as_ref()
+        .and_then(|r| r["result"]["stopReason"].as_str())
+    {
         Some(s) if rundir::is_locked(dir) => format!("running (last: {s})"),
         Some(s) => s.to_string(),
         None if rundir::is_locked(dir) => "running".into(),
@@ -536,7 +544,10 @@ pub fn runs(a: RunsArgs) -> i32 {
             return exit::COMPLETED;
         }
         Err(e) => {
-            print_error(ErrorCode::Usage, &format!("{}: cannot list: {e}", root.display()));
+            print_error(
+                ErrorCode::Usage,
+                &format!("{}: cannot list: {e}", root.display()),
+            );
             return exit::NOT_STARTED;
         }
     };

@@ -167,7 +167,13 @@ mod tests {
             r#"{"type":"settled","seq":1,"key":"k","outcome":"cancelled","at":0}"#,
         )
         .expect("cancelled");
-        assert!(matches!(c, Line::Settled { outcome: Outcome::Cancelled, .. }));
+        assert!(matches!(
+            c,
+            Line::Settled {
+                outcome: Outcome::Cancelled,
+                ..
+            }
+        ));
     }
 
     #[test]

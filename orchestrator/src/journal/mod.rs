@@ -38,7 +38,9 @@ pub enum JournalError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}:{line}: not a journal line ({message}); the journal is damaged before its last line, so it cannot be replayed safely — start a new run instead")]
+    #[error(
+        "{path}:{line}: not a journal line ({message}); the journal is damaged before its last line, so it cannot be replayed safely — start a new run instead"
+    )]
     Corrupt {
         path: String,
         line: usize,
@@ -46,7 +48,9 @@ pub enum JournalError {
     },
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
-    #[error("run {id} is in use by another dsh process{pid}; wait for it to finish or stop it, then resume")]
+    #[error(
+        "run {id} is in use by another dsh process{pid}; wait for it to finish or stop it, then resume"
+    )]
     Locked { id: String, pid: String },
 }
 

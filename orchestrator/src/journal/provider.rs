@@ -17,8 +17,8 @@ use super::record::Recorded;
 use super::writer::JournalWriter;
 use super::{call_key, now_ms};
 use crate::provider::{
-    AgentRequest, ChildOrigin, ChildOutcome, ResultFault, StartRefused, Subagent,
-    SubagentProvider, Usage,
+    AgentRequest, ChildOrigin, ChildOutcome, ResultFault, StartRefused, Subagent, SubagentProvider,
+    Usage,
 };
 
 /// A journaled answer waiting to be replayed.
@@ -112,7 +112,14 @@ impl Journaling {
         queue.pop_front()
     }
 
-    async fn settle(&self, request: &AgentRequest, key: &str, child_id: Option<String>, outcome: Outcome, usage: Option<Usage>) {
+    async fn settle(
+        &self,
+        request: &AgentRequest,
+        key: &str,
+        child_id: Option<String>,
+        outcome: Outcome,
+        usage: Option<Usage>,
+    ) {
         if let Some(w) = &self.writer {
             w.append_durable(&Line::Settled {
                 seq: request.seq,
@@ -132,14 +139,17 @@ impl Journaling {
             return;
         }
         if let Ok(mut r) = self.recorded.lock() {
-            r.insert(request.seq, Recorded {
-                seq: request.seq,
-                prompt: request.prompt.clone(),
-                schema: request.schema.clone(),
-                model: request.model.clone(),
-                outcome,
-                usage,
-            });
+            r.insert(
+                request.seq,
+                Recorded {
+                    seq: request.seq,
+                    prompt: request.prompt.clone(),
+                    schema: request.schema.clone(),
+                    model: request.model.clone(),
+                    outcome,
+                    usage,
+                },
+            );
         }
     }
 }
@@ -169,10 +179,9 @@ impl SubagentProvider for JournalingProvider {
             self.state.replayed.fetch_add(1, Ordering::Relaxed);
             self.state
                 .record(&request, answer.outcome.clone(), answer.usage);
-            let result = answer
-                .outcome
-                .to_child_result()
-                .ok_or_else(|| StartRefused::agent_start("journal: an unreplayable answer was queued for replay"))?;
+            let result = answer.outcome.to_child_result().ok_or_else(|| {
+                StartRefused::agent_start("journal: an unreplayable answer was queued for replay")
+            })?;
             return Ok(Arc::new(ReplayedChild {
                 id: format!(
                     "replayed:{}",

@@ -105,6 +105,9 @@ mod tests {
         let text = format!("{A}not json\n{A}");
         let err = parse(Path::new("runs/x/journal.jsonl"), text.as_bytes()).expect_err("corrupt");
         let msg = err.to_string();
-        assert!(msg.starts_with("runs/x/journal.jsonl:2: not a journal line"), "{msg}");
+        assert!(
+            msg.starts_with("runs/x/journal.jsonl:2: not a journal line"),
+            "{msg}"
+        );
     }
 }

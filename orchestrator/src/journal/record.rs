@@ -50,7 +50,10 @@ fn entry(c: &Recorded) -> Value {
     };
     m.insert(k.into(), v);
     if let Some(u) = c.usage {
-        m.insert("usage".into(), json!({ "input": u.input, "output": u.output }));
+        m.insert(
+            "usage".into(),
+            json!({ "input": u.input, "output": u.output }),
+        );
     }
     m.insert("times".into(), 1.into());
     Value::Object(m)
@@ -77,7 +80,10 @@ mod tests {
                 schema: None,
                 model: Some("m1".into()),
                 outcome: Outcome::Text("1. parse".into()),
-                usage: Some(Usage { input: 3, output: 4 }),
+                usage: Some(Usage {
+                    input: 3,
+                    output: 4,
+                }),
             },
             Recorded {
                 seq: 2,
@@ -105,11 +111,20 @@ mod tests {
             },
         ];
         let doc = fixture(&calls);
-        assert_eq!(doc["answers"][0]["match"], json!({"prompt": "plan", "model": "m1"}));
+        assert_eq!(
+            doc["answers"][0]["match"],
+            json!({"prompt": "plan", "model": "m1"})
+        );
         assert_eq!(doc["answers"][0]["usage"], json!({"input": 3, "output": 4}));
         assert_eq!(doc["answers"][1]["structured"], json!({"ok": true}));
         assert_eq!(doc["answers"][3]["hang"], json!(true));
-        assert!(doc["answers"].as_array().expect("answers").iter().all(|a| a["times"] == 1));
+        assert!(
+            doc["answers"]
+                .as_array()
+                .expect("answers")
+                .iter()
+                .all(|a| a["times"] == 1)
+        );
         ScriptedProvider::from_json_text("rec.json", &doc.to_string()).expect("a valid fixture");
     }
 }

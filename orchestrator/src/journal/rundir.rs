@@ -320,7 +320,10 @@ mod tests {
         assert!(is_locked(&first.path));
         let err = RunDir::open(&first.path).expect_err("locked");
         let msg = err.to_string();
-        assert!(msg.contains("in use") && msg.contains(&format!("pid {}", std::process::id())), "{msg}");
+        assert!(
+            msg.contains("in use") && msg.contains(&format!("pid {}", std::process::id())),
+            "{msg}"
+        );
         drop(first);
         let again = RunDir::open(&root.path().join("r1")).expect("unlocked after drop");
         assert_eq!(again.info, info("r1"));
@@ -352,7 +355,9 @@ mod tests {
             resolve(root.path(), &d.path.display().to_string()).expect("path"),
             d.path
         );
-        let err = resolve(root.path(), "nope").expect_err("missing").to_string();
+        let err = resolve(root.path(), "nope")
+            .expect_err("missing")
+            .to_string();
         assert!(err.contains("dsh workflow runs"), "{err}");
     }
 }

@@ -91,9 +91,13 @@ fn write_loop(mut file: std::fs::File, path: &Path, rx: mpsc::Receiver<Req>) {
             }
         }
         if !broken && !batch.is_empty() {
-            let res = file
-                .write_all(batch.as_bytes())
-                .and_then(|()| if acks.is_empty() { Ok(()) } else { file.sync_data() });
+            let res = file.write_all(batch.as_bytes()).and_then(|()| {
+                if acks.is_empty() {
+                    Ok(())
+                } else {
+                    file.sync_data()
+                }
+            });
             if let Err(e) = res {
                 broken = true;
                 tracing::warn!(
@@ -143,8 +147,16 @@ mod tests {
     async fn opening_cuts_a_torn_tail() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("journal.jsonl");
-        std::fs::write(&path, "{\"type\":\"attempt\",\"attempt\":1,\"pid\":1,\"at\":0}\n{\"type\":\"sta").expect("write");
-        let keep = std::fs::read(&path).expect("read").iter().rposition(|b| *b == b'\n').map(|i| i as u64 + 1);
+        std::fs::write(
+            &path,
+            "{\"type\":\"attempt\",\"attempt\":1,\"pid\":1,\"at\":0}\n{\"type\":\"sta",
+        )
+        .expect("write");
+        let keep = std::fs::read(&path)
+            .expect("read")
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map(|i| i as u64 + 1);
         let w = JournalWriter::open(&path, keep).expect("open");
         w.sync().await;
         let text = std::fs::read_to_string(&path).expect("read");
