@@ -1,19 +1,481 @@
 //! `dsh workflow test [PATH...]`: runs each workflow that has a sibling
 //! fixture against it and compares the result with the expected file.
+//!
+//! For a script `X.ts` (or `.mts`, `.js`, `.mjs`) with a sibling
+//! `X.fixture.json`, the run gets `args` from `X.args.json` when that
+//! exists, and its result (and, where the expected file lists them, its
+//! agents, logs and phases) is compared with `X.expected.json`
+//! ([`expected`]). Runs go through the library exactly like `dsh workflow
+//! run --fixture` (same worker, same limits) but write nothing besides the
+//! expected files of `--update`. Each script runs under its file name (not
+//! the path it was found by), so messages in its result do not depend on
+//! the directory the tests were started from.
+
+mod diff;
+mod expected;
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use clap::Args;
-use std::path::PathBuf;
+use dsh_protocol::ErrorCode;
+use serde_json::Value;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::{default_meta, exit, parse_duration, print_error};
+use crate::events::Event;
+use crate::providers::scripted::ScriptedProvider;
+use crate::run::{ArgsInput, StartRequest, WorkerCommand, start};
+use crate::script::ScriptKind;
+use crate::{Limits, RunResult};
+use expected::{Actual, Expected, json_eq};
+
+/// Lines of unchanged context around each change in a diff.
+const DIFF_CONTEXT: usize = 3;
 
 #[derive(Args, Debug)]
 pub struct TestArgs {
     /// Workflow files or directories to search (default: the current directory).
     pub paths: Vec<PathBuf>,
+    /// Write (or overwrite) each X.expected.json from this run instead of comparing.
+    #[arg(long)]
+    pub update: bool,
+    /// Run N workflows at once (default: the number of CPUs).
+    #[arg(short = 'j', long = "jobs", value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Wall-clock budget of each workflow, e.g. 30s (default: none).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
 }
 
-pub async fn main(_args: TestArgs) -> i32 {
-    super::print_error(
-        dsh_protocol::ErrorCode::Usage,
-        "dsh workflow test is not available yet",
-    );
-    super::exit::NOT_STARTED
+/// One workflow to test and the files next to it.
+#[derive(Debug, Clone)]
+struct Case {
+    /// The script as found (joined onto the path it was found under).
+    script: PathBuf,
+    fixture: PathBuf,
+    args: PathBuf,
+    expected: PathBuf,
+}
+
+impl Case {
+    /// The case for `script` when it has a sibling fixture.
+    fn of(script: &Path) -> Option<Case> {
+        ScriptKind::from_path(script)?;
+        let stem = script.file_stem()?.to_str()?;
+        let sibling = |suffix: &str| script.with_file_name(format!("{stem}.{suffix}"));
+        let fixture = sibling("fixture.json");
+        fixture.is_file().then(|| Case {
+            script: script.to_path_buf(),
+            fixture,
+            args: sibling("args.json"),
+            expected: sibling("expected.json"),
+        })
+    }
+}
+
+/// How one workflow fared.
+#[derive(Debug)]
+enum Verdict {
+    Ok,
+    /// `--update` wrote the expected file.
+    New,
+    /// Why, one line per entry (a message, or the lines of a diff).
+    Fail(Vec<String>),
+}
+
+#[derive(Debug)]
+struct Report {
+    verdict: Verdict,
+    /// How long the run took, when it ran.
+    elapsed: Option<Duration>,
+}
+
+impl Report {
+    fn fail(message: impl Into<String>) -> Report {
+        Report {
+            verdict: Verdict::Fail(vec![message.into()]),
+            elapsed: None,
+        }
+    }
+}
+
+/// What all workflows share.
+struct Settings {
+    worker: WorkerCommand,
+    update: bool,
+    /// The default limits, with `--timeout`.
+    limits: Limits,
+    /// Cancelled on SIGINT/SIGTERM.
+    stop: CancellationToken,
+}
+
+pub async fn main(args: TestArgs) -> i32 {
+    let jobs = match args.jobs {
+        Some(0) => {
+            print_error(
+                ErrorCode::Usage,
+                "-j: must be at least 1 (0 would never run a workflow)",
+            );
+            return exit::NOT_STARTED;
+        }
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let limits = Limits {
+        wall_timeout: args.timeout,
+        ..Limits::default()
+    };
+    if let Err(e) = limits.validate() {
+        print_error(ErrorCode::Usage, &format!("--timeout: {}", e.message));
+        return exit::NOT_STARTED;
+    }
+    let paths = if args.paths.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        args.paths.clone()
+    };
+    let cases = match discover(&paths) {
+        Ok(c) if c.is_empty() => {
+            let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+            print_error(
+                ErrorCode::Usage,
+                &format!(
+                    "no workflows to test under {}: a workflow X.ts (or .mts, .js, .mjs) needs a sibling X.fixture.json",
+                    names.join(", ")
+                ),
+            );
+            return exit::NOT_STARTED;
+        }
+        Ok(c) => c,
+        Err(message) => {
+            print_error(ErrorCode::Usage, &message);
+            return exit::NOT_STARTED;
+        }
+    };
+    let worker = match super::cli_worker() {
+        Ok(w) => w,
+        Err(e) => {
+            print_error(e.code, &e.message);
+            return exit::NOT_STARTED;
+        }
+    };
+    let settings = Arc::new(Settings {
+        worker,
+        update: args.update,
+        limits,
+        stop: CancellationToken::new(),
+    });
+    run_all(cases, jobs, settings).await
+}
+
+/// Runs every case, at most `jobs` at once, printing the reports in
+/// discovery order as they become available; returns the exit code.
+async fn run_all(cases: Vec<Case>, jobs: usize, settings: Arc<Settings>) -> i32 {
+    let mut signals = super::Signals::install();
+    let semaphore = Arc::new(Semaphore::new(jobs));
+    let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Report)>();
+    for (i, case) in cases.iter().cloned().enumerate() {
+        let (semaphore, tx, settings) = (semaphore.clone(), tx.clone(), settings.clone());
+        tokio::spawn(async move {
+            let Ok(_permit) = semaphore.acquire_owned().await else {
+                return;
+            };
+            let report = if settings.stop.is_cancelled() {
+                Report::fail("not run: interrupted")
+            } else {
+                run_case(&case, &settings).await
+            };
+            let _ = tx.send((i, report));
+        });
+    }
+    drop(tx);
+
+    let mut pending = BTreeMap::new();
+    let mut next = 0;
+    let (mut passed, mut failed) = (0usize, 0usize);
+    let mut show = |i: usize, report: &Report| {
+        if matches!(report.verdict, Verdict::Fail(_)) {
+            failed += 1;
+        } else {
+            passed += 1;
+        }
+        print_report(&cases[i], report);
+    };
+    loop {
+        tokio::select! {
+            msg = rx.recv() => match msg {
+                Some((i, report)) => {
+                    pending.insert(i, report);
+                    while let Some(report) = pending.remove(&next) {
+                        show(next, &report);
+                        next += 1;
+                    }
+                }
+                None => break,
+            },
+            _ = signals.next(), if !settings.stop.is_cancelled() => settings.stop.cancel(),
+        }
+    }
+    // Only a task that panicked leaves a gap.
+    for i in next..cases.len() {
+        let report = pending.remove(&i).unwrap_or_else(|| {
+            Report::fail("internal error: the test task ended without a report")
+        });
+        show(i, &report);
+    }
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{passed} passed, {failed} failed");
+    let _ = stdout.flush();
+    drop(stdout);
+    if settings.stop.is_cancelled() {
+        print_error(
+            ErrorCode::Cancelled,
+            "the tests were cancelled: interrupted by signal",
+        );
+        exit::CANCELLED
+    } else if failed > 0 {
+        exit::ERROR
+    } else {
+        exit::COMPLETED
+    }
+}
+
+fn print_report(case: &Case, report: &Report) {
+    let tag = match report.verdict {
+        Verdict::Ok => "ok  ",
+        Verdict::New => "new ",
+        Verdict::Fail(_) => "FAIL",
+    };
+    let mut line = format!("{tag} {}", case.script.display());
+    if let Some(d) = report.elapsed {
+        line.push_str(&format!(" ({} ms)", d.as_millis()));
+    }
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{line}");
+    match &report.verdict {
+        Verdict::Fail(details) => {
+            for d in details {
+                let _ = writeln!(stdout, "    {d}");
+            }
+        }
+        Verdict::New => {
+            let _ = writeln!(stdout, "    wrote {}", case.expected.display());
+        }
+        Verdict::Ok => {}
+    }
+    let _ = stdout.flush();
+}
+
+// ---------------------------------------------------------------------------
+// Discovery
+// ---------------------------------------------------------------------------
+
+/// The cases under `paths`: a file is a case when it is a script with a
+/// sibling fixture; a directory is searched recursively (hidden
+/// directories, `node_modules`, directories tagged as caches with a
+/// `CACHEDIR.TAG` such as Cargo's `target/`, and symlinked directories are
+/// skipped). Sorted per path, each script once. A path that does not exist
+/// is an error.
+fn discover(paths: &[PathBuf]) -> Result<Vec<Case>, String> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    for path in paths {
+        let meta =
+            std::fs::metadata(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let mut found = Vec::new();
+        if meta.is_dir() {
+            walk(path, &mut found)?;
+            // `dsh workflow test` (or `.`) shows `a/b.ts`, not `./a/b.ts`.
+            for f in &mut found {
+                if let Ok(rest) = f.strip_prefix(".") {
+                    *f = rest.to_path_buf();
+                }
+            }
+            found.sort();
+        } else {
+            found.push(path.clone());
+        }
+        for script in found {
+            let Some(case) = Case::of(&script) else {
+                continue;
+            };
+            let key = std::fs::canonicalize(&script).unwrap_or_else(|_| script.clone());
+            if seen.insert(key) {
+                out.push(case);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), String> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("{}: cannot read: {e}", dir.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("{}: cannot read: {e}", dir.display()))?;
+        let path = entry.path();
+        let Ok(file_type) = entry.file_type() else {
+            continue;
+        };
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if file_type.is_dir() {
+            if name.starts_with('.') || name == "node_modules" || path.join("CACHEDIR.TAG").exists()
+            {
+                continue;
+            }
+            walk(&path, found)?;
+        } else if ScriptKind::from_path(&path).is_some() && path.is_file() {
+            // is_file follows a symlink to a script file.
+            found.push(path);
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// One workflow
+// ---------------------------------------------------------------------------
+
+async fn run_case(case: &Case, settings: &Settings) -> Report {
+    let request = match request(case, settings) {
+        Ok(r) => r,
+        Err(m) => return Report::fail(m),
+    };
+    let expected = if settings.update {
+        None
+    } else {
+        match std::fs::read_to_string(&case.expected) {
+            Ok(text) => match Expected::parse(&text) {
+                Ok(e) => Some(e),
+                Err(m) => return Report::fail(format!("{}: {m}", case.expected.display())),
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Report::fail(format!(
+                    "no expected file {}; run `dsh workflow test --update {}` to write it from this run, then check it",
+                    case.expected.display(),
+                    case.script.display()
+                ));
+            }
+            Err(e) => {
+                return Report::fail(format!("{}: cannot read: {e}", case.expected.display()));
+            }
+        }
+    };
+    let started = Instant::now();
+    let run = match start(request) {
+        Ok(r) => r,
+        Err(e) => return Report::fail(format!("error[{}]: {e}", e.code())),
+    };
+    let mut stream = run.subscribe();
+    let mut events: Vec<Event> = Vec::new();
+    loop {
+        tokio::select! {
+            ev = stream.next() => match ev {
+                Some(ev) => events.push(ev),
+                None => break,
+            },
+            _ = settings.stop.cancelled() => {
+                run.cancel("interrupted by signal");
+                // Keep reading: the run still ends with workflow/end.
+                while let Some(ev) = stream.next().await {
+                    events.push(ev);
+                }
+                break;
+            }
+        }
+    }
+    let result: RunResult = run.dispose().await;
+    let elapsed = Some(started.elapsed());
+    let actual = Actual::new(&result, &events);
+    let verdict = match expected {
+        None => update(case, &actual),
+        Some(expected) => compare(case, &expected, &actual),
+    };
+    Report { verdict, elapsed }
+}
+
+/// The run request of a case: `dsh workflow run X.ts --fixture
+/// X.fixture.json [--args-file X.args.json]`, under the script's file name.
+fn request(case: &Case, settings: &Settings) -> Result<StartRequest, String> {
+    let text = std::fs::read_to_string(&case.fixture).map_err(|e| {
+        format!(
+            "error[USAGE]: {}: cannot read the fixture: {e}",
+            case.fixture.display()
+        )
+    })?;
+    let provider = ScriptedProvider::from_json_text(&case.fixture.display().to_string(), &text)
+        .map_err(|e| format!("error[{}]: {e}", ErrorCode::FixtureInvalid))?;
+    let args =
+        match std::fs::read_to_string(&case.args) {
+            Ok(text) => ArgsInput::Json(serde_json::from_str::<Value>(&text).map_err(|e| {
+                format!("error[USAGE]: {}: not valid JSON: {e}", case.args.display())
+            })?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ArgsInput::None,
+            Err(e) => {
+                return Err(format!(
+                    "error[USAGE]: {}: cannot read: {e}",
+                    case.args.display()
+                ));
+            }
+        };
+    let mut req = StartRequest::from_path(&case.script, &settings.limits)
+        .map_err(|e| format!("error[{}]: {e}", e.code()))?
+        .with_limits(settings.limits.clone())
+        .with_args(args)
+        .with_meta_fallback(default_meta(&case.script))
+        .with_worker(settings.worker.clone())
+        .with_provider(Arc::new(provider));
+    if let Some(name) = case.script.file_name() {
+        req.script_name = name.to_string_lossy().into_owned();
+    }
+    Ok(req)
+}
+
+fn compare(case: &Case, expected: &Expected, actual: &Actual) -> Verdict {
+    let want = expected.document();
+    let got = actual.shaped_like(expected).document();
+    if json_eq(&want, &got) {
+        return Verdict::Ok;
+    }
+    let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+    let mut lines = vec![
+        format!("--- expected ({})", case.expected.display()),
+        "+++ actual".to_string(),
+    ];
+    lines.extend(diff::line_diff(&pretty(&want), &pretty(&got), DIFF_CONTEXT));
+    Verdict::Fail(lines)
+}
+
+/// `--update`: writes the expected file unless it already says the same.
+/// A new file gets the result and every event part; an existing one keeps
+/// the event parts it has (an author may leave out a part whose order
+/// depends on timing), with its values refreshed.
+fn update(case: &Case, actual: &Actual) -> Verdict {
+    let old = std::fs::read_to_string(&case.expected)
+        .ok()
+        .and_then(|t| Expected::parse(&t).ok());
+    let new = match &old {
+        Some(old) => actual.shaped_like(old),
+        None => actual.full(),
+    };
+    if old.is_some_and(|old| json_eq(&old.document(), &new.document())) {
+        return Verdict::Ok;
+    }
+    let text = match serde_json::to_string_pretty(&new.document()) {
+        Ok(t) => t + "\n",
+        Err(e) => return Verdict::Fail(vec![format!("cannot render the expected file: {e}")]),
+    };
+    match std::fs::write(&case.expected, text) {
+        Ok(()) => Verdict::New,
+        Err(e) => Verdict::Fail(vec![format!(
+            "{}: cannot write: {e}",
+            case.expected.display()
+        )]),
+    }
 }
