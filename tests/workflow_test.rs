@@ -1,0 +1,437 @@
+//! End-to-end tests of `dsh workflow test [PATH...]`: workflows with a
+//! sibling fixture are run and compared with their `X.expected.json`;
+//! `--update` writes those files; `-j N` runs several at once.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::dsh_in;
+use rstest::rstest;
+use serde_json::{Value, json};
+
+/// A workflow that reads its args, narrates, and returns a value.
+const PASS_TS: &str = r#"
+export const meta = { name: "pass", description: "passes", phases: [{ title: "Ask" }] };
+phase("Ask");
+const a = await agent(`Say hi to ${args.who}`, { label: "greet" });
+log(`greeted ${args.who}`);
+return { a, n: 3 };
+"#;
+
+/// Two reviewers, one of which fails.
+const REVIEW_TS: &str = r#"
+phase("Review");
+const rs = await parallel([
+  () => agent("review one", { label: "one" }),
+  () => agent("review two", { label: "two" }),
+]);
+return { reviewed: rs.filter(Boolean).length };
+"#;
+
+const REVIEW_FIXTURE: &str = r#"{"version": 1, "answers": [
+  {"match": {"label": "one"}, "text": "fine"},
+  {"match": {"label": "two"}, "fail": "the reviewer gave up"}
+]}"#;
+
+/// A script that fails: its expected result is an error naming the file.
+const THROWS_TS: &str = r#"
+await agent("first", { label: "first" });
+throw new Error("nope");
+"#;
+
+const ANY_FIXTURE: &str = r#"{"version": 1, "answers": [{"match": {}, "text": "hello"}]}"#;
+
+fn write(dir: &Path, name: &str, text: &str) {
+    let p = dir.join(name);
+    if let Some(parent) = p.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    std::fs::write(p, text).expect("write");
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The suite: workflows that pass, fail in different ways, or are not
+/// workflows under test at all. Returns the directory.
+fn suite() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    // Passes: args from pass.args.json, result, agents, logs and phases as expected.
+    write(d, "pass.ts", PASS_TS);
+    write(d, "pass.fixture.json", ANY_FIXTURE);
+    write(d, "pass.args.json", r#"{"who": "Ada"}"#);
+    write(
+        d,
+        "pass.expected.json",
+        &json!({
+            "result": { "value": { "a": "hello", "n": 3 }, "stopReason": "completed", "agentsStarted": 1 },
+            "events": {
+                "agents": [{ "label": "greet", "outcome": "completed" }],
+                "logs": ["greeted Ada"],
+                "phases": ["Ask"]
+            }
+        })
+        .to_string(),
+    );
+    // Passes: JavaScript in a subdirectory; only the result is compared.
+    write(
+        d,
+        "sub/deep.mjs",
+        r#"const x = await agent("hi"); return x.toUpperCase();"#,
+    );
+    write(d, "sub/deep.fixture.json", ANY_FIXTURE);
+    write(
+        d,
+        "sub/deep.expected.json",
+        r#"{"result": {"value": "HELLO", "stopReason": "completed", "agentsStarted": 1}}"#,
+    );
+    // Passes: the expected result is an error, and an agent failed as expected.
+    write(d, "review.ts", REVIEW_TS);
+    write(d, "review.fixture.json", REVIEW_FIXTURE);
+    write(
+        d,
+        "review.expected.json",
+        &json!({
+            "result": { "value": { "reviewed": 1 }, "stopReason": "completed", "agentsStarted": 2 },
+            "events": { "agents": [
+                { "label": "one", "outcome": "completed" },
+                { "label": "two", "outcome": "failed" }
+            ] }
+        })
+        .to_string(),
+    );
+    // Fails: a wrong value.
+    write(d, "wrong_value.ts", PASS_TS);
+    write(d, "wrong_value.fixture.json", ANY_FIXTURE);
+    write(d, "wrong_value.args.json", r#"{"who": "Ada"}"#);
+    write(
+        d,
+        "wrong_value.expected.json",
+        r#"{"result": {"value": {"a": "hello", "n": 2}, "stopReason": "completed", "agentsStarted": 1}}"#,
+    );
+    // Fails: the expected file says both reviewers completed.
+    write(d, "agent_failed.ts", REVIEW_TS);
+    write(d, "agent_failed.fixture.json", REVIEW_FIXTURE);
+    write(
+        d,
+        "agent_failed.expected.json",
+        &json!({
+            "result": { "value": { "reviewed": 1 }, "stopReason": "completed", "agentsStarted": 2 },
+            "events": { "agents": [
+                { "label": "one", "outcome": "completed" },
+                { "label": "two", "outcome": "completed" }
+            ] }
+        })
+        .to_string(),
+    );
+    // Fails: no expected file.
+    write(d, "no_expected.ts", THROWS_TS);
+    write(d, "no_expected.fixture.json", ANY_FIXTURE);
+    // Fails: an invalid fixture.
+    write(d, "bad_fixture.ts", PASS_TS);
+    write(
+        d,
+        "bad_fixture.fixture.json",
+        r#"{"version": 1, "answers": [{"match": {}, "txt": "x"}]}"#,
+    );
+    // Not tested: no fixture; a hidden directory; not a script.
+    write(d, "lone.ts", PASS_TS);
+    write(d, ".hidden/h.ts", PASS_TS);
+    write(d, ".hidden/h.fixture.json", ANY_FIXTURE);
+    write(d, "notes.txt", "not a workflow");
+    write(d, "notes.fixture.json", ANY_FIXTURE);
+    dir
+}
+
+/// The verdicts of a `dsh workflow test` output: path → `ok` / `FAIL` / `new`.
+fn verdicts(stdout: &str) -> BTreeMap<String, String> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let (tag, rest) = l.split_once(' ')?;
+            if !["ok", "FAIL", "new"].contains(&tag) {
+                return None;
+            }
+            let path = rest.trim_start();
+            let path = path.split(" (").next().unwrap_or(path);
+            Some((path.to_string(), tag.to_string()))
+        })
+        .collect()
+}
+
+/// The verdict lines in output order, without the timings.
+fn verdict_lines(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter(|l| ["ok ", "FAIL ", "new "].iter().any(|t| l.starts_with(t)))
+        .map(|l| l.split(" (").next().unwrap_or(l).to_string())
+        .collect()
+}
+
+/// The last line of stdout.
+fn summary(stdout: &str) -> &str {
+    stdout.lines().last().unwrap_or("")
+}
+
+fn test_in(dir: &Path, extra: &[&str]) -> (String, String, Option<i32>) {
+    let mut args = vec!["workflow", "test"];
+    args.extend_from_slice(extra);
+    dsh_in(dir, &args)
+}
+
+fn expected_suite_verdicts() -> BTreeMap<String, String> {
+    [
+        ("agent_failed.ts", "FAIL"),
+        ("bad_fixture.ts", "FAIL"),
+        ("no_expected.ts", "FAIL"),
+        ("pass.ts", "ok"),
+        ("review.ts", "ok"),
+        ("sub/deep.mjs", "ok"),
+        ("wrong_value.ts", "FAIL"),
+    ]
+    .into_iter()
+    .map(|(p, v)| (p.to_string(), v.to_string()))
+    .collect()
+}
+
+#[rstest]
+#[case::serial("1")]
+#[case::parallel("4")]
+fn verdicts_summary_and_exit_code(#[case] jobs: &str) {
+    let dir = suite();
+    let (stdout, stderr, code) = test_in(dir.path(), &["-j", jobs]);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert_eq!(verdicts(&stdout), expected_suite_verdicts(), "{stdout}");
+    assert_eq!(summary(&stdout), "3 passed, 4 failed", "{stdout}");
+    // One line per workflow, timed when it ran.
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("ok   pass.ts (") && l.ends_with(" ms)")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn jobs_do_not_change_the_verdicts_or_their_order() {
+    let dir = suite();
+    let (one, _, code_one) = test_in(dir.path(), &["-j", "1", "."]);
+    let (four, _, code_four) = test_in(dir.path(), &["-j", "4", "."]);
+    assert_eq!(code_one, code_four);
+    assert_eq!(
+        verdict_lines(&one),
+        verdict_lines(&four),
+        "{one}\n---\n{four}"
+    );
+    assert_eq!(verdict_lines(&one).len(), 7, "{one}");
+    assert_eq!(summary(&one), summary(&four));
+}
+
+#[test]
+fn the_diff_shows_the_differing_values() {
+    let dir = suite();
+    let (stdout, _, code) = test_in(dir.path(), &["wrong_value.ts", "agent_failed.ts"]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_eq!(summary(&stdout), "0 passed, 2 failed", "{stdout}");
+    // Diff lines with the marker and the JSON text, indentation dropped.
+    let lines: Vec<String> = stdout
+        .lines()
+        .map(str::trim)
+        .map(|l| match l.split_at_checked(1) {
+            Some((m @ ("-" | "+"), rest)) => format!("{m} {}", rest.trim()),
+            _ => l.to_string(),
+        })
+        .collect();
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    // wrong_value: n was expected 2, is 3.
+    assert!(lines.contains(&"- \"n\": 2"), "{stdout}");
+    assert!(lines.contains(&"+ \"n\": 3"), "{stdout}");
+    assert!(
+        stdout.contains("--- expected (wrong_value.expected.json)"),
+        "{stdout}"
+    );
+    // agent_failed: reviewer two was expected to complete, it failed.
+    assert!(lines.contains(&"- \"outcome\": \"completed\""), "{stdout}");
+    assert!(lines.contains(&"+ \"outcome\": \"failed\""), "{stdout}");
+    // Unchanged lines far from a change are elided.
+    assert!(lines.contains(&"…"), "{stdout}");
+}
+
+#[test]
+fn a_missing_expected_file_fails_and_points_to_update() {
+    let dir = suite();
+    let (stdout, _, code) = test_in(dir.path(), &["no_expected.ts"]);
+    assert_eq!(code, Some(1));
+    assert!(stdout.starts_with("FAIL no_expected.ts"), "{stdout}");
+    assert!(stdout.contains("no expected file"), "{stdout}");
+    assert!(stdout.contains("--update"), "{stdout}");
+    assert_eq!(summary(&stdout), "0 passed, 1 failed");
+}
+
+#[test]
+fn an_invalid_fixture_fails_with_fixture_invalid() {
+    let dir = suite();
+    let (stdout, _, code) = test_in(dir.path(), &["bad_fixture.ts"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        stdout.contains(
+            "error[FIXTURE_INVALID]: bad_fixture.fixture.json: answers[0]: unknown key \"txt\""
+        ),
+        "{stdout}"
+    );
+    assert_eq!(summary(&stdout), "0 passed, 1 failed");
+}
+
+#[test]
+fn update_writes_the_expected_files_and_a_rerun_passes() {
+    let dir = suite();
+    let d = dir.path();
+    let (stdout, _, code) = test_in(d, &["--update", "no_expected.ts", "pass.ts", "sub"]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert_eq!(
+        verdicts(&stdout),
+        [
+            ("no_expected.ts", "new"),
+            ("pass.ts", "ok"),
+            ("sub/deep.mjs", "ok")
+        ]
+        .into_iter()
+        .map(|(p, v)| (p.to_string(), v.to_string()))
+        .collect(),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("wrote no_expected.expected.json"),
+        "{stdout}"
+    );
+    assert_eq!(summary(&stdout), "3 passed, 0 failed");
+    // The new file has the result (without the machine-dependent sandbox)
+    // and every event part; the message names the script by its file name.
+    let written = read_json(&d.join("no_expected.expected.json"));
+    assert_eq!(
+        written,
+        json!({
+            "result": {
+                "value": null,
+                "stopReason": "error",
+                "error": { "code": "SCRIPT_ERROR", "message": written["result"]["error"]["message"] },
+                "agentsStarted": 1
+            },
+            "events": {
+                "agents": [{ "label": "first", "outcome": "completed" }],
+                "logs": [],
+                "phases": []
+            }
+        })
+    );
+    let message = written["result"]["error"]["message"]
+        .as_str()
+        .expect("message");
+    assert!(message.starts_with("no_expected.ts:"), "{message}");
+    assert!(message.contains("nope"), "{message}");
+
+    // A rerun compares and passes, also from another working directory.
+    let (stdout, _, code) = test_in(d, &["no_expected.ts"]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert_eq!(summary(&stdout), "1 passed, 0 failed");
+    let parent = d.parent().expect("parent");
+    let name = d.file_name().expect("name").to_string_lossy().into_owned();
+    let (stdout, _, code) = test_in(parent, &[&format!("{name}/no_expected.ts")]);
+    assert_eq!(code, Some(0), "{stdout}");
+
+    // --update fixes a wrong expected file and keeps the parts it had.
+    let (stdout, _, code) = test_in(d, &["--update", "wrong_value.ts"]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.starts_with("new  wrong_value.ts"), "{stdout}");
+    assert_eq!(
+        read_json(&d.join("wrong_value.expected.json")),
+        json!({ "result": { "value": { "a": "hello", "n": 3 }, "stopReason": "completed", "agentsStarted": 1 } })
+    );
+
+    // Everything but the invalid fixture passes after an update of all.
+    let (stdout, _, code) = test_in(d, &["--update"]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert_eq!(summary(&stdout), "6 passed, 1 failed", "{stdout}");
+    std::fs::remove_file(d.join("bad_fixture.ts")).expect("rm");
+    let (stdout, _, code) = test_in(d, &[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert_eq!(summary(&stdout), "6 passed, 0 failed", "{stdout}");
+    assert!(verdicts(&stdout).values().all(|v| v == "ok"), "{stdout}");
+}
+
+#[test]
+fn no_run_directories_are_written() {
+    let dir = suite();
+    let before = tree(dir.path());
+    let (stdout, _, _) = test_in(dir.path(), &[]);
+    assert_eq!(summary(&stdout), "3 passed, 4 failed", "{stdout}");
+    assert!(!dir.path().join(".dsh").exists(), "{stdout}");
+    assert_eq!(tree(dir.path()), before);
+}
+
+/// Every path under `dir`, sorted.
+fn tree(dir: &Path) -> Vec<String> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).expect("read_dir") {
+            let p = e.expect("entry").path();
+            out.push(
+                p.strip_prefix(root)
+                    .expect("under root")
+                    .display()
+                    .to_string(),
+            );
+            if p.is_dir() {
+                walk(root, &p, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+#[rstest]
+#[case::empty_dir(&["empty"], "no workflows to test under empty")]
+#[case::script_without_fixture(&["lone.ts"], "no workflows to test under lone.ts")]
+#[case::missing_path(&["nope"], "nope: cannot read")]
+#[case::zero_jobs(&["-j", "0"], "-j: must be at least 1")]
+fn usage_errors_exit_2(#[case] args: &[&str], #[case] message: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("empty")).expect("mkdir");
+    write(dir.path(), "lone.ts", PASS_TS);
+    write(dir.path(), "x.ts", PASS_TS);
+    write(dir.path(), "x.fixture.json", ANY_FIXTURE);
+    let (stdout, stderr, code) = test_in(dir.path(), args);
+    assert_eq!(code, Some(2), "{stdout}\n{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.starts_with("error[USAGE]: ") && stderr.contains(message),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_examples_pass() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (stdout, stderr, code) = test_in(root, &["scripts/"]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert_eq!(
+        verdicts(&stdout),
+        [
+            ("scripts/examples/research.ts", "ok"),
+            ("scripts/examples/review.ts", "ok")
+        ]
+        .into_iter()
+        .map(|(p, v)| (p.to_string(), v.to_string()))
+        .collect(),
+        "{stdout}"
+    );
+    assert_eq!(summary(&stdout), "2 passed, 0 failed");
+}
