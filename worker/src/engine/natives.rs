@@ -115,20 +115,30 @@ pub fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<Obj
         })?,
     )?;
 
+    // The violations, one per line; empty when the schema is fine. A string,
+    // not an array: rquickjs fills arrays by assignment, which an index
+    // setter planted on Array.prototype by the script would intercept.
     n.set(
         "checkSchema",
-        Function::new(
-            ctx.clone(),
-            move |json: String, path: String| -> Vec<String> {
-                match serde_json::from_str::<Value>(&json) {
-                    Ok(v) => schema::check_schema(&v, &path)
-                        .into_iter()
-                        .map(|v| v.to_string())
-                        .collect(),
-                    Err(e) => vec![format!("{path}: not JSON: {e}")],
-                }
-            },
-        )?,
+        Function::new(ctx.clone(), move |json: String, path: String| -> String {
+            match serde_json::from_str::<Value>(&json) {
+                Ok(v) => schema::check_schema(&v, &path)
+                    .into_iter()
+                    .map(|v| v.to_string())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                Err(e) => format!("{path}: not JSON: {e}"),
+            }
+        })?,
+    )?;
+
+    // A brand check no script can fool: whether `v` is a native promise,
+    // whatever its prototype or `then` say now.
+    n.set(
+        "isPromise",
+        Function::new(ctx.clone(), move |v: rquickjs::Value<'_>| -> bool {
+            v.is_promise()
+        })?,
     )?;
 
     let s = shared.clone();

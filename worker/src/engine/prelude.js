@@ -6,17 +6,45 @@
 // `fireTimer`, `cancel`. Everything a script can reach is installed on
 // globalThis here; the natives themselves never are.
 //
-// Built-ins are captured before any script code runs, so a script that
-// replaces `JSON.stringify` or `Array.isArray` can confuse only itself, not
-// the value boundary or the error classification.
+// A script may tamper with any built-in before it calls a hook, and the
+// hooks must not notice. So, in this file:
+// - every intrinsic used at call time is captured below, before any script
+//   code runs, and called through `apply`: no `.call`/`.apply`/`.bind`, no
+//   method looked up on a prototype at call time;
+// - no `for…of`, spread or array destructuring (they consult
+//   `Array.prototype[Symbol.iterator]` and the iterator's `next`); rest
+//   parameters are fine (they build their array directly);
+// - internal records and tables are null-prototype objects (`{ __proto__:
+//   null, … }`, `create(null)`): reading or assigning a key never reaches
+//   a prototype, where a script may have planted getters or setters;
+// - arrays handed to the script are filled with `defineData` (define, not
+//   assign, so an index setter on `Array.prototype` is never called) and
+//   only read by own index;
+// - JSON.stringify only ever quotes strings: given an object it keeps its
+//   stack of visited objects in an array it fills by assignment, which an
+//   index setter on Array.prototype would intercept; `plainJson` and
+//   `consoleJson` below write JSON text themselves;
+// - promises are followed with `await`, which uses the engine's own
+//   machinery (not `globalThis.Promise`, not `Promise.prototype.then`);
+// - what capturing cannot defend, because the engine itself looks it up on
+//   values at run time, is locked at the end of this file: `then` and
+//   `toJSON` on `Object.prototype` and `Array.prototype`, `constructor` on
+//   `Promise.prototype`.
 (function (N, init) {
   "use strict";
+
+  // ---------------------------------------------------------------- intrinsics
 
   const G = globalThis;
   const ObjectProto = Object.prototype;
   const ArrayProto = Array.prototype;
+  const PromiseProto = Promise.prototype;
+  const apply = Reflect.apply;
+  const construct = Reflect.construct;
+  const reflectDefineProperty = Reflect.defineProperty;
   const getPrototypeOf = Object.getPrototypeOf;
   const defineProperty = Object.defineProperty;
+  const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
   const objectKeys = Object.keys;
   const ownSymbols = Object.getOwnPropertySymbols;
   const ownNames = Object.getOwnPropertyNames;
@@ -26,46 +54,169 @@
   const stringify = JSON.stringify;
   const parse = JSON.parse;
   const PromiseCtor = Promise;
-  const promiseThen = Promise.prototype.then;
-  const promiseResolve = Promise.resolve.bind(Promise);
-  const promiseReject = Promise.reject.bind(Promise);
   const isFiniteNumber = Number.isFinite;
   const ErrorCtor = Error;
+  const TypeErrorCtor = TypeError;
+  const InternalErrorCtor = typeof InternalError === "function" ? InternalError : null;
   const StringCtor = String;
-  const arrayFrom = Array.from;
-  const MapCtor = Map;
   const SetCtor = Set;
-  const WeakSetCtor = WeakSet;
-  const identRe = /^[A-Za-z_$][A-Za-z0-9_$]*$/;
-  // Brackets a bigint's digits inside console JSON so they print unquoted.
-  const BIG = "\ue000dsh-bigint\ue000";
+  const WeakMapCtor = WeakMap;
+  const hasInstanceF = Function.prototype[Symbol.hasInstance];
+  const setHasF = Set.prototype.has;
+  const setAddF = Set.prototype.add;
+  const setDeleteF = Set.prototype.delete;
+  const weakMapGetF = WeakMap.prototype.get;
+  const weakMapSetF = WeakMap.prototype.set;
+  const weakMapHasF = WeakMap.prototype.has;
+  const strIndexOfF = String.prototype.indexOf;
+  const strSliceF = String.prototype.slice;
+  const charCodeAtF = String.prototype.charCodeAt;
+  // The wrapper objects JSON unwraps (new Number(1) …), with brand checks.
+  const NumberProto = Number.prototype;
+  const StringProto = String.prototype;
+  const BooleanProto = Boolean.prototype;
+  const BigIntProto = typeof BigInt === "function" ? BigInt.prototype : null;
+  const numberValueOfF = Number.prototype.valueOf;
+  const stringValueOfF = String.prototype.valueOf;
+  const booleanValueOfF = Boolean.prototype.valueOf;
+  const bigintValueOfF = BigIntProto !== null ? BigIntProto.valueOf : null;
+  // QuickJS-ng calls Error.prepareStackTrace (and reads stackTraceLimit)
+  // whenever an Error is built; the hooks switch both off around their own.
+  const prepareDesc = getOwnPropertyDescriptor(ErrorCtor, "prepareStackTrace");
+  const limitDesc = getOwnPropertyDescriptor(ErrorCtor, "stackTraceLimit");
+  const prepareGet = prepareDesc && typeof prepareDesc.get === "function" ? prepareDesc.get : null;
+  const prepareSet = prepareDesc && typeof prepareDesc.set === "function" ? prepareDesc.set : null;
+  const limitGet = limitDesc && typeof limitDesc.get === "function" ? limitDesc.get : null;
+  const limitSet = limitDesc && typeof limitDesc.set === "function" ? limitDesc.set : null;
+  const defaultStackLimit = limitGet !== null ? apply(limitGet, ErrorCtor, []) : 10;
+
+  function setHas(s, v) {
+    return apply(setHasF, s, [v]);
+  }
+  function setAdd(s, v) {
+    apply(setAddF, s, [v]);
+  }
+  function setDelete(s, v) {
+    apply(setDeleteF, s, [v]);
+  }
+  function weakMapGet(m, k) {
+    return apply(weakMapGetF, m, [k]);
+  }
+  function weakMapSet(m, k, v) {
+    apply(weakMapSetF, m, [k, v]);
+  }
+  function weakMapHas(m, k) {
+    return apply(weakMapHasF, m, [k]);
+  }
+  function strIndexOf(s, search, from) {
+    return apply(strIndexOfF, s, [search, from]);
+  }
+  function strSlice(s, start, end) {
+    return apply(strSliceF, s, [start, end]);
+  }
+  function charCodeAt(s, i) {
+    return apply(charCodeAtF, s, [i]);
+  }
+  function startsWith(s, prefix) {
+    return strSlice(s, 0, prefix.length) === prefix;
+  }
+  // `v instanceof ErrorCtor` without consulting ErrorCtor[Symbol.hasInstance].
+  function isInstance(v, ctor) {
+    try {
+      return apply(hasInstanceF, ctor, [v]);
+    } catch (_) {
+      return false; // a Proxy whose getPrototypeOf trap throws
+    }
+  }
+
+  // Defines (never assigns) a plain data property on an object of ours: an
+  // index setter planted on Array.prototype is never called. Only ever used
+  // on objects the prelude created, so no script code runs in between and
+  // one descriptor object can be reused.
+  const slot = { __proto__: null, value: undefined, writable: true, enumerable: true, configurable: true };
+  function defineData(o, k, v) {
+    slot.value = v;
+    defineProperty(o, k, slot);
+    slot.value = undefined;
+  }
+  function append(arr, v) {
+    defineData(arr, arr.length, v);
+  }
 
   const limits = init.limits;
+  const maxConcurrentAgents = limits.maxConcurrentAgents;
+  const maxTotalAgents = limits.maxTotalAgents;
+  const maxItemsPerCall = limits.maxItemsPerCall;
   const scriptName = init.scriptName;
+  const maxRequestBytes = init.maxRequestBytes;
+  const budgetTotal = init.budget;
+  const memoryBytes = init.memoryBytes;
 
   // ---------------------------------------------------------------- errors
 
   // Only errors created here are fatal: a script cannot forge one by
-  // throwing an object that merely looks like a WorkflowError.
-  const runtimeErrors = new WeakSetCtor();
+  // throwing an object that merely looks like a WorkflowError. Each one's
+  // code and message as created are kept here too.
+  const runtimeErrors = new WeakMapCtor();
 
   class WorkflowError extends ErrorCtor {
     constructor(code, message) {
       super(message);
-      defineProperty(this, "name", { value: "WorkflowError", writable: true, configurable: true });
-      this.code = code;
-      this.fatal = true;
+      defineProperty(this, "name", { __proto__: null, value: "WorkflowError", writable: true, configurable: true });
+      defineProperty(this, "code", { __proto__: null, value: code, writable: true, enumerable: true, configurable: true });
+      defineProperty(this, "fatal", { __proto__: null, value: true, writable: true, enumerable: true, configurable: true });
+    }
+  }
+
+  // Builds the error without running script code: not WorkflowError's own
+  // constructor (its [[Prototype]] is reachable from the script) and with
+  // Error.prepareStackTrace switched off.
+  function newError(ctor, message, newTarget) {
+    let savedPrepare, savedLimit;
+    if (prepareGet !== null && prepareSet !== null) {
+      savedPrepare = apply(prepareGet, ErrorCtor, []);
+      apply(prepareSet, ErrorCtor, [undefined]);
+    }
+    if (limitGet !== null && limitSet !== null) {
+      savedLimit = apply(limitGet, ErrorCtor, []);
+      apply(limitSet, ErrorCtor, [defaultStackLimit]);
+    }
+    try {
+      return construct(ctor, [message], newTarget);
+    } finally {
+      if (prepareSet !== null) apply(prepareSet, ErrorCtor, [savedPrepare]);
+      if (limitSet !== null) apply(limitSet, ErrorCtor, [savedLimit]);
     }
   }
 
   function fatal(code, message) {
-    const e = new WorkflowError(code, message);
-    runtimeErrors.add(e);
+    const e = newError(ErrorCtor, message, WorkflowError);
+    defineProperty(e, "name", { __proto__: null, value: "WorkflowError", writable: true, configurable: true });
+    defineData(e, "code", code);
+    defineData(e, "fatal", true);
+    weakMapSet(runtimeErrors, e, { __proto__: null, code, message });
     return e;
   }
 
   function isFatal(e) {
-    return e !== null && typeof e === "object" && runtimeErrors.has(e);
+    return e !== null && typeof e === "object" && weakMapHas(runtimeErrors, e);
+  }
+
+  // The code and message a fatal error ends the run with: as the script
+  // left them if it changed them to other strings, else as created.
+  function fatalParts(e) {
+    const made = weakMapGet(runtimeErrors, e);
+    let code = made.code;
+    let message = made.message;
+    try {
+      const c = e.code;
+      const m = e.message;
+      if (typeof c === "string") code = c;
+      if (typeof m === "string") message = m;
+    } catch (_) {
+      // a getter the script planted on its own caught error: keep the originals
+    }
+    return { __proto__: null, code, message };
   }
 
   // ---------------------------------------------------------------- state
@@ -78,8 +229,11 @@
   let agentsStarted = 0;
   let running = 0;
   let spent = 0;
-  const queue = []; // calls waiting for a slot, FIFO
-  const calls = new MapCtor(); // callId -> call record, until settled
+  // Calls waiting for a slot, FIFO: queue[queueHead] … queue[queueTail - 1].
+  let queue = create(null);
+  let queueHead = 0;
+  let queueTail = 0;
+  let calls = create(null); // callId -> call record, until settled
 
   function cancelledError() {
     return fatal(cancelCode, cancelMessage);
@@ -87,28 +241,46 @@
 
   // ---------------------------------------------------------------- describing values
 
+  function isIdentifier(key) {
+    const n = key.length;
+    if (n === 0) return false;
+    for (let i = 0; i < n; i++) {
+      const c = charCodeAt(key, i);
+      const start = (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95 || c === 36;
+      if (!start && !(i > 0 && c >= 48 && c <= 57)) return false;
+    }
+    return true;
+  }
+
   function pathKey(path, key) {
-    return identRe.test(key) ? path + "." + key : path + "[" + stringify(key) + "]";
+    return isIdentifier(key) ? path + "." + key : path + "[" + stringify(key) + "]";
   }
 
   function typeName(v) {
     if (v === null) return "null";
-    if (isArray(v)) return "an array";
     const t = typeof v;
     if (t === "object") {
-      let proto;
       try {
-        proto = getPrototypeOf(v);
+        if (isArray(v)) return "an array";
+        const proto = getPrototypeOf(v);
+        if (proto === null || proto === ObjectProto) return "an object";
+        const ctor = proto.constructor;
+        const name = ctor ? ctor.name : undefined;
+        return "a " + (typeof name === "string" && name ? name : "object");
       } catch (_) {
         return "an object";
       }
-      if (proto === null || proto === ObjectProto) return "an object";
-      const ctor = proto && proto.constructor;
-      const name = ctor && typeof ctor.name === "string" && ctor.name ? ctor.name : "object";
-      return "a " + name;
     }
     if (t === "undefined") return "undefined";
     return "a " + t;
+  }
+
+  // "an object" -> "[object]", "a Foo" -> "[Foo]".
+  function bracketTypeName(v) {
+    const n = typeName(v);
+    if (startsWith(n, "an ")) return "[" + strSlice(n, 3, n.length) + "]";
+    if (startsWith(n, "a ")) return "[" + strSlice(n, 2, n.length) + "]";
+    return n + "]";
   }
 
   // ---------------------------------------------------------------- value boundary (§5)
@@ -119,7 +291,8 @@
 
   // Copies `v` into plain, lossless JSON data or throws `code` naming the
   // offending path. Getters are called exactly once (the copy is what gets
-  // serialized), a DAG is fine, a cycle is not.
+  // serialized), a DAG is fine, a cycle is not. Objects in the copy have a
+  // null prototype; arrays are ordinary arrays filled by definition.
   function toPlain(v, path, code, stack) {
     switch (typeof v) {
       case "string":
@@ -138,51 +311,31 @@
         throw boundaryError(code, path, "a bigint is not JSON (convert it to a number or a string)");
     }
     if (v === null) return null;
-    if (stack.has(v)) throw boundaryError(code, path, "cycle: the value contains itself");
-    stack.add(v);
+    if (setHas(stack, v)) throw boundaryError(code, path, "cycle: the value contains itself");
+    setAdd(stack, v);
     try {
-      let proto;
+      let proto, array;
       try {
         proto = getPrototypeOf(v);
+        array = isArray(v);
       } catch (e) {
         throw boundaryError(code, path, "cannot inspect the value: " + describeThrown(e));
       }
-      if (isArray(v)) {
-        if (proto !== ArrayProto) throw boundaryError(code, path, "an array subclass is not plain JSON");
-        if (ownSymbols(v).length > 0) throw boundaryError(code, path, "symbol keys are not JSON");
-        const n = v.length;
-        const names = ownNames(v);
-        if (names.length !== n + 1) {
-          for (const k of names) {
-            if (k === "length") continue;
-            const i = +k;
-            if (!(StringCtor(i >>> 0) === k && i < n)) {
-              throw boundaryError(code, path, "an array with the extra property " + stringify(k) + " is not plain JSON");
-            }
-          }
-          for (let i = 0; i < n; i++) {
-            if (!(i in v)) throw boundaryError(code, path, "a sparse array (hole at index " + i + ") is not plain JSON");
-          }
-        }
-        const out = [];
-        for (let i = 0; i < n; i++) {
-          const itemPath = path + "[" + i + "]";
-          let item;
-          try {
-            item = v[i];
-          } catch (e) {
-            throw boundaryError(code, itemPath, "the getter threw: " + describeThrown(e));
-          }
-          out.push(toPlain(item, itemPath, code, stack));
-        }
-        return out;
-      }
+      if (array) return arrayToPlain(v, proto, path, code, stack);
       if (proto !== ObjectProto && proto !== null) {
         throw boundaryError(code, path, typeName(v) + " is not a plain object (only {…} literals and arrays are JSON)");
       }
-      if (ownSymbols(v).length > 0) throw boundaryError(code, path, "symbol keys are not JSON");
+      let symbols, keys;
+      try {
+        symbols = ownSymbols(v).length;
+        if (symbols === 0) keys = objectKeys(v);
+      } catch (e) {
+        throw boundaryError(code, path, "cannot inspect the value: " + describeThrown(e));
+      }
+      if (symbols > 0) throw boundaryError(code, path, "symbol keys are not JSON");
       const out = create(null);
-      for (const k of objectKeys(v)) {
+      for (let j = 0; j < keys.length; j++) {
+        const k = keys[j];
         const childPath = pathKey(path, k);
         let child;
         try {
@@ -190,21 +343,88 @@
         } catch (e) {
           throw boundaryError(code, childPath, "the getter threw: " + describeThrown(e));
         }
-        defineProperty(out, k, {
-          value: toPlain(child, childPath, code, stack),
-          enumerable: true,
-          writable: true,
-          configurable: true,
-        });
+        defineData(out, k, toPlain(child, childPath, code, stack));
       }
       return out;
     } finally {
-      stack.delete(v);
+      setDelete(stack, v);
     }
   }
 
+  function arrayToPlain(v, proto, path, code, stack) {
+    if (proto !== ArrayProto) throw boundaryError(code, path, "an array subclass is not plain JSON");
+    let symbols, n, names;
+    try {
+      symbols = ownSymbols(v).length;
+      if (symbols === 0) {
+        n = v.length;
+        names = ownNames(v);
+      }
+    } catch (e) {
+      throw boundaryError(code, path, "cannot inspect the value: " + describeThrown(e));
+    }
+    if (symbols > 0) throw boundaryError(code, path, "symbol keys are not JSON");
+    if (names.length !== n + 1) {
+      for (let j = 0; j < names.length; j++) {
+        const k = names[j];
+        if (k === "length") continue;
+        const i = +k;
+        if (!(StringCtor(i >>> 0) === k && i < n)) {
+          throw boundaryError(code, path, "an array with the extra property " + stringify(k) + " is not plain JSON");
+        }
+      }
+      for (let i = 0; i < n; i++) {
+        let present;
+        try {
+          present = i in v;
+        } catch (e) {
+          throw boundaryError(code, path, "cannot inspect the value: " + describeThrown(e));
+        }
+        if (!present) throw boundaryError(code, path, "a sparse array (hole at index " + i + ") is not plain JSON");
+      }
+    }
+    const out = [];
+    for (let i = 0; i < n; i++) {
+      const itemPath = path + "[" + i + "]";
+      let item;
+      try {
+        item = v[i];
+      } catch (e) {
+        throw boundaryError(code, itemPath, "the getter threw: " + describeThrown(e));
+      }
+      append(out, toPlain(item, itemPath, code, stack));
+    }
+    return out;
+  }
+
+  // JSON text of a value made by toPlain (or of the request): objects of
+  // ours with a null prototype, arrays filled by definition, finite numbers.
+  function plainJson(v) {
+    switch (typeof v) {
+      case "string":
+        return stringify(v);
+      case "number":
+        return StringCtor(v);
+      case "boolean":
+        return v ? "true" : "false";
+    }
+    if (v === null) return "null";
+    let out;
+    if (isArray(v)) {
+      out = "[";
+      for (let i = 0; i < v.length; i++) out += (i > 0 ? "," : "") + plainJson(v[i]);
+      return out + "]";
+    }
+    const keys = objectKeys(v);
+    out = "{";
+    for (let j = 0; j < keys.length; j++) {
+      out += (j > 0 ? "," : "") + stringify(keys[j]) + ":" + plainJson(v[keys[j]]);
+    }
+    return out + "}";
+  }
+
   function toJsonText(v, path, code) {
-    return stringify(toPlain(v, path, code, new SetCtor()));
+    return plainJson(toPlain(v, path, code, new SetCtor()));
   }
 
   // ---------------------------------------------------------------- rendering thrown values and log arguments
@@ -217,6 +437,17 @@
     }
   }
 
+  // The end of the run of ASCII digits starting at `i`.
+  function digitsEnd(s, i) {
+    let j = i;
+    while (j < s.length) {
+      const c = charCodeAt(s, j);
+      if (c < 48 || c > 57) break;
+      j++;
+    }
+    return j;
+  }
+
   // The first position inside the script file, from an engine stack.
   function scriptPosition(e) {
     let stack;
@@ -227,11 +458,17 @@
     }
     if (typeof stack !== "string") return null;
     const marker = scriptName + ":";
-    let at = stack.indexOf(marker);
+    let at = strIndexOf(stack, marker, 0);
     while (at !== -1) {
-      const m = /^(\d+):(\d+)/.exec(stack.slice(at + marker.length));
-      if (m) return scriptName + ":" + m[1] + ":" + m[2];
-      at = stack.indexOf(marker, at + 1);
+      const line = at + marker.length;
+      const lineEnd = digitsEnd(stack, line);
+      if (lineEnd > line && charCodeAt(stack, lineEnd) === 58 /* : */) {
+        const colEnd = digitsEnd(stack, lineEnd + 1);
+        if (colEnd > lineEnd + 1) {
+          return scriptName + ":" + strSlice(stack, line, lineEnd) + ":" + strSlice(stack, lineEnd + 1, colEnd);
+        }
+      }
+      at = strIndexOf(stack, marker, at + 1);
     }
     return null;
   }
@@ -253,11 +490,98 @@
     return formatValue(e);
   }
 
+  // The primitive inside a Number/String/Boolean/BigInt wrapper object
+  // (what JSON.stringify unwraps), or `v` itself. Only objects whose
+  // prototype is one of those four are brand-checked; a Number or String
+  // wrapper converts through its own valueOf/toString, as in JSON.stringify.
+  function unwrap(v) {
+    let proto;
+    try {
+      proto = getPrototypeOf(v);
+    } catch (_) {
+      return v;
+    }
+    if (proto === NumberProto && hasBrand(numberValueOfF, v)) return +v;
+    if (proto === StringProto && hasBrand(stringValueOfF, v)) return StringCtor(v);
+    if (proto === BooleanProto && hasBrand(booleanValueOfF, v)) return apply(booleanValueOfF, v, []);
+    if (BigIntProto !== null && proto === BigIntProto && hasBrand(bigintValueOfF, v)) return apply(bigintValueOfF, v, []);
+    return v;
+  }
+
+  // Whether the built-in `valueOf` accepts `v` (it throws for any object
+  // without the matching internal slot).
+  function hasBrand(valueOf, v) {
+    try {
+      apply(valueOf, v, []);
+      return true;
+    } catch (_) {
+      return false;
+    }
+  }
+
+  // JSON.stringify(value) for log arguments, written out here: bigints as
+  // their digits, Errors as "Name: message", a value that contains itself
+  // as "[Circular]" (`path` holds the objects being written, outermost
+  // first). Returns undefined where JSON.stringify would (a function, a
+  // symbol, undefined); throws what a getter, toJSON or Proxy trap throws.
+  function consoleJson(key, value, path, depth) {
+    if ((typeof value === "object" && value !== null) || typeof value === "bigint") {
+      const toJSON = value.toJSON;
+      if (typeof toJSON === "function") value = apply(toJSON, value, [key]);
+    }
+    if (typeof value === "bigint") return StringCtor(value);
+    if (isInstance(value, ErrorCtor)) return stringify(describeThrown(value));
+    if (typeof value === "object" && value !== null) {
+      for (let j = 0; j < depth; j++) if (path[j] === value) return '"[Circular]"';
+      value = unwrap(value);
+    }
+    switch (typeof value) {
+      case "string":
+        return stringify(value);
+      case "number":
+        return isFiniteNumber(value) ? StringCtor(value) : "null";
+      case "boolean":
+        return value ? "true" : "false";
+      case "bigint":
+        return StringCtor(value);
+      case "object":
+        break;
+      default:
+        return undefined; // function, symbol, undefined
+    }
+    if (value === null) return "null";
+    path[depth] = value;
+    let out;
+    if (isArray(value)) {
+      const n = value.length;
+      out = "[";
+      for (let i = 0; i < n; i++) {
+        const item = consoleJson(StringCtor(i), value[i], path, depth + 1);
+        out += (i > 0 ? "," : "") + (item === undefined ? "null" : item);
+      }
+      out += "]";
+    } else {
+      const keys = objectKeys(value);
+      out = "{";
+      let first = true;
+      for (let j = 0; j < keys.length; j++) {
+        const k = keys[j];
+        const item = consoleJson(k, value[k], path, depth + 1);
+        if (item === undefined) continue;
+        out += (first ? "" : ",") + stringify(k) + ":" + item;
+        first = false;
+      }
+      out += "}";
+    }
+    path[depth] = undefined;
+    return out;
+  }
+
   // Compact JSON for log arguments; cycles as "[Circular]", bigints as their
   // digits; never "[object Object]".
   function formatValue(v) {
     if (typeof v === "string") return v;
-    if (v instanceof ErrorCtor) {
+    if (isInstance(v, ErrorCtor)) {
       try {
         return (v.name || "Error") + ": " + v.message;
       } catch (_) {
@@ -266,89 +590,131 @@
     }
     if (typeof v === "bigint") return StringCtor(v);
     if (typeof v === "object" && v !== null) {
-      const stack = [];
       try {
-        const text = stringify(v, function (key, value) {
-          if (typeof value === "bigint") return BIG + StringCtor(value) + BIG;
-          if (value instanceof ErrorCtor) return describeThrown(value);
-          if (typeof value === "object" && value !== null) {
-            // `this` is the holder; trim the ancestor stack down to it.
-            while (stack.length > 0 && stack[stack.length - 1] !== this) stack.pop();
-            if (stack.indexOf(value) !== -1) return "[Circular]";
-            stack.push(value);
-          }
-          return value;
-        });
-        if (typeof text === "string") return text.split('"' + BIG).join("").split(BIG + '"').join("");
-        if (text === undefined) return typeName(v).replace(/^an? /, "[") + "]";
+        const text = consoleJson("", v, create(null), 0);
+        if (typeof text === "string") return text;
+        if (text === undefined) return bracketTypeName(v);
       } catch (_) {
         // fall through to the string form
       }
       const s = safeString(v);
-      return s === "[object Object]" ? typeName(v).replace(/^an? /, "[") + "]" : s;
+      return s === "[object Object]" ? bracketTypeName(v) : s;
     }
     return safeString(v);
   }
 
   // ---------------------------------------------------------------- agent() (§3)
 
-  const SUPPORTED_OPTIONS = ["label", "phase", "schema", "model", "provider", "effort", "agentType", "isolation"];
+  const SUPPORTED_OPTIONS = {
+    __proto__: null,
+    label: true,
+    phase: true,
+    schema: true,
+    model: true,
+    provider: true,
+    effort: true,
+    agentType: true,
+    isolation: true,
+  };
+  const SUPPORTED_LIST = "label, phase, schema, model, provider, effort, agentType, isolation";
   const STRING_OPTIONS = ["label", "phase", "model", "provider", "effort", "agentType"];
 
-  function defaultLabel(prompt) {
-    let end = prompt.indexOf("\n");
-    if (end === -1) end = prompt.length;
-    let line = prompt.slice(0, end);
-    if (line.endsWith("\r")) line = line.slice(0, -1);
-    // Count characters (code points) only as far as needed: a prompt may be huge.
-    const chars = [];
-    for (const ch of line) {
-      chars.push(ch);
-      if (chars.length > 48) break;
-    }
-    return chars.length > 48 ? chars.slice(0, 47).join("") + "…" : line;
+  function isHighSurrogate(c) {
+    return c >= 0xd800 && c <= 0xdbff;
+  }
+  function isLowSurrogate(c) {
+    return c >= 0xdc00 && c <= 0xdfff;
   }
 
-  // Validates and normalizes options; throws the fatal error to reject with.
-  function readOptions(options) {
-    if (options === undefined || options === null) {
-      if (options === null) throw fatal("INVALID_ARGUMENT", "agent(): options must be an object, got null");
-      return { plain: {}, schemaJson: null };
+  // The prompt's first line (a trailing \r dropped); longer than 48 code
+  // points: its first 47 and "…". Scans no further than needed: a prompt
+  // may be huge.
+  function defaultLabel(prompt) {
+    let end = strIndexOf(prompt, "\n", 0);
+    if (end === -1) end = prompt.length;
+    if (end > 0 && charCodeAt(prompt, end - 1) === 13) end--;
+    let i = 0;
+    let count = 0;
+    let cut = 0;
+    while (i < end) {
+      if (count === 47) cut = i;
+      if (count === 48) return strSlice(prompt, 0, cut) + "…"; // a 49th code point follows
+      const pair = isHighSurrogate(charCodeAt(prompt, i)) && i + 1 < end && isLowSurrogate(charCodeAt(prompt, i + 1));
+      i += pair ? 2 : 1;
+      count++;
     }
-    if (typeof options !== "object" || isArray(options)) {
+    return strSlice(prompt, 0, end);
+  }
+
+  function inspectError(what, e) {
+    return fatal("INVALID_ARGUMENT", what + ": cannot inspect the value: " + describeThrown(e));
+  }
+
+  // Validates and copies the options; throws the fatal error to reject with.
+  // The options object is read once: its prototype, then each own enumerable
+  // string key in Object.keys order (a getter runs once); the copy is what
+  // is checked and sent.
+  function readOptions(options) {
+    if (options === undefined) return { __proto__: null, plain: create(null), schemaJson: null };
+    if (options === null) throw fatal("INVALID_ARGUMENT", "agent(): options must be an object, got null");
+    let array;
+    try {
+      array = typeof options === "object" && isArray(options);
+    } catch (e) {
+      throw inspectError("options", e);
+    }
+    if (typeof options !== "object" || array) {
       throw fatal("INVALID_ARGUMENT", "agent(): options must be an object, got " + typeName(options));
+    }
+    let proto, keys;
+    try {
+      proto = getPrototypeOf(options);
+    } catch (e) {
+      throw inspectError("options", e);
+    }
+    if (proto !== ObjectProto && proto !== null) {
+      throw fatal("INVALID_ARGUMENT", "options: " + typeName(options) + " is not a plain object");
+    }
+    try {
+      keys = objectKeys(options);
+    } catch (e) {
+      throw inspectError("options", e);
     }
     // An option explicitly set to undefined counts as not given, so options
     // built with spreads and conditionals keep working.
-    const given = {};
-    for (const k of objectKeys(options)) {
+    const given = create(null);
+    let unknown = "";
+    let unknownCount = 0;
+    for (let j = 0; j < keys.length; j++) {
+      const k = keys[j];
       let v;
       try {
         v = options[k];
       } catch (e) {
         throw fatal("INVALID_ARGUMENT", pathKey("options", k) + ": the getter threw: " + describeThrown(e));
       }
-      if (v !== undefined) given[k] = v;
+      if (v === undefined) continue;
+      defineData(given, k, v);
+      if (SUPPORTED_OPTIONS[k] !== true) {
+        unknown += (unknownCount > 0 ? ", " : "") + stringify(k);
+        unknownCount++;
+      }
     }
-    if (getPrototypeOf(options) !== ObjectProto && getPrototypeOf(options) !== null) {
-      throw fatal("INVALID_ARGUMENT", "options: " + typeName(options) + " is not a plain object");
-    }
-    const unknown = objectKeys(given).filter((k) => SUPPORTED_OPTIONS.indexOf(k) === -1);
-    if (unknown.length > 0) {
+    if (unknownCount > 0) {
       throw fatal(
         "UNSUPPORTED_OPTION",
-        "agent(): unsupported option" + (unknown.length > 1 ? "s " : " ") + unknown.map((k) => stringify(k)).join(", ") +
-          "; supported options: " + SUPPORTED_OPTIONS.join(", "),
+        "agent(): unsupported option" + (unknownCount > 1 ? "s " : " ") + unknown + "; supported options: " + SUPPORTED_LIST,
       );
     }
     const plain = toPlain(given, "options", "INVALID_ARGUMENT", new SetCtor());
-    for (const k of STRING_OPTIONS) {
+    for (let j = 0; j < STRING_OPTIONS.length; j++) {
+      const k = STRING_OPTIONS[j];
       if (k in plain && typeof plain[k] !== "string") {
         throw fatal("INVALID_ARGUMENT", "options." + k + ": must be a string, got " + typeName(plain[k]));
       }
     }
     if ("isolation" in plain && plain.isolation !== "worktree") {
-      throw fatal("INVALID_ARGUMENT", 'options.isolation: must be "worktree", got ' + stringify(plain.isolation));
+      throw fatal("INVALID_ARGUMENT", 'options.isolation: must be "worktree", got ' + plainJson(plain.isolation));
     }
     let schemaJson = null;
     if ("schema" in plain) {
@@ -356,11 +722,11 @@
       if (s === null || typeof s !== "object" || isArray(s)) {
         throw fatal("UNSUPPORTED_SCHEMA", "options.schema: must be a JSON Schema object with type \"object\", got " + typeName(s));
       }
-      schemaJson = stringify(s);
+      schemaJson = plainJson(s);
       const violations = N.checkSchema(schemaJson, "options.schema");
-      if (violations.length > 0) throw fatal("UNSUPPORTED_SCHEMA", violations.join("\n"));
+      if (violations !== "") throw fatal("UNSUPPORTED_SCHEMA", violations);
     }
-    return { plain, schemaJson };
+    return { __proto__: null, plain, schemaJson };
   }
 
   function agent(prompt, options) {
@@ -370,8 +736,11 @@
         throw fatal("INVALID_ARGUMENT", "agent(): prompt must be a non-empty string, got " +
           (typeof prompt === "string" ? "an empty string" : typeName(prompt)));
       }
-      const { plain, schemaJson } = readOptions(options);
+      const read = readOptions(options);
+      const plain = read.plain;
+      const schemaJson = read.schemaJson;
       const request = {
+        __proto__: null,
         prompt,
         label: "label" in plain ? plain.label : defaultLabel(prompt),
         phase: "phase" in plain ? plain.phase : currentPhase,
@@ -382,25 +751,34 @@
         agentType: "agentType" in plain ? plain.agentType : null,
         isolation: "isolation" in plain ? plain.isolation : null,
       };
-      const requestJson = stringify(request);
+      const requestJson = plainJson(request);
       // UTF-16 length × 3 bounds the UTF-8 size; ask for the exact size only near the limit.
-      if (requestJson.length * 3 > init.maxRequestBytes && N.utf8Bytes(requestJson) > init.maxRequestBytes) {
+      if (requestJson.length * 3 > maxRequestBytes && N.utf8Bytes(requestJson) > maxRequestBytes) {
         throw fatal("INVALID_ARGUMENT", "agent(): the request (prompt, schema and options) is " + N.utf8Bytes(requestJson) +
-          " bytes, over the limit of " + init.maxRequestBytes + " bytes for one request; send less");
+          " bytes, over the limit of " + maxRequestBytes + " bytes for one request; send less");
       }
-      if (agentsStarted >= limits.maxTotalAgents) {
-        throw fatal("AGENT_CAP", "agent(): the run may start at most " + limits.maxTotalAgents +
+      if (agentsStarted >= maxTotalAgents) {
+        throw fatal("AGENT_CAP", "agent(): the run may start at most " + maxTotalAgents +
           " agents (maxTotalAgents); this was call " + (agentsStarted + 1));
       }
-      if (init.budget !== null && spent >= init.budget) {
-        throw fatal("BUDGET", "agent(): the output-token budget of " + init.budget + " is spent (" + spent + " used)");
+      if (budgetTotal !== null && spent >= budgetTotal) {
+        throw fatal("BUDGET", "agent(): the output-token budget of " + budgetTotal + " is spent (" + spent + " used)");
       }
       const id = N.admit(); // the host-visible seq: 1, 2, 3 … in admission order
       agentsStarted = id;
-      const call = { id, requestJson, resolve, reject, hasSchema: schemaJson !== null, started: false };
-      calls.set(id, call);
-      if (running < limits.maxConcurrentAgents) startCall(call);
-      else queue.push(call);
+      const call = {
+        __proto__: null,
+        id,
+        requestJson,
+        resolve,
+        reject,
+        hasSchema: schemaJson !== null,
+        started: false,
+        childStarted: false,
+      };
+      calls[id] = call;
+      if (running < maxConcurrentAgents) startCall(call);
+      else queue[queueTail++] = call;
     });
   }
 
@@ -413,24 +791,28 @@
   // A slot freed: start the oldest waiting call.
   function release() {
     running--;
-    while (!cancelled && queue.length > 0 && running < limits.maxConcurrentAgents) {
-      startCall(queue.shift());
+    while (!cancelled && queueHead < queueTail && running < maxConcurrentAgents) {
+      const call = queue[queueHead];
+      delete queue[queueHead];
+      queueHead++;
+      startCall(call);
     }
   }
 
   // Host replies, routed by the Rust loop. Replies for unknown or settled
   // calls are dropped: the host is trusted less than it seems.
   const deliverers = {
+    __proto__: null,
     started(call /*, childId */) {
       call.childStarted = true;
     },
     startError(call, code, message) {
-      calls.delete(call.id);
+      delete calls[call.id];
       release();
       call.reject(fatal(code, message));
     },
     settled(call, kind, payload, outputTokens) {
-      calls.delete(call.id);
+      delete calls[call.id];
       spent += outputTokens;
       release();
       if (kind === "text") {
@@ -451,14 +833,15 @@
       }
     },
     failed(call, message) {
-      calls.delete(call.id);
+      delete calls[call.id];
       release();
       call.reject(fatal("AGENT_RESULT", message));
     },
   };
 
   function deliver(kind, callId, a, b, c) {
-    const call = calls.get(callId);
+    if (typeof callId !== "number" || typeof kind !== "string") return;
+    const call = calls[callId];
     if (call === undefined || !call.started) return;
     const f = deliverers[kind];
     if (f !== undefined) f(call, a, b, c);
@@ -466,8 +849,11 @@
 
   // ---------------------------------------------------------------- combinators (§4)
 
+  // A native promise counts whatever its prototype says now; any other
+  // object counts when it has a callable `then`.
   function isThenable(v) {
     if (v === null || (typeof v !== "object" && typeof v !== "function")) return false;
+    if (N.isPromise(v)) return true;
     try {
       return typeof v.then === "function";
     } catch (_) {
@@ -475,22 +861,31 @@
     }
   }
 
+  // Returns the array's length, read once.
   function checkItems(name, items) {
     if (cancelled) throw cancelledError();
     if (!isArray(items)) {
       throw fatal("INVALID_ARGUMENT", name + "(): expected an array, got " + typeName(items));
     }
-    if (items.length > limits.maxItemsPerCall) {
-      throw fatal("ITEM_CAP", name + "(): " + items.length + " items exceed the limit of " +
-        limits.maxItemsPerCall + " per call (maxItemsPerCall); split the work into smaller calls");
+    const n = items.length;
+    if (n > maxItemsPerCall) {
+      throw fatal("ITEM_CAP", name + "(): " + n + " items exceed the limit of " +
+        maxItemsPerCall + " per call (maxItemsPerCall); split the work into smaller calls");
     }
+    return n;
+  }
+
+  // The script's array copied by index into a table of ours.
+  function copyItems(items, n) {
+    const copy = create(null);
+    for (let i = 0; i < n; i++) copy[i] = items[i];
+    return copy;
   }
 
   function parallel(thunks) {
     return new PromiseCtor(function (resolve, reject) {
-      checkItems("parallel", thunks);
-      const n = thunks.length;
-      const items = thunks.slice();
+      const n = checkItems("parallel", thunks);
+      const items = copyItems(thunks, n);
       for (let i = 0; i < n; i++) {
         const it = items[i];
         if (typeof it !== "function" && !isThenable(it)) {
@@ -507,15 +902,14 @@
 
   function pipeline(items, ...stages) {
     return new PromiseCtor(function (resolve, reject) {
-      checkItems("pipeline", items);
+      const n = checkItems("pipeline", items);
       if (stages.length === 0) throw fatal("INVALID_ARGUMENT", "pipeline(): expected at least one stage function");
       for (let s = 0; s < stages.length; s++) {
         if (typeof stages[s] !== "function") {
           throw fatal("INVALID_ARGUMENT", "pipeline(): stage " + (s + 1) + " is " + typeName(stages[s]) + ", expected a function");
         }
       }
-      const input = items.slice();
-      const n = input.length;
+      const input = copyItems(items, n);
       // Each item runs through all stages on its own: no barrier between stages.
       gather(n, resolve, reject, async function (i) {
         const item = input[i];
@@ -530,42 +924,33 @@
   // in input order. An ordinary throw makes that item null; the first
   // fatal WorkflowError rejects the whole call.
   function gather(n, resolve, reject, start) {
-    const results = new Array(n).fill(null);
+    const results = [];
+    for (let i = 0; i < n; i++) append(results, null);
     let remaining = n;
     let failed = false;
     if (n === 0) {
       resolve(results);
       return;
     }
-    const settled = function () {
+    // Never rejects: every outcome is handled here.
+    const one = async function (i) {
+      let v;
+      try {
+        v = await start(i);
+      } catch (e) {
+        if (isFatal(e)) {
+          if (!failed) {
+            failed = true;
+            reject(e);
+          }
+          return;
+        }
+        v = null;
+      }
+      results[i] = v;
       if (--remaining === 0 && !failed) resolve(results);
     };
-    for (let i = 0; i < n; i++) {
-      let p;
-      try {
-        p = start(i);
-      } catch (e) {
-        p = promiseReject(e);
-      }
-      promiseThen.call(
-        promiseResolve(p),
-        function (v) {
-          results[i] = v;
-          settled();
-        },
-        function (e) {
-          if (isFatal(e)) {
-            if (!failed) {
-              failed = true;
-              reject(e);
-            }
-            return;
-          }
-          results[i] = null;
-          settled();
-        },
-      );
-    }
+    for (let i = 0; i < n; i++) one(i);
   }
 
   // ---------------------------------------------------------------- narration
@@ -591,16 +976,18 @@
   function consoleMethod() {
     return function () {
       if (cancelled) return; // narration after a cancel is dropped
-      const parts = [];
-      for (let i = 0; i < arguments.length; i++) parts.push(formatValue(arguments[i]));
-      N.log(parts.join(" "));
+      let line = "";
+      for (let i = 0; i < arguments.length; i++) {
+        line = i === 0 ? formatValue(arguments[i]) : line + " " + formatValue(arguments[i]);
+      }
+      N.log(line);
     };
   }
 
   // ---------------------------------------------------------------- timers
 
   let nextTimerId = 1;
-  const timers = new MapCtor();
+  let timers = create(null); // id -> { fn, rest }
 
   function setTimeout(fn, ms, ...rest) {
     if (typeof fn !== "function") {
@@ -610,21 +997,23 @@
     if (cancelled) return id; // pending timers die with the run
     let delay = +ms;
     if (!(delay > 0)) delay = 0;
-    timers.set(id, { fn, rest });
+    timers[id] = { __proto__: null, fn, rest };
     N.setTimer(id, delay);
     return id;
   }
 
   function clearTimeout(id) {
-    if (timers.delete(id)) N.clearTimer(id);
+    if (typeof id !== "number" || timers[id] === undefined) return;
+    delete timers[id];
+    N.clearTimer(id);
   }
 
   function fireTimer(id) {
-    const t = timers.get(id);
+    const t = timers[id];
     if (t === undefined) return;
-    timers.delete(id);
+    delete timers[id];
     try {
-      t.fn.apply(undefined, t.rest);
+      apply(t.fn, undefined, t.rest);
     } catch (e) {
       finish(false, e); // an uncaught throw in a timer fails the run, as in any runtime
     }
@@ -633,12 +1022,14 @@
   // ---------------------------------------------------------------- budget, args
 
   const budget = freeze({
-    total: init.budget,
+    total: budgetTotal,
     spent: function () {
       return spent;
     },
     remaining: function () {
-      return init.budget === null ? Infinity : Math.max(0, init.budget - spent);
+      if (budgetTotal === null) return Infinity;
+      const left = budgetTotal - spent;
+      return left > 0 ? left : 0;
     },
   });
 
@@ -649,9 +1040,8 @@
 
   // ---------------------------------------------------------------- globals
 
-  const hidden = { writable: true, enumerable: false, configurable: true };
   function install(name, value) {
-    defineProperty(G, name, Object.assign({ value }, hidden));
+    defineProperty(G, name, { __proto__: null, value, writable: true, enumerable: false, configurable: true });
   }
   install("agent", agent);
   install("parallel", parallel);
@@ -664,7 +1054,8 @@
   install("setTimeout", setTimeout);
   install("clearTimeout", clearTimeout);
   const consoleObject = {};
-  for (const m of ["log", "info", "warn", "error", "debug"]) consoleObject[m] = consoleMethod();
+  const consoleNames = ["log", "info", "warn", "error", "debug"];
+  for (let i = 0; i < consoleNames.length; i++) consoleObject[consoleNames[i]] = consoleMethod();
   install("console", consoleObject);
 
   // ---------------------------------------------------------------- settling the body
@@ -681,19 +1072,24 @@
       try {
         json = v === undefined ? "null" : toJsonText(v, "value", "RESULT_UNSERIALIZABLE");
       } catch (e) {
-        if (isFatal(e)) N.end("error", e.code, e.message, null);
-        else N.end("error", "RESULT_UNSERIALIZABLE", describeThrown(e), null);
+        if (isFatal(e)) {
+          const parts = fatalParts(e);
+          N.end("error", parts.code, parts.message, null);
+        } else {
+          N.end("error", "RESULT_UNSERIALIZABLE", describeThrown(e), null);
+        }
         return;
       }
       N.end("completed", null, null, json);
       return;
     }
     if (isFatal(v)) {
-      N.end(v.code === "CANCELLED" ? "cancelled" : "error", v.code, v.message, null);
+      const parts = fatalParts(v);
+      N.end(parts.code === "CANCELLED" ? "cancelled" : "error", parts.code, parts.message, null);
       return;
     }
     if (isOutOfMemory(v)) {
-      N.end("error", "MEMORY", "the script exceeded its memory limit of " + init.memoryBytes + " bytes (memoryBytes)");
+      N.end("error", "MEMORY", "the script exceeded its memory limit of " + memoryBytes + " bytes (memoryBytes)");
       return;
     }
     const where = v !== null && typeof v === "object" ? scriptPosition(v) : null;
@@ -705,11 +1101,24 @@
   // as a bare null when even that error could not be allocated.
   function isOutOfMemory(e) {
     if (e === null) return N.heapNearLimit();
+    if (InternalErrorCtor === null || !isInstance(e, InternalErrorCtor)) return false;
     try {
-      return e instanceof InternalError && e.message === "out of memory";
+      return e.message === "out of memory";
     } catch (_) {
       return false;
     }
+  }
+
+  // Follows the body's promise to its end. Never rejects.
+  async function settleBody(p) {
+    let v;
+    try {
+      v = await p;
+    } catch (e) {
+      finish(false, e);
+      return;
+    }
+    finish(true, v);
   }
 
   function run(body) {
@@ -717,17 +1126,11 @@
     try {
       p = body();
     } catch (e) {
-      p = promiseReject(e);
+      p = new PromiseCtor(function (_, reject) {
+        reject(e);
+      });
     }
-    promiseThen.call(
-      p,
-      function (v) {
-        finish(true, v);
-      },
-      function (e) {
-        finish(false, e);
-      },
-    );
+    settleBody(p);
     return p;
   }
 
@@ -736,11 +1139,15 @@
     cancelled = true;
     cancelCode = code;
     cancelMessage = message;
-    queue.length = 0;
-    timers.clear();
-    const waiting = arrayFrom(calls.values());
-    calls.clear();
-    for (const call of waiting) call.reject(cancelledError());
+    queue = create(null);
+    queueHead = 0;
+    queueTail = 0;
+    timers = create(null);
+    // Integer keys list in ascending order: the order the calls were admitted.
+    const waiting = calls;
+    const ids = objectKeys(waiting);
+    calls = create(null);
+    for (let i = 0; i < ids.length; i++) waiting[ids[i]].reject(cancelledError());
   }
 
   function isEnded() {
@@ -754,6 +1161,44 @@
     ended = true;
     N.end(stop, code, message, null);
   }
+
+  // ---------------------------------------------------------------- locks
+
+  // Capturing cannot defend what the engine itself looks up on values at
+  // run time: resolving a promise with an object reads its `then`,
+  // JSON.stringify reads `toJSON`, and `await` reads a promise's
+  // `constructor` (when it is not Promise, the promise is followed through
+  // its `then`). An inherited one planted by the script would reach every
+  // value the hooks resolve or serialize, so these are locked on the
+  // prototypes with a non-configurable accessor: reading gives what an
+  // untampered engine has (undefined, or Promise); assigning on the
+  // prototype itself throws; assigning on any other object defines an
+  // ordinary own property there, as it would without the lock.
+  function lock(target, targetName, key, why, value) {
+    const message = "dsh: " + targetName + "." + key + " is locked: " + why;
+    defineProperty(target, key, {
+      __proto__: null,
+      enumerable: false,
+      configurable: false,
+      get: function () {
+        return value;
+      },
+      set: function (v) {
+        if (this === target) throw newError(TypeErrorCtor, message, TypeErrorCtor);
+        if (this === null || (typeof this !== "object" && typeof this !== "function")) return;
+        // false (a frozen receiver) is ignored, as a failed assignment in sloppy code
+        reflectDefineProperty(this, key, { __proto__: null, value: v, writable: true, enumerable: true, configurable: true });
+      },
+    });
+  }
+  const hijacksAwait = "an inherited then would hijack every await in the hooks";
+  const forgesJson = "an inherited toJSON would forge every value the hooks serialize";
+  lock(ObjectProto, "Object.prototype", "then", hijacksAwait, undefined);
+  lock(ArrayProto, "Array.prototype", "then", hijacksAwait, undefined);
+  lock(ObjectProto, "Object.prototype", "toJSON", forgesJson, undefined);
+  lock(ArrayProto, "Array.prototype", "toJSON", forgesJson, undefined);
+  lock(PromiseProto, "Promise.prototype", "constructor",
+    "await reads it, and a replaced one would hijack every await in the hooks", PromiseCtor);
 
   return { run, deliver, fireTimer, cancel, isEnded, forceEnd };
 });
