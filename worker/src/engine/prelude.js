@@ -1075,6 +1075,16 @@
         if (isFatal(e)) {
           const parts = fatalParts(e);
           N.end("error", parts.code, parts.message, null);
+        } else if (isOutOfMemory(e)) {
+          // The heap cap bit while the value was turned into JSON: a
+          // memory limit, not a value that cannot be represented.
+          N.end(
+            "error",
+            "MEMORY",
+            "value: the script exceeded its memory limit of " + memoryBytes +
+              " bytes (memoryBytes) while its return value was serialized; return less, or a summary",
+            null,
+          );
         } else {
           N.end("error", "RESULT_UNSERIALIZABLE", describeThrown(e), null);
         }
