@@ -61,6 +61,10 @@ pub enum EventKind {
         child_id: String,
         outcome: AgentOutcomeKind,
         origin: ChildOrigin,
+        /// Tokens the child reported, when it did.
+        usage: Option<dsh_protocol::Usage>,
+        /// Why a failed child failed.
+        reason: Option<String>,
     },
     End {
         stop_reason: StopReason,
@@ -130,6 +134,8 @@ impl Event {
                 child_id,
                 outcome,
                 origin,
+                usage,
+                reason,
             } => {
                 m.insert("seq".into(), (*seq).into());
                 m.insert("label".into(), label.as_str().into());
@@ -137,6 +143,12 @@ impl Event {
                 m.insert("childId".into(), child_id.as_str().into());
                 m.insert("outcome".into(), outcome.as_str().into());
                 insert_origin(&mut m, *origin);
+                if let Some(u) = usage {
+                    m.insert("usage".into(), json!({ "input": u.input, "output": u.output }));
+                }
+                if let Some(r) = reason {
+                    m.insert("reason".into(), r.as_str().into());
+                }
             }
             EventKind::End {
                 stop_reason,

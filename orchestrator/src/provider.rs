@@ -31,6 +31,9 @@ pub struct AgentRequest {
     pub effort: Option<String>,
     pub agent_type: Option<String>,
     pub isolation: Option<String>,
+    /// A system prompt from the configuration (`[agent_types.NAME]`), set
+    /// by the router; never from the script.
+    pub system_prompt: Option<String>,
 }
 
 /// How a child ended on its own terms.

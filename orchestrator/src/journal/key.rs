@@ -7,7 +7,8 @@ use crate::provider::AgentRequest;
 
 /// Hex SHA-256 (first 128 bits) of the canonical JSON of the prompt and
 /// the options that change the answer: `schema`, `model`, `effort`,
-/// `agentType`, `provider`, `isolation`. The label and phase only name the
+/// `agentType`, `provider`, `isolation`, and the configured system prompt.
+/// The label and phase only name the
 /// call, so renaming a label keeps its journaled answer.
 pub fn call_key(r: &AgentRequest) -> String {
     let canonical = json!([
@@ -19,6 +20,7 @@ pub fn call_key(r: &AgentRequest) -> String {
         r.agent_type,
         r.provider,
         r.isolation,
+        r.system_prompt,
     ]);
     let digest = Sha256::digest(canonical.to_string().as_bytes());
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
@@ -58,6 +60,7 @@ mod tests {
             effort: None,
             agent_type: None,
             isolation: None,
+            system_prompt: None,
         }
     }
 

@@ -561,6 +561,7 @@ mod tests {
             effort: None,
             agent_type: None,
             isolation: None,
+            system_prompt: None,
         }
     }
 

@@ -1,3 +1,5 @@
 //! Built-in providers.
+pub mod command;
 pub mod dry_run;
+pub mod openai;
 pub mod scripted;

@@ -446,6 +446,7 @@ mod tests {
             effort: None,
             agent_type: None,
             isolation: None,
+            system_prompt: None,
         }
     }
 

@@ -471,6 +471,7 @@ impl Supervisor {
             effort: req.effort,
             agent_type: req.agent_type,
             isolation: req.isolation,
+            system_prompt: None,
         };
         self.pending.insert(
             call_id,
@@ -545,9 +546,15 @@ impl Supervisor {
                 let Some(live) = self.live.remove(&call_id) else {
                     return;
                 };
-                let (msg, kind) = match res {
+                let mut usage = None;
+                let (msg, kind, mut reason) = match res {
                     Ok(outcome) => {
+                        usage = outcome.usage;
                         let (wire, kind) = normalize(live.info.schema.as_ref(), outcome.result);
+                        let reason = match &wire {
+                            WireOutcome::Failed(r) => Some(r.clone()),
+                            _ => None,
+                        };
                         (
                             HostMsg::ChildSettled {
                                 call_id,
@@ -555,29 +562,35 @@ impl Supervisor {
                                 usage: outcome.usage,
                             },
                             kind,
+                            reason,
                         )
                     }
-                    Err(fault) => (
-                        HostMsg::ChildFailed {
-                            call_id,
-                            message: format!(
-                                "agent(): delivering the result of call #{call_id} failed: {fault}"
-                            ),
-                        },
-                        AgentOutcomeKind::Failed,
-                    ),
+                    Err(fault) => {
+                        let message =
+                            format!("agent(): delivering the result of call #{call_id} failed: {fault}");
+                        (
+                            HostMsg::ChildFailed {
+                                call_id,
+                                message: message.clone(),
+                            },
+                            AgentOutcomeKind::Failed,
+                            Some(message),
+                        )
+                    }
                 };
                 let kind = match encode(&msg, dsh_protocol::DEFAULT_MAX_FRAME_BYTES) {
                     Err(dsh_protocol::FrameError::TooLargeToSend { len, max }) => {
                         // An answer too large for one frame is a delivery
                         // fault, never a call left waiting forever.
+                        let message = format!(
+                            "agent(): the answer to call #{call_id} is {len} bytes, over the \
+                             protocol's frame limit of {max} bytes"
+                        );
                         self.send(&HostMsg::ChildFailed {
                             call_id,
-                            message: format!(
-                                "agent(): the answer to call #{call_id} is {len} bytes, over the \
-                                 protocol's frame limit of {max} bytes"
-                            ),
+                            message: message.clone(),
                         });
+                        reason = Some(message);
                         AgentOutcomeKind::Failed
                     }
                     _ => {
@@ -585,7 +598,7 @@ impl Supervisor {
                         kind
                     }
                 };
-                self.emit_end(call_id, &live, kind);
+                self.emit_end(call_id, &live, kind, usage, reason);
                 let child = live.child;
                 let grace = self.limits.dispose_grace;
                 self.tasks.spawn(async move {
@@ -595,7 +608,14 @@ impl Supervisor {
         }
     }
 
-    fn emit_end(&self, call_id: CallId, live: &Live, outcome: AgentOutcomeKind) {
+    fn emit_end(
+        &self,
+        call_id: CallId,
+        live: &Live,
+        outcome: AgentOutcomeKind,
+        usage: Option<dsh_protocol::Usage>,
+        reason: Option<String>,
+    ) {
         self.hub.emit(EventKind::AgentEnd {
             seq: call_id,
             label: live.info.label.clone(),
@@ -603,6 +623,8 @@ impl Supervisor {
             child_id: live.child.id().to_string(),
             outcome,
             origin: live.child.origin(),
+            usage,
+            reason,
         });
     }
 
@@ -793,7 +815,7 @@ impl Supervisor {
         ids.sort_unstable();
         for id in ids {
             if let Some(live) = self.live.get(&id) {
-                self.emit_end(id, live, AgentOutcomeKind::Cancelled);
+                self.emit_end(id, live, AgentOutcomeKind::Cancelled, None, None);
             }
         }
     }
