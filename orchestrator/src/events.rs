@@ -65,6 +65,8 @@ pub enum EventKind {
         usage: Option<dsh_protocol::Usage>,
         /// Why a failed child failed.
         reason: Option<String>,
+        /// A worktree the child changed, kept for the user.
+        worktree: Option<crate::provider::KeptWorktree>,
     },
     End {
         stop_reason: StopReason,
@@ -136,6 +138,7 @@ impl Event {
                 origin,
                 usage,
                 reason,
+                worktree,
             } => {
                 m.insert("seq".into(), (*seq).into());
                 m.insert("label".into(), label.as_str().into());
@@ -144,10 +147,19 @@ impl Event {
                 m.insert("outcome".into(), outcome.as_str().into());
                 insert_origin(&mut m, *origin);
                 if let Some(u) = usage {
-                    m.insert("usage".into(), json!({ "input": u.input, "output": u.output }));
+                    m.insert(
+                        "usage".into(),
+                        json!({ "input": u.input, "output": u.output }),
+                    );
                 }
                 if let Some(r) = reason {
                     m.insert("reason".into(), r.as_str().into());
+                }
+                if let Some(w) = worktree {
+                    m.insert(
+                        "worktree".into(),
+                        json!({ "path": w.path.display().to_string(), "branch": w.branch }),
+                    );
                 }
             }
             EventKind::End {

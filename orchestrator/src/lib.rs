@@ -37,8 +37,8 @@ pub use dsh_protocol::{ErrorCode, SandboxLevel, SandboxPolicy, SandboxReport, St
 pub use events::{AgentOutcomeKind, Event, EventKind, EventStream};
 pub use limits::Limits;
 pub use provider::{
-    AgentRequest, ChildOrigin, ChildOutcome, ChildResult, ResultFault, StartRefused, Subagent,
-    SubagentProvider,
+    AgentRequest, ChildOrigin, ChildOutcome, ChildResult, KeptWorktree, ResultFault, StartRefused,
+    Subagent, SubagentProvider,
 };
 pub use result::{RunError, RunResult};
 pub use run::{ArgsInput, StartError, StartRequest, WorkerCommand, WorkflowRun, prepare, start};

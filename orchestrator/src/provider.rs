@@ -71,6 +71,15 @@ pub enum ChildOrigin {
     DryRun,
 }
 
+/// A git worktree a child changed and that was therefore kept (the
+/// `command` provider's `isolation: "worktree"`); shown in the child's
+/// `agent-end` event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptWorktree {
+    pub path: std::path::PathBuf,
+    pub branch: String,
+}
+
 /// The provider refused to start a child.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -126,5 +135,10 @@ pub trait Subagent: Send + Sync + 'static {
     /// Where the answer comes from (default: live).
     fn origin(&self) -> ChildOrigin {
         ChildOrigin::Live
+    }
+    /// The worktree the child changed and that was kept, if any; asked
+    /// once the child settled.
+    fn kept_worktree(&self) -> Option<KeptWorktree> {
+        None
     }
 }

@@ -261,6 +261,10 @@ impl Subagent for JournaledChild {
     fn origin(&self) -> ChildOrigin {
         self.inner.origin()
     }
+
+    fn kept_worktree(&self) -> Option<crate::provider::KeptWorktree> {
+        self.inner.kept_worktree()
+    }
 }
 
 /// A call answered from the journal: settled from the start.

@@ -566,8 +566,9 @@ impl Supervisor {
                         )
                     }
                     Err(fault) => {
-                        let message =
-                            format!("agent(): delivering the result of call #{call_id} failed: {fault}");
+                        let message = format!(
+                            "agent(): delivering the result of call #{call_id} failed: {fault}"
+                        );
                         (
                             HostMsg::ChildFailed {
                                 call_id,
@@ -625,6 +626,7 @@ impl Supervisor {
             origin: live.child.origin(),
             usage,
             reason,
+            worktree: live.child.kept_worktree(),
         });
     }
 

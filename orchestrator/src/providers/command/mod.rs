@@ -25,7 +25,9 @@ impl CommandConfig {
     pub fn usable(&self, _base_dir: &Path) -> Result<String, String> {
         match self.argv.first() {
             Some(p) => Ok(p.clone()),
-            None => Err("argv is empty; give the program to run, e.g. argv = [\"claude\", \"-p\"]".into()),
+            None => Err(
+                "argv is empty; give the program to run, e.g. argv = [\"claude\", \"-p\"]".into(),
+            ),
         }
     }
 }

@@ -56,8 +56,14 @@ impl OpenAiConfig {
     /// or `Err(problem and fix)`.
     pub fn usable(&self) -> Result<String, String> {
         match std::env::var_os(&self.api_key_env) {
-            Some(v) if !v.is_empty() => Ok(format!("{} ({}), key from {}", self.base_url, self.model, self.api_key_env)),
-            _ => Err(format!("{} is not set; export it, or set api_key_env to the variable that holds the key", self.api_key_env)),
+            Some(v) if !v.is_empty() => Ok(format!(
+                "{} ({}), key from {}",
+                self.base_url, self.model, self.api_key_env
+            )),
+            _ => Err(format!(
+                "{} is not set; export it, or set api_key_env to the variable that holds the key",
+                self.api_key_env
+            )),
         }
     }
 }
