@@ -24,6 +24,7 @@
 //! ```
 
 pub mod cli;
+pub mod config;
 pub mod events;
 pub mod journal;
 pub mod limits;

@@ -75,6 +75,12 @@ enum WorkflowCmd {
     Show(runs_cmd::ShowArgs),
     /// Re-run a run, replaying the agent answers its journal holds.
     Resume(Box<runs_cmd::ResumeArgs>),
+    /// List the configured providers and whether each is usable (never calls them).
+    Providers {
+        /// Configuration file (default: dsh.toml from the working directory upward).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -106,7 +112,7 @@ struct RunArgs {
     /// Answer agent() calls from this fixture file.
     #[arg(long, value_name = "FILE")]
     fixture: Option<PathBuf>,
-    /// Named provider from dsh.toml (not available in this version).
+    /// The default provider, by name (dsh.toml's [providers.NAME], or built-in deepseek/openai).
     #[arg(long, value_name = "NAME")]
     provider: Option<String>,
     /// Write every agent() answer of this run to a fixture file (replay it with --fixture).
@@ -127,7 +133,7 @@ struct RunArgs {
     /// What goes to stdout: the value, or the whole result object.
     #[arg(long, value_enum, default_value_t = OutputMode::Value)]
     output: OutputMode,
-    /// Configuration file (not available in this version).
+    /// Configuration file (default: dsh.toml from the working directory upward).
     #[arg(long, value_name = "PATH")]
     config: Option<PathBuf>,
     /// At most N agents at once (default 16).
@@ -247,6 +253,7 @@ where
             Err(code) => code,
         },
         WorkflowCmd::Runs(args) => runs_cmd::runs(args),
+        WorkflowCmd::Providers { config } => providers(config.as_deref()),
         WorkflowCmd::Show(args) => runs_cmd::show(args),
         WorkflowCmd::Resume(args) => match runtime() {
             Ok(rt) => rt.block_on(runs_cmd::resume(*args)),
@@ -321,30 +328,26 @@ impl StartRequest {
     }
 }
 
-fn not_available(flag: &str, issue: &str) -> NotStarted {
-    usage(format!(
-        "{flag} is not available in this version of dsh ({issue}); see docs/cli.md for what is supported"
-    ))
-}
-
 fn build_request(a: &RunArgs) -> Result<StartRequest, NotStarted> {
     if a.dry_run && a.fixture.is_some() {
         return Err(usage(
             "--dry-run and --fixture exclude each other: a dry run answers every agent() call itself, without any provider; drop one of them",
         ));
     }
-    if a.config.is_some() || a.provider.is_some() {
-        return Err(not_available(
-            if a.config.is_some() {
-                "--config"
-            } else {
-                "--provider"
-            },
-            "configured providers arrive with dsh.toml; use --fixture FILE",
-        ));
+    if a.provider.is_some() && (a.fixture.is_some() || a.dry_run) {
+        return Err(usage(format!(
+            "--provider and {} exclude each other: the fixture or the dry run answers every \
+             agent() call; drop one of them",
+            if a.dry_run { "--dry-run" } else { "--fixture" }
+        )));
     }
+    let config = load_config(a.config.as_deref())?;
     let sandbox = match a.sandbox.as_deref() {
-        None | Some("best-effort") => dsh_protocol::SandboxPolicy::BestEffort,
+        None => config
+            .workflow
+            .sandbox
+            .unwrap_or(dsh_protocol::SandboxPolicy::BestEffort),
+        Some("best-effort") => dsh_protocol::SandboxPolicy::BestEffort,
         Some("off") => dsh_protocol::SandboxPolicy::Off,
         Some("strict") => dsh_protocol::SandboxPolicy::Strict,
         Some(other) => {
@@ -353,28 +356,34 @@ fn build_request(a: &RunArgs) -> Result<StartRequest, NotStarted> {
             )));
         }
     };
-    let mut limits = Limits::default();
+    let mut limits = config.workflow.limits();
     if let Some(n) = a.max_concurrent {
         limits.max_concurrent_agents = n;
     }
     if let Some(n) = a.max_agents {
         limits.max_total_agents = n;
     }
-    limits.wall_timeout = a.timeout;
+    if a.timeout.is_some() {
+        limits.wall_timeout = a.timeout;
+    }
     if let Some(g) = a.grace {
         limits.dispose_grace = g;
     }
     if let Some(s) = a.sync_timeout {
         limits.sync_timeout = s;
     }
-    limits.budget_tokens = a.budget;
+    if a.budget.is_some() {
+        limits.budget_tokens = a.budget;
+    }
     if let Some(m) = a.memory {
         limits.memory_bytes = m;
     }
     if let Some(l) = a.log_limit {
         limits.log_bytes = l;
     }
-    limits.compute = a.compute_timeout;
+    if a.compute_timeout.is_some() {
+        limits.compute = a.compute_timeout;
+    }
     limits.validate().map_err(|e| {
         let flag = match e.knob {
             "maxConcurrentAgents" => "--max-concurrent",
@@ -426,7 +435,109 @@ fn build_request(a: &RunArgs) -> Result<StartRequest, NotStarted> {
     if a.dry_run {
         req = req.with_provider(Arc::new(crate::providers::dry_run::DryRunProvider::new()));
     }
+    if a.fixture.is_none() && !a.dry_run {
+        req = req.with_provider(Arc::new(router(&config, a.provider.clone())?));
+    }
     Ok(req)
+}
+
+/// `dsh workflow providers`: one line per provider — name, kind, where it
+/// is defined, and whether it is usable (key present, program found) —
+/// without calling any. The default provider is marked `*`.
+fn providers(config: Option<&Path>) -> i32 {
+    let config = match load_config(config) {
+        Ok(c) => c,
+        Err(e) => {
+            print_error(e.code, &e.message);
+            return exit::NOT_STARTED;
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "configuration: {}", config.location());
+    let _ = writeln!(
+        out,
+        "  {:<14} {:<8} {:<24} STATUS",
+        "NAME", "KIND", "DEFINED AT"
+    );
+    for (name, entry) in &config.providers {
+        let mark = if config.workflow.provider.as_deref() == Some(name) {
+            "*"
+        } else {
+            " "
+        };
+        let status = match crate::providers::router::usable(entry) {
+            Ok(detail) => format!("usable: {detail}"),
+            Err(problem) => format!("not usable: {problem}"),
+        };
+        let _ = writeln!(
+            out,
+            "{mark} {name:<14} {:<8} {:<24} {status}",
+            entry.kind.kind_name(),
+            entry.defined_at
+        );
+    }
+    for (name, route) in &config.agent_types {
+        let _ = writeln!(
+            out,
+            "  agent type {name} → {}{}",
+            route
+                .provider
+                .as_deref()
+                .unwrap_or("(the default provider)"),
+            route
+                .model
+                .as_deref()
+                .map(|m| format!(", model {m}"))
+                .unwrap_or_default()
+        );
+    }
+    exit::COMPLETED
+}
+
+/// `--config PATH`, else `dsh.toml` from the working directory upward,
+/// else the built-in providers. A missing `--config` file is a usage
+/// error; a file that is there but wrong is `CONFIG_INVALID`.
+fn load_config(explicit: Option<&Path>) -> Result<crate::config::Config, NotStarted> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    crate::config::Config::load(explicit, &cwd).map_err(|e| {
+        let code = if e.location == "--config" {
+            ErrorCode::Usage
+        } else {
+            ErrorCode::ConfigInvalid
+        };
+        NotStarted::new(code, e.to_string())
+    })
+}
+
+/// The router over the configured providers, with `flag` (`--provider`)
+/// as the default when given. The default provider is built now: a missing
+/// key or program stops the run before it starts.
+fn router(
+    config: &crate::config::Config,
+    flag: Option<String>,
+) -> Result<crate::providers::router::Router, NotStarted> {
+    if let Some(p) = &flag
+        && !config.providers.contains_key(p)
+    {
+        return Err(usage(format!(
+            "--provider: unknown provider {p:?}; known providers: {} (define more in {})",
+            config.provider_names().join(", "),
+            config.path.as_ref().map_or_else(
+                || crate::config::FILE_NAME.to_string(),
+                |p| p.display().to_string()
+            )
+        )));
+    }
+    let where_ = if flag.is_some() {
+        "--provider".to_string()
+    } else {
+        format!("{}: workflow.provider", config.location())
+    };
+    let router = crate::providers::router::Router::new(config, flag);
+    router
+        .check_default()
+        .map_err(|m| NotStarted::new(ErrorCode::ConfigInvalid, format!("{where_}: {m}")))?;
+    Ok(router)
 }
 
 /// The worker for CLI runs: the program `DSH_WORKER` names, else `dsh`
@@ -470,7 +581,19 @@ async fn run(a: RunArgs) -> i32 {
     } else if let Some(f) = &a.fixture {
         runs_cmd::ProviderSpec::Fixture(absolute(f).display().to_string())
     } else {
-        runs_cmd::ProviderSpec::None
+        runs_cmd::ProviderSpec::Configured {
+            config: a
+                .config
+                .as_deref()
+                .map(absolute)
+                .or_else(|| {
+                    std::env::current_dir()
+                        .ok()
+                        .and_then(|d| crate::config::discover(&d))
+                })
+                .map(|p| p.display().to_string()),
+            provider: a.provider.clone(),
+        }
     };
     let durable = runs_cmd::Durable::new_run(
         &mut req,

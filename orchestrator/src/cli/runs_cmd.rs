@@ -346,6 +346,10 @@ fn prepare_resume(a: &ResumeArgs) -> Result<(StartRequest, Durable), NotStarted>
             Some(Arc::new(crate::providers::dry_run::DryRunProvider::new()))
         }
         (None, ProviderSpec::None) => None,
+        (None, ProviderSpec::Configured { config, provider }) => {
+            let config = super::load_config(config.as_deref().map(Path::new))?;
+            Some(Arc::new(super::router(&config, provider.clone())?))
+        }
     };
 
     let journal_path = dir.journal_path();

@@ -41,6 +41,13 @@ pub enum ProviderSpec {
     Fixture(String),
     /// `--dry-run`.
     DryRun,
+    /// The configured providers: the configuration file (absolute path;
+    /// `None` for the built-ins only) and the default provider.
+    #[serde(rename_all = "camelCase")]
+    Configured {
+        config: Option<String>,
+        provider: Option<String>,
+    },
 }
 
 /// `run.json`.

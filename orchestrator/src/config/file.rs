@@ -1,0 +1,466 @@
+//! The shape of `dsh.toml` and its checks.
+//!
+//! ```toml
+//! [workflow]
+//! provider = "deepseek"            # default provider
+//! max_concurrent_agents = 16
+//! timeout = "30m"
+//!
+//! [providers.deepseek]
+//! kind = "openai"                  # or "command", "fixture"
+//! model = "deepseek-chat"
+//!
+//! [providers.claude]
+//! kind = "command"
+//! command = ["claude", "-p"]
+//! prompt = "stdin"
+//!
+//! [agent_types.reviewer]
+//! provider = "deepseek"
+//! model = "deepseek-reasoner"
+//! system_prompt = "You review code carefully."
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use super::{Config, ConfigError, ProviderEntry, WorkflowDefaults};
+use crate::providers::command::CommandConfig;
+use crate::providers::openai::OpenAiConfig;
+
+/// What a `[providers.NAME]` table configures.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderKind {
+    Openai(OpenAiConfig),
+    Command(CommandConfig),
+    /// A fixture file answers (the `scripted` provider).
+    Fixture {
+        path: PathBuf,
+    },
+}
+
+impl ProviderKind {
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            ProviderKind::Openai(_) => "openai",
+            ProviderKind::Command(_) => "command",
+            ProviderKind::Fixture { .. } => "fixture",
+        }
+    }
+}
+
+/// `[agent_types.NAME]`: where calls with `agentType: NAME` go.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentTypeRoute {
+    /// The provider (default: the run's default provider).
+    pub provider: Option<String>,
+    /// The model, unless the call names one.
+    pub model: Option<String>,
+    /// The effort, unless the call gives one.
+    pub effort: Option<String>,
+    /// A system prompt for these calls.
+    pub system_prompt: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    workflow: RawWorkflow,
+    #[serde(default)]
+    providers: BTreeMap<String, toml::Table>,
+    #[serde(default)]
+    agent_types: BTreeMap<String, AgentTypeRoute>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorkflow {
+    provider: Option<String>,
+    sandbox: Option<String>,
+    max_concurrent_agents: Option<u32>,
+    max_total_agents: Option<u32>,
+    #[serde(default, deserialize_with = "duration")]
+    timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    grace: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    sync_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    compute_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "size")]
+    memory: Option<u64>,
+    #[serde(default, deserialize_with = "size")]
+    log_limit: Option<u64>,
+    budget: Option<u64>,
+}
+
+/// A duration as `"30s"`, `"1h30m"` or a number of seconds.
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Secs(u64),
+        Text(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::Secs(n) => Ok(Some(Duration::from_secs(n))),
+        Raw::Text(t) => crate::cli::parse_duration(&t)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+    }
+}
+
+/// A size as `"256MiB"`, `"1MB"` or a number of bytes.
+fn size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Bytes(u64),
+        Text(String),
+    }
+    match Raw::deserialize(d)? {
+        Raw::Bytes(n) => Ok(Some(n)),
+        Raw::Text(t) => crate::cli::parse_size(&t)
+            .map(Some)
+            .map_err(serde::de::Error::custom),
+    }
+}
+
+/// 1-based line of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
+/// The line of the `[providers.NAME]` (or `[agent_types.NAME]`) header.
+fn header_line(text: &str, table: &str, name: &str) -> Option<usize> {
+    text.lines()
+        .position(|l| {
+            let t: String = l.chars().filter(|c| !c.is_whitespace()).collect();
+            t == format!("[{table}.{name}]") || t == format!("[{table}.\"{name}\"]")
+        })
+        .map(|i| i + 1)
+}
+
+pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+    let file = path.display().to_string();
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        let location = match e.span() {
+            Some(span) => format!("{file}:{}", line_of(text, span.start)),
+            None => file.clone(),
+        };
+        ConfigError::at(location, fix_hint(e.message().trim()))
+    })?;
+    let base_dir = path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let mut config = Config::builtin();
+    config.path = Some(path.to_path_buf());
+
+    for (name, table) in raw.providers {
+        let at = header_line(text, "providers", &name)
+            .map_or_else(|| file.clone(), |n| format!("{file}:{n}"));
+        let kind = provider_kind(&name, table, &base_dir).map_err(|m| ConfigError::at(&at, m))?;
+        config.providers.insert(
+            name.clone(),
+            ProviderEntry {
+                name,
+                kind,
+                defined_at: at,
+                base_dir: base_dir.clone(),
+            },
+        );
+    }
+
+    let known = config.provider_names().join(", ");
+    for (name, route) in &raw.agent_types {
+        if let Some(p) = &route.provider
+            && !config.providers.contains_key(p)
+        {
+            let at = header_line(text, "agent_types", name)
+                .map_or_else(|| file.clone(), |n| format!("{file}:{n}"));
+            return Err(ConfigError::at(
+                at,
+                format!(
+                    "agent_types.{name}.provider: unknown provider {p:?}; known providers: {known} \
+                     (define it as [providers.{p}])"
+                ),
+            ));
+        }
+    }
+    config.agent_types = raw.agent_types;
+
+    let w = raw.workflow;
+    let key_line = |key: &str| {
+        text.lines()
+            .position(|l| l.trim_start().starts_with(key) && l.contains('='))
+            .map_or_else(|| file.clone(), |i| format!("{file}:{}", i + 1))
+    };
+    if let Some(p) = &w.provider
+        && !config.providers.contains_key(p)
+    {
+        return Err(ConfigError::at(
+            key_line("provider"),
+            format!(
+                "workflow.provider: unknown provider {p:?}; known providers: {known} \
+                 (define it as [providers.{p}], or pick one of these)"
+            ),
+        ));
+    }
+    let sandbox = match w.sandbox.as_deref() {
+        None => None,
+        Some("strict") => Some(dsh_protocol::SandboxPolicy::Strict),
+        Some("best-effort") => Some(dsh_protocol::SandboxPolicy::BestEffort),
+        Some("off") => Some(dsh_protocol::SandboxPolicy::Off),
+        Some(other) => {
+            return Err(ConfigError::at(
+                key_line("sandbox"),
+                format!(
+                    "workflow.sandbox: unknown policy {other:?}; use \"strict\", \"best-effort\" or \"off\""
+                ),
+            ));
+        }
+    };
+    config.workflow = WorkflowDefaults {
+        provider: w.provider,
+        sandbox,
+        max_concurrent_agents: w.max_concurrent_agents,
+        max_total_agents: w.max_total_agents,
+        timeout: w.timeout,
+        grace: w.grace,
+        sync_timeout: w.sync_timeout,
+        compute_timeout: w.compute_timeout,
+        memory: w.memory,
+        log_limit: w.log_limit,
+        budget: w.budget,
+    };
+    config.workflow.limits().validate().map_err(|e| {
+        let key = snake(e.knob);
+        ConfigError::at(key_line(&key), format!("workflow.{key}: {}", e.message))
+    })?;
+    Ok(config)
+}
+
+/// `maxConcurrentAgents` → `max_concurrent_agents`; the limits' knob names
+/// as the file spells them.
+fn snake(knob: &str) -> String {
+    match knob {
+        "wallTimeoutMs" => "timeout".into(),
+        "syncTimeoutMs" => "sync_timeout".into(),
+        "computeMs" => "compute_timeout".into(),
+        "memoryBytes" => "memory".into(),
+        "disposeGraceMs" => "grace".into(),
+        other => {
+            let mut s = String::new();
+            for c in other.chars() {
+                if c.is_ascii_uppercase() {
+                    s.push('_');
+                    s.push(c.to_ascii_lowercase());
+                } else {
+                    s.push(c);
+                }
+            }
+            s
+        }
+    }
+}
+
+/// Serde's messages, with the fix spelled out where it is not.
+fn fix_hint(message: &str) -> String {
+    if message.starts_with("unknown field") {
+        format!(
+            "{message}; remove the key or correct its spelling (docs/providers.md lists every key)"
+        )
+    } else {
+        message.to_string()
+    }
+}
+
+/// One `[providers.NAME]` table: `kind` decides which provider's keys the
+/// rest must be.
+fn provider_kind(
+    name: &str,
+    mut table: toml::Table,
+    base_dir: &Path,
+) -> Result<ProviderKind, String> {
+    let kind = match table.remove("kind").or_else(|| table.remove("type")) {
+        Some(toml::Value::String(k)) => k,
+        Some(other) => {
+            return Err(format!(
+                "providers.{name}.kind: expected a string, found {}; use kind = \"openai\", \"command\" or \"fixture\"",
+                other.type_str()
+            ));
+        }
+        None => {
+            return Err(format!(
+                "providers.{name}: missing kind; add kind = \"openai\", \"command\" or \"fixture\""
+            ));
+        }
+    };
+    let de = |what: &str, e: toml::de::Error| {
+        format!(
+            "providers.{name} ({what}): {}",
+            fix_hint(e.message().trim())
+        )
+    };
+    match kind.as_str() {
+        "openai" => toml::Value::Table(table)
+            .try_into::<OpenAiConfig>()
+            .map(ProviderKind::Openai)
+            .map_err(|e| de("openai", e)),
+        "command" => {
+            contract_command_spelling(&mut table);
+            toml::Value::Table(table)
+                .try_into::<CommandConfig>()
+                .map(ProviderKind::Command)
+                .map_err(|e| de("command", e))
+        }
+        "fixture" | "scripted" => {
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct Fixture {
+                path: PathBuf,
+            }
+            let f: Fixture = toml::Value::Table(table)
+                .try_into()
+                .map_err(|e| de("fixture", e))?;
+            let path = if f.path.is_relative() {
+                base_dir.join(f.path)
+            } else {
+                f.path
+            };
+            Ok(ProviderKind::Fixture { path })
+        }
+        other => Err(format!(
+            "providers.{name}.kind: unknown kind {other:?}; use \"openai\", \"command\" or \"fixture\""
+        )),
+    }
+}
+
+/// The contract spells a command provider `command = [...]` and
+/// `prompt = "stdin" | "arg"`; the provider's own keys are `argv` and
+/// `prompt = "stdin" | "argv"`. Accept both: `command` becomes `argv`, and
+/// `prompt = "arg"` without a `{prompt}` placeholder appends one.
+fn contract_command_spelling(table: &mut toml::Table) {
+    if !table.contains_key("argv")
+        && let Some(cmd) = table.remove("command")
+    {
+        table.insert("argv".into(), cmd);
+    }
+    let wants_arg = matches!(table.get("prompt"), Some(toml::Value::String(s)) if s == "arg");
+    if wants_arg {
+        table.insert("prompt".into(), toml::Value::String("argv".into()));
+        if let Some(toml::Value::Array(argv)) = table.get_mut("argv") {
+            let has_placeholder = argv
+                .iter()
+                .any(|a| a.as_str().is_some_and(|s| s.contains("{prompt}")));
+            if !has_placeholder {
+                argv.push(toml::Value::String("{prompt}".into()));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn parse_text(text: &str) -> Result<Config, ConfigError> {
+        parse(Path::new("/p/dsh.toml"), text)
+    }
+
+    #[test]
+    fn the_contract_example_loads() {
+        let c = parse_text(
+            r#"
+[workflow]
+provider = "deepseek"          # default provider
+max_concurrent_agents = 16
+
+[providers.deepseek]
+kind = "openai"
+base_url = "https://api.deepseek.com"
+model = "deepseek-chat"
+api_key_env = "DEEPSEEK_API_KEY"
+
+[providers.claude]
+kind = "command"
+command = ["claude", "-p"]
+prompt = "stdin"               # or "arg"
+
+[agent_types.reviewer]
+provider = "claude"
+system_prompt = "Review carefully."
+"#,
+        )
+        .expect("valid");
+        assert_eq!(c.workflow.provider.as_deref(), Some("deepseek"));
+        assert_eq!(c.workflow.limits().max_concurrent_agents, 16);
+        assert!(matches!(
+            c.providers["claude"].kind,
+            ProviderKind::Command(_)
+        ));
+        assert_eq!(c.providers["claude"].defined_at, "/p/dsh.toml:13");
+        assert!(c.providers.contains_key("openai"), "built-ins stay");
+        assert_eq!(
+            c.agent_types["reviewer"].provider.as_deref(),
+            Some("claude")
+        );
+    }
+
+    #[rstest]
+    #[case::unknown_top_level("[workfow]\nprovider = \"x\"\n", "/p/dsh.toml:1", &["workfow"])]
+    #[case::unknown_workflow_key("[workflow]\nmax_agents = 3\n", "/p/dsh.toml:2", &["max_agents", "remove the key"])]
+    #[case::wrong_type("[workflow]\nmax_concurrent_agents = \"many\"\n", "/p/dsh.toml:2", &["many"])]
+    #[case::bad_duration("[workflow]\ntimeout = \"soon\"\n", "/p/dsh.toml:2", &["soon"])]
+    #[case::unknown_default_provider("[workflow]\nprovider = \"nope\"\n", "/p/dsh.toml:2", &["workflow.provider", "nope", "deepseek", "[providers.nope]"])]
+    #[case::missing_kind("[providers.x]\nmodel = \"m\"\n", "/p/dsh.toml:1", &["providers.x", "missing kind", "kind = \"openai\""])]
+    #[case::unknown_kind("[providers.x]\nkind = \"carrier-pigeon\"\n", "/p/dsh.toml:1", &["carrier-pigeon", "openai"])]
+    #[case::unknown_provider_key("\n[providers.x]\nkind = \"openai\"\nmodle = \"m\"\n", "/p/dsh.toml:2", &["providers.x", "modle"])]
+    #[case::unknown_agent_type_provider("[agent_types.r]\nprovider = \"ghost\"\n", "/p/dsh.toml:1", &["agent_types.r.provider", "ghost"])]
+    #[case::bad_sandbox("[workflow]\nsandbox = \"lenient\"\n", "/p/dsh.toml:2", &["workflow.sandbox", "best-effort"])]
+    #[case::zero_concurrency("[workflow]\nmax_concurrent_agents = 0\n", "/p/dsh.toml:2", &["workflow.max_concurrent_agents", "at least 1"])]
+    fn errors_name_file_line_key_and_fix(
+        #[case] text: &str,
+        #[case] location: &str,
+        #[case] mentions: &[&str],
+    ) {
+        let err = parse_text(text).expect_err("invalid");
+        assert_eq!(err.location, location, "{err}");
+        for m in mentions {
+            assert!(err.to_string().contains(m), "{m:?} missing from: {err}");
+        }
+    }
+
+    #[test]
+    fn durations_and_sizes_take_text_or_numbers() {
+        let c = parse_text(
+            "[workflow]\ntimeout = \"1h30m\"\ngrace = 2\nmemory = \"64MiB\"\nlog_limit = 4096\nmax_total_agents = 50\n",
+        )
+        .expect("valid");
+        let l = c.workflow.limits();
+        assert_eq!(l.wall_timeout, Some(Duration::from_secs(5400)));
+        assert_eq!(l.dispose_grace, Duration::from_secs(2));
+        assert_eq!(l.memory_bytes, 64 << 20);
+        assert_eq!(l.log_bytes, 4096);
+        assert_eq!(l.max_total_agents_ceiling, 50);
+    }
+
+    #[test]
+    fn contract_prompt_arg_appends_a_placeholder() {
+        let mut t: toml::Table =
+            toml::from_str("command = [\"agent\", \"run\"]\nprompt = \"arg\"\n").expect("toml");
+        contract_command_spelling(&mut t);
+        assert_eq!(
+            t["argv"],
+            toml::Value::Array(vec!["agent".into(), "run".into(), "{prompt}".into()])
+        );
+        assert_eq!(t["prompt"], toml::Value::String("argv".into()));
+    }
+}

@@ -1,0 +1,202 @@
+//! `dsh.toml`: the configuration file — `[workflow]` defaults (provider,
+//! limits, sandbox), `[providers.NAME]` tables and `[agent_types.NAME]`
+//! routes. Found from the working directory upward, or named with
+//! `--config PATH`.
+//!
+//! Everything is checked when the file is loaded, before any run: unknown
+//! keys, wrong types, unknown provider names and bad values are
+//! [`ConfigError`]s naming the file, the key (with its line where the
+//! parser offers one) and the fix. Building a provider (which reads its API
+//! key, finds its program) happens when the run needs it; see
+//! [`crate::providers::router`].
+
+mod file;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use dsh_protocol::SandboxPolicy;
+
+pub use file::{AgentTypeRoute, ProviderKind};
+
+use crate::Limits;
+use crate::providers::openai::OpenAiConfig;
+
+/// The file name looked for.
+pub const FILE_NAME: &str = "dsh.toml";
+
+/// A configuration problem: `file:line: key: problem; fix`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{location}: {message}")]
+pub struct ConfigError {
+    /// `dsh.toml`, `dsh.toml:12` or a flag such as `--provider`.
+    pub location: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    fn at(location: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            location: location.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A provider the configuration knows, built-in or from the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderEntry {
+    pub name: String,
+    pub kind: ProviderKind,
+    /// Where it was defined (`dsh.toml:12`, or `built-in`).
+    pub defined_at: String,
+    /// Relative paths in the entry are relative to this directory.
+    pub base_dir: PathBuf,
+}
+
+/// `[workflow]` defaults, already checked.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WorkflowDefaults {
+    pub provider: Option<String>,
+    pub sandbox: Option<SandboxPolicy>,
+    pub max_concurrent_agents: Option<u32>,
+    pub max_total_agents: Option<u32>,
+    pub timeout: Option<Duration>,
+    pub grace: Option<Duration>,
+    pub sync_timeout: Option<Duration>,
+    pub compute_timeout: Option<Duration>,
+    pub memory: Option<u64>,
+    pub log_limit: Option<u64>,
+    pub budget: Option<u64>,
+}
+
+impl WorkflowDefaults {
+    /// The limits these defaults give, before any flag. `max_total_agents`
+    /// sets the ceiling a run may lower but never raise.
+    pub fn limits(&self) -> Limits {
+        let mut l = Limits::default();
+        if let Some(n) = self.max_concurrent_agents {
+            l.max_concurrent_agents = n;
+        }
+        if let Some(n) = self.max_total_agents {
+            l.max_total_agents = n;
+            l.max_total_agents_ceiling = n;
+        }
+        l.wall_timeout = self.timeout;
+        if let Some(g) = self.grace {
+            l.dispose_grace = g;
+        }
+        if let Some(s) = self.sync_timeout {
+            l.sync_timeout = s;
+        }
+        l.compute = self.compute_timeout;
+        if let Some(m) = self.memory {
+            l.memory_bytes = m;
+        }
+        if let Some(b) = self.log_limit {
+            l.log_bytes = b;
+        }
+        l.budget_tokens = self.budget;
+        l
+    }
+}
+
+/// A loaded configuration: the file's (if any) plus the built-in providers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The file it came from; `None` when there is none.
+    pub path: Option<PathBuf>,
+    pub workflow: WorkflowDefaults,
+    /// By name, built-in ones included (a file entry of the same name
+    /// replaces a built-in one).
+    pub providers: BTreeMap<String, ProviderEntry>,
+    pub agent_types: BTreeMap<String, AgentTypeRoute>,
+}
+
+impl Config {
+    /// No file: the built-in providers only.
+    pub fn builtin() -> Config {
+        let mut providers = BTreeMap::new();
+        for (name, cfg) in [
+            ("deepseek", OpenAiConfig::default()),
+            ("openai", OpenAiConfig::openai()),
+        ] {
+            providers.insert(
+                name.to_string(),
+                ProviderEntry {
+                    name: name.to_string(),
+                    kind: ProviderKind::Openai(cfg),
+                    defined_at: "built-in".into(),
+                    base_dir: PathBuf::from("."),
+                },
+            );
+        }
+        Config {
+            path: None,
+            workflow: WorkflowDefaults::default(),
+            providers,
+            agent_types: BTreeMap::new(),
+        }
+    }
+
+    /// `--config PATH` when given (a missing file is an error), else the
+    /// first `dsh.toml` from `start` upward, else the built-ins only.
+    pub fn load(explicit: Option<&Path>, start: &Path) -> Result<Config, ConfigError> {
+        let path = match explicit {
+            Some(p) => {
+                if !p.is_file() {
+                    return Err(ConfigError::at(
+                        "--config",
+                        format!(
+                            "{}: no such file; check the path, or drop --config to use {FILE_NAME} from the working directory upward",
+                            p.display()
+                        ),
+                    ));
+                }
+                Some(p.to_path_buf())
+            }
+            None => discover(start),
+        };
+        match path {
+            None => Ok(Config::builtin()),
+            Some(p) => {
+                let text = std::fs::read_to_string(&p).map_err(|e| {
+                    ConfigError::at(p.display().to_string(), format!("cannot read: {e}"))
+                })?;
+                Config::parse(&p, &text)
+            }
+        }
+    }
+
+    /// Parses and checks the text of a configuration file.
+    pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+        file::parse(path, text)
+    }
+
+    /// The provider names, sorted.
+    pub fn provider_names(&self) -> Vec<String> {
+        self.providers.keys().cloned().collect()
+    }
+
+    /// Where something in this configuration is: the file, or `what`.
+    pub fn location(&self) -> String {
+        self.path.as_ref().map_or_else(
+            || "built-in configuration".into(),
+            |p| p.display().to_string(),
+        )
+    }
+}
+
+/// The first `dsh.toml` in `start` or a directory above it.
+pub fn discover(start: &Path) -> Option<PathBuf> {
+    let start = if start.is_absolute() {
+        start.to_path_buf()
+    } else {
+        std::env::current_dir().ok()?.join(start)
+    };
+    start
+        .ancestors()
+        .map(|d| d.join(FILE_NAME))
+        .find(|p| p.is_file())
+}

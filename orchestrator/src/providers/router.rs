@@ -1,0 +1,172 @@
+//! The router: the provider of a run that has a configuration. Each call
+//! goes to the provider its `provider` option names, else the one its
+//! `agentType` is routed to (`[agent_types.NAME]`), else the run's default.
+//! An agent type also supplies a model and effort (when the call gives
+//! none) and a system prompt.
+//!
+//! Providers are built on first use, once: building one reads its API key
+//! or finds its program, and a run that never calls a provider must not
+//! pay for it (or fail because of it). A provider that cannot be built
+//! refuses its calls with `AGENT_START` saying why.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{AgentTypeRoute, Config, ProviderEntry, ProviderKind};
+use crate::provider::{AgentRequest, StartRefused, Subagent, SubagentProvider};
+use crate::providers::command::CommandProvider;
+use crate::providers::openai::OpenAiProvider;
+use crate::providers::scripted::ScriptedProvider;
+
+struct Slot {
+    entry: ProviderEntry,
+    built: OnceLock<Result<Arc<dyn SubagentProvider>, String>>,
+}
+
+impl Slot {
+    fn get(&self) -> Result<Arc<dyn SubagentProvider>, String> {
+        self.built.get_or_init(|| build(&self.entry)).clone()
+    }
+}
+
+/// Builds the provider of one entry.
+pub fn build(entry: &ProviderEntry) -> Result<Arc<dyn SubagentProvider>, String> {
+    let name = &entry.name;
+    match &entry.kind {
+        ProviderKind::Openai(cfg) => {
+            OpenAiProvider::new(name, cfg).map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
+        }
+        ProviderKind::Command(cfg) => CommandProvider::new(name, cfg, &entry.base_dir)
+            .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>),
+        ProviderKind::Fixture { path } => ScriptedProvider::from_file(path)
+            .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// Whether an entry can be used, without calling it: `Ok(detail)` or
+/// `Err(problem and fix)` (`dsh workflow providers`).
+pub fn usable(entry: &ProviderEntry) -> Result<String, String> {
+    match &entry.kind {
+        ProviderKind::Openai(cfg) => cfg.usable(),
+        ProviderKind::Command(cfg) => cfg.usable(&entry.base_dir),
+        ProviderKind::Fixture { path } => ScriptedProvider::from_file(path)
+            .map(|_| format!("fixture {}", path.display()))
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// Routes each call to a configured provider.
+pub struct Router {
+    default: Option<String>,
+    slots: BTreeMap<String, Slot>,
+    agent_types: BTreeMap<String, AgentTypeRoute>,
+}
+
+impl Router {
+    /// A router over `config`'s providers with `default` as the default
+    /// provider (the `--provider` flag, else `workflow.provider`).
+    pub fn new(config: &Config, default: Option<String>) -> Router {
+        Router {
+            default: default.or_else(|| config.workflow.provider.clone()),
+            slots: config
+                .providers
+                .iter()
+                .map(|(name, entry)| {
+                    (
+                        name.clone(),
+                        Slot {
+                            entry: entry.clone(),
+                            built: OnceLock::new(),
+                        },
+                    )
+                })
+                .collect(),
+            agent_types: config.agent_types.clone(),
+        }
+    }
+
+    /// Builds the default provider now, so a missing key or program is an
+    /// error before the run starts rather than at its first call.
+    pub fn check_default(&self) -> Result<(), String> {
+        let Some(name) = &self.default else {
+            return Ok(());
+        };
+        let slot = self.slots.get(name).ok_or_else(|| {
+            format!(
+                "unknown provider {name:?}; known providers: {}",
+                self.known()
+            )
+        })?;
+        slot.get().map(|_| ()).map_err(|e| {
+            format!(
+                "provider {name:?} (defined at {}) cannot be used: {e}",
+                slot.entry.defined_at
+            )
+        })
+    }
+
+    fn known(&self) -> String {
+        self.slots.keys().cloned().collect::<Vec<_>>().join(", ")
+    }
+}
+
+#[async_trait]
+impl SubagentProvider for Router {
+    async fn start(
+        &self,
+        mut request: AgentRequest,
+        cancel: CancellationToken,
+    ) -> Result<Arc<dyn Subagent>, StartRefused> {
+        let route = request
+            .agent_type
+            .as_ref()
+            .and_then(|t| self.agent_types.get(t))
+            .cloned();
+        let name = request
+            .provider
+            .clone()
+            .or_else(|| route.as_ref().and_then(|r| r.provider.clone()))
+            .or_else(|| self.default.clone());
+        let Some(name) = name else {
+            return Err(StartRefused::agent_start(format!(
+                "agent(): no provider is configured to answer call #{} (label {:?}); pass \
+                 --fixture FILE or --provider NAME, set workflow.provider in dsh.toml, or give \
+                 the call a provider option (known providers: {})",
+                request.seq,
+                request.label,
+                self.known()
+            )));
+        };
+        let Some(slot) = self.slots.get(&name) else {
+            return Err(StartRefused::agent_start(format!(
+                "agent(): unknown provider {name:?} for call #{} (label {:?}); known providers: {} \
+                 (configure more in dsh.toml)",
+                request.seq,
+                request.label,
+                self.known()
+            )));
+        };
+        let provider = slot.get().map_err(|e| {
+            StartRefused::agent_start(format!(
+                "agent(): provider {name:?} cannot be used for call #{}: {e}",
+                request.seq
+            ))
+        })?;
+        if let Some(r) = route {
+            if request.model.is_none() {
+                request.model = r.model;
+            }
+            if request.effort.is_none() {
+                request.effort = r.effort;
+            }
+            if request.system_prompt.is_none() {
+                request.system_prompt = r.system_prompt;
+            }
+        }
+        provider.start(request, cancel).await
+    }
+}
