@@ -1,81 +1,110 @@
 //! The `openai` provider: any OpenAI-compatible chat-completions API
-//! (DeepSeek's by default). STUB: the agreed interface only; the
-//! implementation replaces this file.
+//! (DeepSeek's by default).
+//!
+//! Each `agent()` call is one child: `start()` returns it at once and the
+//! request runs in its own task — POST `{base_url}/chat/completions` with
+//! the optional system message (the agent type's system prompt, plus for a
+//! schema call the instruction to answer with JSON matching the schema) and
+//! the prompt. A text call answers `choices[0].message.content`; a schema
+//! call parses and validates it, and an invalid answer gets exactly one
+//! corrective retry that shows the model its validation errors. 429, 5xx,
+//! timeouts and connection errors are retried ([`http`]); every other
+//! failure ends the child with a reason (`agent()` resolves `null`).
+//!
+//! Cancelling the child (or the run) drops the in-flight request at once;
+//! `result()` then answers [`ChildResult::Cancelled`] and no later answer
+//! is delivered. `dispose()` aborts the task and waits (bounded) for it to
+//! be gone.
+//!
+//! Options: `model` overrides the configured model; `effort` is sent as
+//! `reasoning_effort` only when the config says the endpoint takes it;
+//! `agentType` reaches the provider as the router's `system_prompt`;
+//! `isolation` is refused (`UNSUPPORTED_OPTION`).
 
-use std::sync::Arc;
+mod api;
+mod config;
+mod http;
+#[cfg(test)]
+mod test_server;
+#[cfg(test)]
+mod tests;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use serde::Deserialize;
+use dsh_protocol::ErrorCode;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::provider::{AgentRequest, StartRefused, Subagent, SubagentProvider};
+pub use config::{MAX_DELAY, OpenAiConfig, StructuredOutput};
 
-/// `[providers.NAME]` with `type = "openai"`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OpenAiConfig {
-    #[serde(default = "default_base_url")]
-    pub base_url: String,
-    #[serde(default = "default_model")]
-    pub model: String,
-    #[serde(default = "default_key_env")]
-    pub api_key_env: String,
-}
+use crate::provider::{
+    AgentRequest, ChildOutcome, ChildResult, ResultFault, StartRefused, Subagent, SubagentProvider,
+    Usage,
+};
 
-fn default_base_url() -> String {
-    "https://api.deepseek.com".into()
-}
-fn default_model() -> String {
-    "deepseek-chat".into()
-}
-fn default_key_env() -> String {
-    "DEEPSEEK_API_KEY".into()
-}
+/// How long `dispose()` waits for an aborted request task to be gone.
+const DISPOSE_WAIT: Duration = Duration::from_secs(2);
 
-impl Default for OpenAiConfig {
-    fn default() -> Self {
-        OpenAiConfig {
-            base_url: default_base_url(),
-            model: default_model(),
-            api_key_env: default_key_env(),
-        }
-    }
-}
-
-impl OpenAiConfig {
-    /// The built-in `openai` entry: api.openai.com, `OPENAI_API_KEY`.
-    pub fn openai() -> Self {
-        OpenAiConfig {
-            base_url: "https://api.openai.com/v1".into(),
-            model: "gpt-4o-mini".into(),
-            api_key_env: "OPENAI_API_KEY".into(),
-        }
-    }
-
-    /// Whether the provider can be used, without calling it: `Ok(detail)`
-    /// or `Err(problem and fix)`.
-    pub fn usable(&self) -> Result<String, String> {
-        match std::env::var_os(&self.api_key_env) {
-            Some(v) if !v.is_empty() => Ok(format!(
-                "{} ({}), key from {}",
-                self.base_url, self.model, self.api_key_env
-            )),
-            _ => Err(format!(
-                "{} is not set; export it, or set api_key_env to the variable that holds the key",
-                self.api_key_env
-            )),
-        }
-    }
-}
-
+/// A provider for one `[providers.NAME]` entry. Cheap to build: the HTTP
+/// client is created on the first call.
 pub struct OpenAiProvider {
     name: String,
+    shared: Arc<Shared>,
+    next_child: AtomicU64,
+}
+
+/// What every child's task needs.
+struct Shared {
+    cfg: OpenAiConfig,
+    endpoint: http::Endpoint,
 }
 
 impl OpenAiProvider {
+    /// Builds the provider named `name`, reading the key from the variable
+    /// `cfg.api_key_env` names (none when that name is empty). Never calls
+    /// the API.
     pub fn new(name: &str, cfg: &OpenAiConfig) -> Result<Self, String> {
-        cfg.usable()?;
-        Ok(OpenAiProvider { name: name.into() })
+        cfg.check()?;
+        if cfg.api_key_env.is_empty() {
+            return Self::with_key(name, cfg, "");
+        }
+        match std::env::var(&cfg.api_key_env) {
+            Ok(key) if !key.is_empty() => Self::with_key(name, cfg, &key),
+            Ok(_) | Err(std::env::VarError::NotPresent) => Err(cfg.missing_key()),
+            Err(std::env::VarError::NotUnicode(_)) => Err(format!(
+                "{} does not hold a valid key (it is not UTF-8)",
+                cfg.api_key_env
+            )),
+        }
+    }
+
+    /// Builds the provider with `key` given directly (embedders, tests);
+    /// `api_key_env` is then only used in messages. An empty key sends no
+    /// `Authorization` header.
+    pub fn with_key(name: &str, cfg: &OpenAiConfig, key: &str) -> Result<Self, String> {
+        cfg.check()?;
+        let key = (!key.is_empty()).then_some(key);
+        Ok(OpenAiProvider {
+            name: name.into(),
+            shared: Arc::new(Shared {
+                cfg: cfg.clone(),
+                endpoint: http::Endpoint::new(cfg, key)?,
+            }),
+            next_child: AtomicU64::new(1),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.shared.cfg
     }
 }
 
@@ -83,12 +112,220 @@ impl OpenAiProvider {
 impl SubagentProvider for OpenAiProvider {
     async fn start(
         &self,
-        _request: AgentRequest,
-        _cancel: CancellationToken,
+        request: AgentRequest,
+        cancel: CancellationToken,
     ) -> Result<Arc<dyn Subagent>, StartRefused> {
-        Err(StartRefused::agent_start(format!(
-            "provider {}: not implemented yet",
-            self.name
-        )))
+        Ok(self.start_child(request, cancel)?)
+    }
+}
+
+impl OpenAiProvider {
+    /// Starts the request task and returns its child at once.
+    fn start_child(
+        &self,
+        request: AgentRequest,
+        cancel: CancellationToken,
+    ) -> Result<Arc<OpenAiChild>, StartRefused> {
+        if let Some(isolation) = &request.isolation {
+            return Err(StartRefused {
+                code: ErrorCode::UnsupportedOption,
+                message: format!(
+                    "agent(): provider {:?} (type openai) does not support isolation: {isolation:?}; \
+                     drop the option, or send this call to a provider that runs the agent in a \
+                     worktree (type command)",
+                    self.name
+                ),
+            });
+        }
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            StartRefused::agent_start(format!(
+                "provider {:?}: start() must run inside a tokio runtime",
+                self.name
+            ))
+        })?;
+        let n = self.next_child.fetch_add(1, Ordering::Relaxed);
+        let token = cancel.child_token();
+        let usage = Arc::new(Mutex::new(None));
+        let (tx, rx) = oneshot::channel();
+        let task = runtime.spawn({
+            let shared = self.shared.clone();
+            let token = token.clone();
+            let usage = usage.clone();
+            async move {
+                // Cancelling drops the request future, and with it the
+                // connection: the server sees the hang-up at once.
+                tokio::select! {
+                    biased;
+                    _ = token.cancelled() => {}
+                    result = shared.answer(request, &usage) => {
+                        let _ = tx.send(result);
+                    }
+                }
+            }
+        });
+        Ok(Arc::new(OpenAiChild {
+            id: format!("{}-{n}", self.name),
+            token,
+            answer: Mutex::new(Some(rx)),
+            task: Mutex::new(Some(task)),
+            usage,
+        }))
+    }
+}
+
+impl Shared {
+    /// Runs one call to its end.
+    async fn answer(&self, req: AgentRequest, usage: &Mutex<Option<Usage>>) -> ChildResult {
+        let model = req.model.as_deref().unwrap_or(&self.cfg.model);
+        let schema = req.schema.as_ref();
+        let effort = req.effort.as_deref();
+        let mut messages = api::opening_messages(req.system_prompt.as_deref(), schema, &req.prompt);
+        let first = match self.exchange(model, &messages, schema, effort, usage).await {
+            Ok(r) => r,
+            Err(reason) => return ChildResult::Failed(reason),
+        };
+        let Some(schema) = schema else {
+            return ChildResult::Text(first.content);
+        };
+        let problems = match api::check_answer(schema, &first) {
+            Ok(v) => return ChildResult::Structured(v),
+            Err(p) => p,
+        };
+        // One corrective retry: the conversation so far, the bad answer,
+        // and what is wrong with it.
+        messages.push(json!({ "role": "assistant", "content": first.content }));
+        messages.push(json!({ "role": "user", "content": api::correction(&problems) }));
+        let second = match self
+            .exchange(model, &messages, Some(schema), effort, usage)
+            .await
+        {
+            Ok(r) => r,
+            Err(reason) => {
+                return ChildResult::Failed(format!(
+                    "{problems}\nThe corrective request then failed: {reason}"
+                ));
+            }
+        };
+        match api::check_answer(schema, &second) {
+            Ok(v) => ChildResult::Structured(v),
+            Err(p) => ChildResult::Failed(format!("{p}\n(after one corrective retry)")),
+        }
+    }
+
+    /// One request/response; the usage is added up as it arrives.
+    async fn exchange(
+        &self,
+        model: &str,
+        messages: &[Value],
+        schema: Option<&Value>,
+        effort: Option<&str>,
+        usage: &Mutex<Option<Usage>>,
+    ) -> Result<api::Reply, String> {
+        let body = api::request_body(&self.cfg, model, messages, schema, effort);
+        let bytes = self.endpoint.post(&body).await?;
+        let (reply, used) = api::parse_response(&bytes);
+        if let Some(u) = used {
+            let mut total = usage.lock().unwrap_or_else(|e| e.into_inner());
+            let t = total.get_or_insert(Usage {
+                input: 0,
+                output: 0,
+            });
+            t.input = t.input.saturating_add(u.input);
+            t.output = t.output.saturating_add(u.output);
+        }
+        reply
+    }
+}
+
+/// One call in flight (or settled).
+struct OpenAiChild {
+    id: String,
+    /// Fires on `cancel()`, `dispose()`, drop, or the run's cancellation.
+    token: CancellationToken,
+    answer: Mutex<Option<oneshot::Receiver<ChildResult>>>,
+    task: Mutex<Option<JoinHandle<()>>>,
+    /// Tokens reported so far (also on failure and cancellation: they were
+    /// spent).
+    usage: Arc<Mutex<Option<Usage>>>,
+}
+
+impl OpenAiChild {
+    fn usage(&self) -> Option<Usage> {
+        *self.usage.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    #[cfg(test)]
+    fn task_finished(&self) -> bool {
+        self.task
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_none_or(JoinHandle::is_finished)
+    }
+}
+
+#[async_trait]
+impl Subagent for OpenAiChild {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    async fn result(&self) -> Result<ChildOutcome, ResultFault> {
+        let rx = self.answer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some(rx) = rx else {
+            return Err(ResultFault(format!(
+                "the result of {} was already taken",
+                self.id
+            )));
+        };
+        let got = tokio::select! {
+            biased;
+            _ = self.token.cancelled() => None,
+            r = rx => r.ok(),
+        };
+        let result = match got {
+            // A cancel that raced a finished answer still wins: no answer
+            // is delivered after cancel().
+            _ if self.token.is_cancelled() => ChildResult::Cancelled,
+            Some(r) => r,
+            None => {
+                return Err(ResultFault(format!(
+                    "the request task of {} ended without an answer",
+                    self.id
+                )));
+            }
+        };
+        Ok(ChildOutcome {
+            result,
+            usage: self.usage(),
+        })
+    }
+
+    fn cancel(&self) {
+        self.token.cancel();
+    }
+
+    async fn dispose(&self) {
+        self.token.cancel();
+        let task = self.task.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(task) = task {
+            task.abort();
+            let _ = tokio::time::timeout(DISPOSE_WAIT, task).await;
+        }
+    }
+}
+
+impl Drop for OpenAiChild {
+    fn drop(&mut self) {
+        // A child dropped without dispose() leaves no request behind.
+        self.token.cancel();
+        let task = self
+            .task
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(task) = task {
+            task.abort();
+        }
     }
 }

@@ -1,0 +1,405 @@
+//! One POST to `{base_url}/chat/completions`, with the retry policy: 429,
+//! 5xx, timeouts and connection errors are retried with exponential backoff
+//! and jitter (honouring `Retry-After`), at most `max_attempts` attempts in
+//! all; any other status fails at once. Every failure is a `String` reason
+//! for the child's `agent-end` event; nothing a server sends can panic.
+
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::{Client, Response, StatusCode};
+use serde_json::Value;
+
+use super::api::excerpt;
+use super::config::{MAX_DELAY, OpenAiConfig};
+
+/// Largest successful response body read (a chat answer is far smaller).
+const MAX_BODY: usize = 16 << 20;
+/// How much of an error body is read for the message.
+const MAX_ERROR_BODY: usize = 4 << 10;
+
+/// Where requests go and how they are retried; the HTTP client is built on
+/// the first request.
+pub struct Endpoint {
+    url: String,
+    headers: HeaderMap,
+    timeout: Duration,
+    max_attempts: u32,
+    backoff: Duration,
+    client: OnceLock<Result<Client, String>>,
+}
+
+impl Endpoint {
+    /// `key`: the API key (`None`: no `Authorization` header). The config
+    /// must have passed [`OpenAiConfig::check`]; what it finds is reported
+    /// here too rather than trusted.
+    pub fn new(cfg: &OpenAiConfig, key: Option<&str>) -> Result<Self, String> {
+        let mut headers = HeaderMap::new();
+        for (name, value) in &cfg.headers {
+            let n = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("headers: {name:?} is not a valid HTTP header name"))?;
+            let v = HeaderValue::from_str(value).map_err(|_| {
+                format!("headers.{name}: the value is not a valid HTTP header value")
+            })?;
+            headers.insert(n, v);
+        }
+        if let Some(key) = key {
+            let mut v = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                format!(
+                    "the key in {} is not a valid HTTP header value (stray newline or \
+                     non-ASCII character?)",
+                    cfg.api_key_env
+                )
+            })?;
+            v.set_sensitive(true);
+            headers.insert(AUTHORIZATION, v);
+        }
+        Ok(Endpoint {
+            url: format!("{}/chat/completions", cfg.base_url.trim_end_matches('/')),
+            headers,
+            timeout: cfg.timeout,
+            max_attempts: cfg.max_attempts.max(1),
+            backoff: cfg.backoff,
+            client: OnceLock::new(),
+        })
+    }
+
+    #[cfg(test)]
+    pub fn client_built(&self) -> bool {
+        self.client.get().is_some()
+    }
+
+    fn client(&self) -> Result<&Client, String> {
+        self.client
+            .get_or_init(|| {
+                Client::builder()
+                    .default_headers(self.headers.clone())
+                    .redirect(reqwest::redirect::Policy::none())
+                    .user_agent(concat!("dsh-workflow/", env!("CARGO_PKG_VERSION")))
+                    .build()
+                    .map_err(|e| format!("cannot set up the HTTP client: {}", chain(&e)))
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Posts `body` and returns the body of a 2xx response, retrying as
+    /// the policy says.
+    pub async fn post(&self, body: &Value) -> Result<Vec<u8>, String> {
+        let client = self.client()?;
+        let mut attempt = 1;
+        loop {
+            let (last, retry_after) = match self.once(client, body).await {
+                Attempt::Done(bytes) => return Ok(bytes),
+                Attempt::Fatal(reason) => return Err(reason),
+                Attempt::Retry { reason, after } => (reason, after),
+            };
+            if attempt >= self.max_attempts {
+                return Err(if self.max_attempts == 1 {
+                    last
+                } else {
+                    format!("gave up after {attempt} attempts; the last: {last}")
+                });
+            }
+            let delay = retry_after
+                .unwrap_or_else(|| backoff_delay(self.backoff, attempt, jitter()))
+                .min(MAX_DELAY);
+            tracing::debug!(attempt, ?delay, %last, "openai: retrying");
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+        }
+    }
+
+    async fn once(&self, client: &Client, body: &Value) -> Attempt {
+        let sent = client
+            .post(&self.url)
+            .timeout(self.timeout)
+            .json(body)
+            .send()
+            .await;
+        let mut resp = match sent {
+            Ok(r) => r,
+            Err(e) => return self.transport(&e),
+        };
+        let status = resp.status();
+        if status.is_success() {
+            return match read_capped(&mut resp, MAX_BODY).await {
+                Ok((bytes, false)) => Attempt::Done(bytes),
+                Ok((_, true)) => Attempt::Fatal(format!(
+                    "the API's response is larger than {} MiB",
+                    MAX_BODY >> 20
+                )),
+                Err(e) => self.transport(&e),
+            };
+        }
+        let after = retry_after(resp.headers(), SystemTime::now());
+        let text = match read_capped(&mut resp, MAX_ERROR_BODY).await {
+            Ok((bytes, _)) => excerpt(&bytes),
+            Err(_) => "(the body could not be read)".into(),
+        };
+        let reason = format!("HTTP {}: {text}", status_text(status));
+        if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+            Attempt::Retry { reason, after }
+        } else {
+            Attempt::Fatal(reason)
+        }
+    }
+
+    fn transport(&self, e: &reqwest::Error) -> Attempt {
+        if e.is_builder() {
+            return Attempt::Fatal(format!("cannot build the request: {}", chain(e)));
+        }
+        let reason = if e.is_timeout() {
+            format!(
+                "no complete response within {} (timeout)",
+                show_duration(self.timeout)
+            )
+        } else if e.is_connect() {
+            format!("cannot connect to {}: {}", self.url, chain(e))
+        } else {
+            format!("the connection failed: {}", chain(e))
+        };
+        Attempt::Retry {
+            reason,
+            after: None,
+        }
+    }
+}
+
+enum Attempt {
+    Done(Vec<u8>),
+    Retry {
+        reason: String,
+        after: Option<Duration>,
+    },
+    Fatal(String),
+}
+
+/// Reads at most `cap` bytes of the body; `true` when there was more.
+async fn read_capped(resp: &mut Response, cap: usize) -> Result<(Vec<u8>, bool), reqwest::Error> {
+    let mut out = Vec::new();
+    while let Some(chunk) = resp.chunk().await? {
+        if out.len() + chunk.len() > cap {
+            let room = cap - out.len();
+            out.extend_from_slice(&chunk[..room]);
+            return Ok((out, true));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok((out, false))
+}
+
+fn status_text(s: StatusCode) -> String {
+    match s.canonical_reason() {
+        Some(r) => format!("{} {r}", s.as_u16()),
+        None => s.as_u16().to_string(),
+    }
+}
+
+/// An error and its causes, "outer: inner: root".
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        cur = s.source();
+    }
+    parts.join(": ")
+}
+
+fn show_duration(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+/// The wait before attempt `failed + 1`: `base · 2^(failed-1)`, at most
+/// [`MAX_DELAY`], with "equal jitter" (`r` in `[0, 1)` picks a point in
+/// the upper half).
+pub fn backoff_delay(base: Duration, failed: u32, r: f64) -> Duration {
+    let exp = 2f64.powi(failed.saturating_sub(1).min(30) as i32);
+    let full = (base.as_secs_f64() * exp).min(MAX_DELAY.as_secs_f64());
+    let r = if r.is_finite() {
+        r.clamp(0.0, 1.0)
+    } else {
+        0.5
+    };
+    Duration::from_secs_f64(full / 2.0 + full / 2.0 * r)
+}
+
+/// A number in `[0, 1)`, different on every call (no RNG crate needed for
+/// jitter: the standard library's hasher keys are random).
+fn jitter() -> f64 {
+    use std::hash::BuildHasher;
+    let h = std::collections::hash_map::RandomState::new().hash_one(std::time::Instant::now());
+    (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// `Retry-After`: a number of seconds or an HTTP date (IMF-fixdate);
+/// `None` when absent or unreadable.
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let v = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    if let Ok(secs) = v.parse::<f64>()
+        && secs.is_finite()
+        && secs >= 0.0
+    {
+        return Duration::try_from_secs_f64(secs).ok();
+    }
+    let at = parse_http_date(v)?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// Parses an IMF-fixdate such as `Sun, 06 Nov 1994 08:49:37 GMT`.
+pub fn parse_http_date(s: &str) -> Option<SystemTime> {
+    let mut it = s.split_ascii_whitespace();
+    let _weekday = it.next()?.strip_suffix(',')?;
+    let day: u32 = it.next()?.parse().ok()?;
+    let month = match it.next()? {
+        "Jan" => 1,
+        "Feb" => 2,
+        "Mar" => 3,
+        "Apr" => 4,
+        "May" => 5,
+        "Jun" => 6,
+        "Jul" => 7,
+        "Aug" => 8,
+        "Sep" => 9,
+        "Oct" => 10,
+        "Nov" => 11,
+        "Dec" => 12,
+        _ => return None,
+    };
+    let year: i64 = it.next()?.parse().ok()?;
+    let mut hms = it.next()?.split(':');
+    let h: u64 = hms.next()?.parse().ok()?;
+    let m: u64 = hms.next()?.parse().ok()?;
+    let sec: u64 = hms.next()?.parse().ok()?;
+    if it.next()? != "GMT" || it.next().is_some() || hms.next().is_some() {
+        return None;
+    }
+    if !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 || !(1970..=9999).contains(&year) {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    let secs = u64::try_from(days).ok()? * 86_400 + h * 3600 + m * 60 + sec;
+    UNIX_EPOCH.checked_add(Duration::from_secs(secs))
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+/// algorithm).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case::first(1, 0.0, 250)]
+    #[case::first_top(1, 1.0, 500)]
+    #[case::second(2, 0.0, 500)]
+    #[case::third(3, 0.5, 1500)]
+    #[case::capped(40, 1.0, 60_000)]
+    fn backoff_doubles_with_jitter_and_a_cap(
+        #[case] failed: u32,
+        #[case] r: f64,
+        #[case] want_ms: u128,
+    ) {
+        let d = backoff_delay(Duration::from_millis(500), failed, r);
+        assert_eq!(d.as_millis(), want_ms);
+    }
+
+    #[test]
+    fn jitter_is_in_range() {
+        for _ in 0..100 {
+            let j = jitter();
+            assert!((0.0..1.0).contains(&j), "{j}");
+        }
+    }
+
+    fn headers(v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_str(v).expect("value"));
+        h
+    }
+
+    #[rstest]
+    #[case::seconds("3", Some(3000))]
+    #[case::fraction("0.25", Some(250))]
+    #[case::date_ahead("Sun, 06 Nov 1994 08:49:47 GMT", Some(10_000))]
+    #[case::date_past("Sun, 06 Nov 1994 08:49:27 GMT", Some(0))]
+    #[case::garbage("soon", None)]
+    #[case::negative("-1", None)]
+    #[case::bad_zone("Sun, 06 Nov 1994 08:49:47 CET", None)]
+    fn retry_after_seconds_or_date(#[case] v: &str, #[case] want_ms: Option<u128>) {
+        let now = parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").expect("date");
+        assert_eq!(
+            UNIX_EPOCH + Duration::from_secs(784_111_777),
+            now,
+            "RFC 9110's example date"
+        );
+        assert_eq!(
+            retry_after(&headers(v), now).map(|d| d.as_millis()),
+            want_ms
+        );
+        assert_eq!(retry_after(&HeaderMap::new(), now), None);
+    }
+
+    #[test]
+    fn http_dates() {
+        assert_eq!(
+            parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"),
+            Some(UNIX_EPOCH)
+        );
+        assert_eq!(
+            parse_http_date("Tue, 29 Feb 2000 12:00:00 GMT"),
+            Some(UNIX_EPOCH + Duration::from_secs(951_825_600))
+        );
+        for bad in [
+            "",
+            "Sun 06 Nov 1994",
+            "Sun, 32 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 25:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37 GMT x",
+        ] {
+            assert_eq!(parse_http_date(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_endpoint_joins_the_path_and_refuses_bad_keys() {
+        let cfg = OpenAiConfig {
+            base_url: "http://127.0.0.1:9/v1/".into(),
+            ..OpenAiConfig::default()
+        };
+        let e = Endpoint::new(&cfg, Some("k")).expect("valid");
+        assert_eq!(e.url, "http://127.0.0.1:9/v1/chat/completions");
+        assert!(e.headers[AUTHORIZATION].is_sensitive());
+        let err = Endpoint::new(&cfg, Some("bad\nkey"))
+            .err()
+            .expect("refused");
+        assert!(err.contains("DEEPSEEK_API_KEY"), "{err}");
+        assert!(!err.contains("bad"), "the key is never shown: {err}");
+        let none = Endpoint::new(&cfg, None).expect("valid");
+        assert!(none.headers.get(AUTHORIZATION).is_none());
+        assert!(none.client.get().is_none(), "the client is built lazily");
+    }
+}

@@ -1,0 +1,377 @@
+//! A scripted HTTP/1.1 server on 127.0.0.1 for the openai provider's tests
+//! (the unit tests next to the provider, and `tests/openai_provider.rs`,
+//! which includes this file by path). It answers each request with the next
+//! scripted [`Reply`], records every request, and reports when a client
+//! hangs up on a request still waiting for its answer — the server-side
+//! signal the cancellation tests synchronize on.
+//!
+//! Just enough HTTP for reqwest: request line, headers, a `Content-Length`
+//! body, keep-alive. Every wait is bounded by [`BOUND`].
+
+#![allow(dead_code)]
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// Upper bound of every wait of the tests (never the thing measured).
+pub const BOUND: Duration = Duration::from_secs(30);
+
+/// What the server does with one request.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A complete response.
+    Http {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    },
+    /// The reply, after a delay; a client hanging up first is recorded as
+    /// a drop and gets nothing.
+    After(Duration, Box<Reply>),
+    /// Never answers; a client hanging up is recorded as a drop.
+    Hang,
+    /// These bytes as they are, then the connection is closed.
+    Raw(Vec<u8>),
+}
+
+impl Reply {
+    pub fn json(status: u16, v: &Value) -> Reply {
+        Reply::Http {
+            status,
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            body: v.to_string().into_bytes(),
+        }
+    }
+
+    /// A 200 chat completion answering `content`, with usage.
+    pub fn chat_usage(content: &str, input: u64, output: u64) -> Reply {
+        Reply::json(
+            200,
+            &json!({
+                "id": "chatcmpl-test",
+                "object": "chat.completion",
+                "model": "test-model",
+                "choices": [{
+                    "index": 0,
+                    "message": { "role": "assistant", "content": content },
+                    "finish_reason": "stop"
+                }],
+                "usage": {
+                    "prompt_tokens": input,
+                    "completion_tokens": output,
+                    "total_tokens": input + output
+                }
+            }),
+        )
+    }
+
+    /// A 200 chat completion answering `content` (usage 10 in, 5 out).
+    pub fn chat(content: &str) -> Reply {
+        Reply::chat_usage(content, 10, 5)
+    }
+
+    /// A status with a plain-text body.
+    pub fn status(status: u16, body: &str) -> Reply {
+        Reply::Http {
+            status,
+            headers: vec![("Content-Type".into(), "text/plain".into())],
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    /// A 200 whose body is `body` as it is.
+    pub fn body(body: &str) -> Reply {
+        Reply::Http {
+            status: 200,
+            headers: vec![("Content-Type".into(), "application/json".into())],
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    /// Adds a response header.
+    pub fn header(mut self, name: &str, value: &str) -> Reply {
+        if let Reply::Http { headers, .. } = &mut self {
+            headers.push((name.into(), value.into()));
+        }
+        self
+    }
+
+    pub fn after(self, delay: Duration) -> Reply {
+        Reply::After(delay, Box::new(self))
+    }
+}
+
+/// One request as the server received it.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    /// Names lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Recorded {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON (panics otherwise: a test helper).
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "request body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+}
+
+/// What the server has seen so far.
+#[derive(Debug, Clone, Default)]
+pub struct Seen {
+    pub requests: Vec<Recorded>,
+    /// Requests whose client hung up before the (delayed or never coming)
+    /// answer.
+    pub dropped: usize,
+    /// Delayed answers written to a client still connected.
+    pub late_answers: usize,
+}
+
+pub struct TestServer {
+    addr: SocketAddr,
+    seen: watch::Receiver<Seen>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+struct State {
+    replies: Mutex<VecDeque<Reply>>,
+    seen: watch::Sender<Seen>,
+}
+
+impl TestServer {
+    /// Listens on 127.0.0.1 (a free port) and answers with `replies` in
+    /// order; once they are used up, with a 500 saying so.
+    pub async fn start(replies: Vec<Reply>) -> TestServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (tx, rx) = watch::channel(Seen::default());
+        let state = Arc::new(State {
+            replies: Mutex::new(replies.into()),
+            seen: tx,
+        });
+        let task = tokio::spawn(async move {
+            let mut conns = JoinSet::new();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => match accepted {
+                        Ok((stream, _)) => {
+                            conns.spawn(serve(stream, state.clone()));
+                        }
+                        Err(_) => return,
+                    },
+                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
+                }
+            }
+        });
+        TestServer {
+            addr,
+            seen: rx,
+            task,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn seen(&self) -> Seen {
+        self.seen.borrow().clone()
+    }
+
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.seen.borrow().requests.clone()
+    }
+
+    /// Waits (bounded) until `pred` holds.
+    pub async fn wait(&self, what: &str, pred: impl Fn(&Seen) -> bool) -> Seen {
+        let mut rx = self.seen.clone();
+        match tokio::time::timeout(BOUND, rx.wait_for(|s| pred(s))).await {
+            Ok(Ok(s)) => s.clone(),
+            Ok(Err(_)) => panic!("the test server stopped before {what}"),
+            Err(_) => panic!(
+                "no {what} within {BOUND:?}; the server saw {:#?}",
+                self.seen()
+            ),
+        }
+    }
+
+    /// Waits (bounded) until the server has received `n` requests.
+    pub async fn wait_requests(&self, n: usize) -> Vec<Recorded> {
+        self.wait(&format!("{n} requests"), |s| s.requests.len() >= n)
+            .await
+            .requests
+    }
+
+    /// Waits (bounded) until `n` clients hung up on a pending answer.
+    pub async fn wait_dropped(&self, n: usize) {
+        self.wait(&format!("{n} dropped requests"), |s| s.dropped >= n)
+            .await;
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        // Aborting the accept loop drops its JoinSet, which aborts every
+        // connection task.
+        self.task.abort();
+    }
+}
+
+async fn serve(mut stream: TcpStream, state: Arc<State>) {
+    let mut buf = Vec::new();
+    loop {
+        let Some(req) = read_request(&mut stream, &mut buf).await else {
+            return;
+        };
+        state.seen.send_modify(|s| s.requests.push(req));
+        let reply = state
+            .replies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front()
+            .unwrap_or_else(|| Reply::status(500, "test server: no scripted reply left"));
+        if !answer(&mut stream, reply, &state).await {
+            return;
+        }
+    }
+}
+
+/// Writes `reply`; false when the connection is finished.
+async fn answer(stream: &mut TcpStream, reply: Reply, state: &State) -> bool {
+    match reply {
+        Reply::Http {
+            status,
+            headers,
+            body,
+        } => {
+            let mut head = format!("HTTP/1.1 {status} {}\r\n", reason(status));
+            for (n, v) in &headers {
+                head.push_str(&format!("{n}: {v}\r\n"));
+            }
+            head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+            stream.write_all(head.as_bytes()).await.is_ok()
+                && stream.write_all(&body).await.is_ok()
+                && stream.flush().await.is_ok()
+        }
+        Reply::Raw(bytes) => {
+            let _ = stream.write_all(&bytes).await;
+            let _ = stream.shutdown().await;
+            false
+        }
+        Reply::Hang => {
+            wait_hangup(stream).await;
+            state.seen.send_modify(|s| s.dropped += 1);
+            false
+        }
+        Reply::After(delay, inner) => {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {
+                    state.seen.send_modify(|s| s.late_answers += 1);
+                    Box::pin(answer(stream, *inner, state)).await
+                }
+                _ = wait_hangup(stream) => {
+                    state.seen.send_modify(|s| s.dropped += 1);
+                    false
+                }
+            }
+        }
+    }
+}
+
+/// Returns when the client closes the connection (or it fails).
+async fn wait_hangup(stream: &mut TcpStream) {
+    let mut scratch = [0u8; 1024];
+    loop {
+        match stream.read(&mut scratch).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Reads one request; `None` when the connection closed or is unusable.
+async fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Recorded> {
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i;
+        }
+        if buf.len() > 1 << 20 {
+            return None;
+        }
+        let mut chunk = [0u8; 8192];
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next()?.split(' ');
+    let method = first.next()?.to_string();
+    let path = first.next()?.to_string();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let len: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let body_start = head_end + 4;
+    while buf.len() < body_start + len {
+        let mut chunk = [0u8; 8192];
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let body = buf[body_start..body_start + len].to_vec();
+    buf.drain(..body_start + len);
+    Some(Recorded {
+        method,
+        path,
+        headers,
+        body,
+    })
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}
