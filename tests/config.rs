@@ -1,0 +1,294 @@
+//! `dsh.toml` through the real `dsh`: discovery, defaults, routing by the
+//! `provider` option and `agentType`, `--provider`, `--config`, `dsh
+//! workflow providers`, and errors that name file, line, key and fix.
+//! Providers here are `kind = "fixture"` so everything runs offline; the
+//! `openai` and `command` providers have their own tests.
+
+mod common;
+
+use common::{Workspace, assert_event_guarantees, assert_mentions, dsh_in, events_of, fixture};
+use rstest::rstest;
+use serde_json::{Value, json};
+
+fn write(ws: &Workspace, name: &str, value: &Value) {
+    ws.file(name, &value.to_string());
+}
+
+/// Two fixture providers, `alpha` (default) and `beta`, each answering
+/// with its own name; an agent type routed to beta.
+fn routed_workspace(script: &str) -> Workspace {
+    let ws = Workspace::new("wf.ts", script, None);
+    write(
+        &ws,
+        "alpha.json",
+        &fixture(
+            json!([{ "match": {}, "text": "from alpha", "times": 100, "usage": { "input": 1, "output": 2 } }]),
+        ),
+    );
+    write(
+        &ws,
+        "beta.json",
+        &fixture(json!([
+            { "match": { "model": "beta-large" }, "text": "from beta, large model", "times": 100 },
+            { "match": {}, "text": "from beta", "times": 100 },
+        ])),
+    );
+    ws.file(
+        "dsh.toml",
+        r#"
+[workflow]
+provider = "alpha"
+
+[providers.alpha]
+kind = "fixture"
+path = "alpha.json"
+
+[providers.beta]
+kind = "fixture"
+path = "beta.json"
+
+[agent_types.reviewer]
+provider = "beta"
+model = "beta-large"
+"#,
+    );
+    ws
+}
+
+#[test]
+fn calls_are_routed_by_option_agent_type_and_default() {
+    let ws = routed_workspace(
+        r#"
+const a = await agent("one");
+const b = await agent("two", { provider: "beta" });
+const c = await agent("three", { agentType: "reviewer" });
+let d = "none";
+try { await agent("four", { provider: "gamma" }); } catch (e: any) { d = e.code + ": " + e.message; }
+return { a, b, c, d, spent: budget.spent() };
+"#,
+    );
+    let out = ws.run(&["--output", "result"]);
+    out.assert_code(0);
+    assert_event_guarantees(&out.events);
+    let v = &out.json()["value"];
+    assert_eq!(v["a"], "from alpha");
+    assert_eq!(v["b"], "from beta");
+    assert_eq!(v["c"], "from beta, large model");
+    assert_eq!(v["spent"], 2);
+    let d = v["d"].as_str().unwrap_or_default();
+    assert_mentions(
+        d,
+        &["AGENT_START", "gamma", "alpha, beta, deepseek, openai"],
+    );
+    // The agent-end event carries the usage the child reported.
+    let ends = events_of(&out.events, "workflow/agent-end");
+    assert_eq!(ends[0]["usage"], json!({ "input": 1, "output": 2 }));
+}
+
+#[test]
+fn the_provider_flag_picks_the_default() {
+    let ws = routed_workspace("return await agent(\"one\");");
+    let out = ws.run(&["--provider", "beta"]);
+    out.assert_code(0);
+    assert_eq!(out.json(), json!("from beta"));
+}
+
+#[test]
+fn the_file_is_found_from_a_parent_directory() {
+    let ws = routed_workspace("return await agent(\"one\");");
+    let sub = ws.dir.path().join("nested/deeper");
+    std::fs::create_dir_all(&sub).expect("mkdir");
+    std::fs::copy(&ws.script, sub.join("wf.ts")).expect("copy");
+    let (stdout, stderr, code) = dsh_in(&sub, &["workflow", "run", "wf.ts", "--events", "none"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout).expect("json"),
+        json!("from alpha")
+    );
+}
+
+#[test]
+fn an_explicit_config_is_used_and_a_missing_one_is_a_usage_error() {
+    let ws = routed_workspace("return await agent(\"one\");");
+    let cfg = ws.dir.path().join("dsh.toml");
+    let moved = ws.dir.path().join("other.toml");
+    std::fs::rename(&cfg, &moved).expect("rename");
+    let arg = moved.display().to_string();
+    let out = ws.run(&["--config", &arg]);
+    out.assert_code(0);
+    assert_eq!(out.json(), json!("from alpha"));
+
+    let ws = Workspace::new("wf.ts", "return 1;", None);
+    let out = ws.run(&["--config", "nope.toml"]);
+    out.assert_code(2);
+    assert!(
+        out.stderr.starts_with("error[USAGE]: --config: nope.toml"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_failed_child_has_its_reason_in_the_agent_end_event() {
+    let ws = Workspace::new(
+        "wf.ts",
+        "return await agent(\"x\", { label: \"refuse\" });",
+        Some(&fixture(json!([{ "match": {}, "fail": "model refused" }]))),
+    );
+    let out = ws.run(&[]);
+    out.assert_code(0);
+    let ends = events_of(&out.events, "workflow/agent-end");
+    assert_eq!(ends[0]["outcome"], "failed");
+    assert_eq!(ends[0]["reason"], "model refused");
+    assert!(ends[0].get("usage").is_none(), "{}", ends[0]);
+}
+
+#[test]
+fn workflow_defaults_set_limits_and_the_agent_ceiling() {
+    let ws = Workspace::new(
+        "wf.ts",
+        "for (let i = 0; i < 3; i++) await agent(\"x\" + i);\nreturn 1;",
+        Some(&fixture(
+            json!([{ "match": {}, "text": "ok", "times": 10 }]),
+        )),
+    );
+    ws.file(
+        "dsh.toml",
+        "[workflow]\nmax_total_agents = 2\nsandbox = \"off\"\n",
+    );
+    let out = ws.run(&["--output", "result"]);
+    out.assert_code(1);
+    out.assert_error_line("AGENT_CAP");
+    assert_eq!(out.json()["sandbox"]["level"], "none");
+
+    let ws = Workspace::new("wf.ts", "return 1;", None);
+    ws.file("dsh.toml", "[workflow]\nmax_total_agents = 2\n");
+    let out = ws.run(&["--max-agents", "5"]);
+    out.assert_code(2);
+    assert_mentions(
+        &out.stderr,
+        &["error[USAGE]", "--max-agents", "ceiling of 2"],
+    );
+}
+
+#[rstest]
+#[case::unknown_key("[workflow]\nmax_agents = 3\n", "dsh.toml:2", &["max_agents", "remove the key"])]
+#[case::wrong_type("[workflow]\nmax_concurrent_agents = \"lots\"\n", "dsh.toml:2", &["lots"])]
+#[case::unknown_default_provider("[workflow]\nprovider = \"ghost\"\n", "dsh.toml:2", &["workflow.provider", "ghost", "known providers"])]
+#[case::missing_kind("[providers.p]\npath = \"x.json\"\n", "dsh.toml:1", &["providers.p", "missing kind"])]
+#[case::unknown_provider_key("[providers.p]\nkind = \"openai\"\nmodle = \"x\"\n", "dsh.toml:1", &["providers.p", "modle"])]
+#[case::missing_key_variable(
+    "[workflow]\nprovider = \"p\"\n[providers.p]\nkind = \"openai\"\napi_key_env = \"DSH_TEST_SURELY_UNSET_KEY\"\n",
+    "dsh.toml",
+    &["workflow.provider", "DSH_TEST_SURELY_UNSET_KEY", "export it"]
+)]
+fn config_errors_stop_the_run_naming_file_key_and_fix(
+    #[case] text: &str,
+    #[case] location: &str,
+    #[case] mentions: &[&str],
+) {
+    let ws = Workspace::new("wf.ts", "log(\"must not run\");\nreturn 1;", None);
+    ws.file("dsh.toml", text);
+    let out = ws.run(&[]);
+    out.assert_code(2);
+    assert!(out.stdout.is_empty());
+    let first = out.stderr.lines().next().unwrap_or_default().to_string();
+    assert!(
+        first.starts_with("error[CONFIG_INVALID]: "),
+        "{}",
+        out.stderr
+    );
+    assert!(first.contains(location), "{location} missing: {first}");
+    assert_mentions(&first, mentions);
+    assert!(out.events.is_empty(), "the run must not start");
+}
+
+#[test]
+fn provider_flag_errors_name_the_flag() {
+    let ws = Workspace::new("wf.ts", "return 1;", None);
+    let out = ws.run(&["--provider", "ghost"]);
+    out.assert_code(2);
+    assert_mentions(
+        &out.stderr,
+        &["error[USAGE]: --provider", "ghost", "deepseek, openai"],
+    );
+    let ws = Workspace::new("wf.ts", "return 1;", Some(&fixture(json!([]))));
+    let out = ws.run(&["--provider", "deepseek"]);
+    out.assert_code(2);
+    assert_mentions(
+        &out.stderr,
+        &[
+            "error[USAGE]",
+            "--provider and --fixture exclude each other",
+        ],
+    );
+}
+
+#[test]
+fn providers_lists_each_with_whether_it_is_usable() {
+    let ws = routed_workspace("return 1;");
+    ws.file(
+        "dsh.toml",
+        r#"
+[workflow]
+provider = "alpha"
+
+[providers.alpha]
+kind = "fixture"
+path = "alpha.json"
+
+[providers.broken]
+kind = "fixture"
+path = "missing.json"
+
+[providers.cli]
+kind = "command"
+command = ["/surely/not/a/program", "-p"]
+"#,
+    );
+    let (stdout, stderr, code) = dsh_in(ws.dir.path(), &["workflow", "providers"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.split_whitespace().any(|w| w == name))
+            .unwrap_or_else(|| panic!("no line for {name}: {stdout}"))
+            .to_string()
+    };
+    assert!(line("alpha").starts_with('*'), "{stdout}");
+    assert_mentions(&line("alpha"), &["fixture", "usable"]);
+    assert_mentions(&line("broken"), &["not usable", "missing.json"]);
+    assert_mentions(
+        &line("cli"),
+        &["command", "not usable", "/surely/not/a/program"],
+    );
+    assert_mentions(&line("deepseek"), &["built-in", "DEEPSEEK_API_KEY"]);
+}
+
+#[test]
+fn resume_rebuilds_the_configured_providers() {
+    let ws = routed_workspace(
+        "const a = await agent(\"one\");\nconst b = await agent(\"two\", { provider: \"beta\" });\nreturn [a, b];",
+    );
+    let dir = ws.dir.path().to_path_buf();
+    let out = ws.run(&[]);
+    out.assert_code(0);
+    let id = std::fs::read_dir(dir.join(".dsh/runs"))
+        .expect("runs")
+        .next()
+        .expect("one run")
+        .expect("entry")
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    // Forget the answers: a resume must replay both without the providers.
+    std::fs::write(dir.join("alpha.json"), fixture(json!([])).to_string()).expect("write");
+    std::fs::write(dir.join("beta.json"), fixture(json!([])).to_string()).expect("write");
+    let (stdout, stderr, code) = dsh_in(&dir, &["workflow", "resume", &id, "--events", "none"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout).expect("json"),
+        json!(["from alpha", "from beta"])
+    );
+    assert_mentions(&stderr, &["2 call(s) replayed"]);
+}
