@@ -406,7 +406,7 @@ system_prompt = "Review carefully."
             c.providers["claude"].kind,
             ProviderKind::Command(_)
         ));
-        assert_eq!(c.providers["claude"].defined_at, "/p/dsh.toml:13");
+        assert_eq!(c.providers["claude"].defined_at, "/p/dsh.toml:12");
         assert!(c.providers.contains_key("openai"), "built-ins stay");
         assert_eq!(
             c.agent_types["reviewer"].provider.as_deref(),
