@@ -342,4 +342,46 @@ mod tests {
             Ok("https://api.deepseek.com (deepseek-chat), key from PATH".into())
         );
     }
+
+    /// The `dsh.toml` examples of docs/providers.md's openai section parse
+    /// (as the loader does: the table without `kind`) and pass the checks.
+    #[test]
+    fn the_documented_examples_are_valid() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/providers.md");
+        let doc = std::fs::read_to_string(path).expect("docs/providers.md");
+        let start = doc.find("## The openai provider").expect("the section");
+        let section = &doc[start..];
+        let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+        let mut found = Vec::new();
+        for block in section.split("```toml\n").skip(1) {
+            let text = &block[..block.find("```").expect("closed block")];
+            let file: toml::Table = toml::from_str(text).expect("valid TOML");
+            let providers = file["providers"].as_table().expect("[providers]");
+            for (name, table) in providers {
+                let mut table = table.as_table().expect("a table").clone();
+                assert_eq!(
+                    table
+                        .remove("kind")
+                        .and_then(|k| k.as_str().map(str::to_string))
+                        .as_deref(),
+                    Some("openai")
+                );
+                let cfg: OpenAiConfig = toml::Value::Table(table)
+                    .try_into()
+                    .unwrap_or_else(|e| panic!("providers.{name}: {e}"));
+                cfg.check()
+                    .unwrap_or_else(|e| panic!("providers.{name}: {e}"));
+                found.push((name.clone(), cfg));
+            }
+        }
+        let names: Vec<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["deepseek", "gpt", "local"]);
+        assert_eq!(
+            found[0].1,
+            OpenAiConfig::default(),
+            "the DeepSeek example spells out the defaults"
+        );
+        assert_eq!(found[1].1.timeout, Duration::from_secs(180));
+        assert_eq!(found[2].1.api_key_env, "");
+    }
 }

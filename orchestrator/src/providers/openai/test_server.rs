@@ -40,6 +40,9 @@ pub enum Reply {
     Hang,
     /// These bytes as they are, then the connection is closed.
     Raw(Vec<u8>),
+    /// These bytes (say, the head of a response), then nothing more; a
+    /// client hanging up is recorded as a drop.
+    Stall(Vec<u8>),
 }
 
 impl Reply {
@@ -280,6 +283,13 @@ async fn answer(stream: &mut TcpStream, reply: Reply, state: &State) -> bool {
         Reply::Raw(bytes) => {
             let _ = stream.write_all(&bytes).await;
             let _ = stream.shutdown().await;
+            false
+        }
+        Reply::Stall(bytes) => {
+            let _ = stream.write_all(&bytes).await;
+            let _ = stream.flush().await;
+            wait_hangup(stream).await;
+            state.seen.send_modify(|s| s.dropped += 1);
             false
         }
         Reply::Hang => {

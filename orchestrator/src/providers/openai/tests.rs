@@ -427,6 +427,24 @@ async fn timeouts_are_retried_then_reported() {
 }
 
 #[tokio::test]
+async fn a_body_that_stalls_times_out() {
+    let head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"choices\":";
+    let server = TestServer::start(vec![Reply::Stall(head.to_vec())]).await;
+    let cfg = OpenAiConfig {
+        timeout: Duration::from_millis(300),
+        max_attempts: 1,
+        ..config(&server)
+    };
+    let out = outcome(&provider(&cfg), request("hi")).await;
+    let reason = failed(&out);
+    assert!(
+        reason.starts_with("no complete response within 300ms"),
+        "{reason}"
+    );
+    server.wait_dropped(1).await;
+}
+
+#[tokio::test]
 async fn connection_refused_is_retried_then_reported() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
