@@ -23,6 +23,8 @@ const MAX_ERROR_BODY: usize = 4 << 10;
 /// the first request.
 pub struct Endpoint {
     url: String,
+    /// The host is this machine: proxies from the environment are skipped.
+    loopback: bool,
     headers: HeaderMap,
     timeout: Duration,
     max_attempts: u32,
@@ -55,8 +57,19 @@ impl Endpoint {
             v.set_sensitive(true);
             headers.insert(AUTHORIZATION, v);
         }
+        let loopback = reqwest::Url::parse(&cfg.base_url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+            .is_some_and(|h| {
+                h.eq_ignore_ascii_case("localhost")
+                    || h.trim_start_matches('[')
+                        .trim_end_matches(']')
+                        .parse::<std::net::IpAddr>()
+                        .is_ok_and(|ip| ip.is_loopback())
+            });
         Ok(Endpoint {
             url: format!("{}/chat/completions", cfg.base_url.trim_end_matches('/')),
+            loopback,
             headers,
             timeout: cfg.timeout,
             max_attempts: cfg.max_attempts.max(1),
@@ -73,10 +86,18 @@ impl Endpoint {
     fn client(&self) -> Result<&Client, String> {
         self.client
             .get_or_init(|| {
-                Client::builder()
+                let builder = Client::builder()
                     .default_headers(self.headers.clone())
                     .redirect(reqwest::redirect::Policy::none())
-                    .user_agent(concat!("dsh-workflow/", env!("CARGO_PKG_VERSION")))
+                    .user_agent(concat!("dsh-workflow/", env!("CARGO_PKG_VERSION")));
+                // A server on this machine is never reached through a proxy
+                // (HTTP_PROXY and friends are for the way out).
+                let builder = if self.loopback {
+                    builder.no_proxy()
+                } else {
+                    builder
+                };
+                builder
                     .build()
                     .map_err(|e| format!("cannot set up the HTTP client: {}", chain(&e)))
             })
@@ -392,12 +413,27 @@ mod tests {
         };
         let e = Endpoint::new(&cfg, Some("k")).expect("valid");
         assert_eq!(e.url, "http://127.0.0.1:9/v1/chat/completions");
+        assert!(e.loopback);
         assert!(e.headers[AUTHORIZATION].is_sensitive());
         let err = Endpoint::new(&cfg, Some("bad\nkey"))
             .err()
             .expect("refused");
         assert!(err.contains("DEEPSEEK_API_KEY"), "{err}");
         assert!(!err.contains("bad"), "the key is never shown: {err}");
+        for (url, loopback) in [
+            ("http://localhost:8080/v1", true),
+            ("http://[::1]:8080", true),
+            ("http://127.1.2.3", true),
+            ("https://api.deepseek.com", false),
+            ("http://10.0.0.1:8080", false),
+        ] {
+            let cfg = OpenAiConfig {
+                base_url: url.into(),
+                ..OpenAiConfig::default()
+            };
+            let e = Endpoint::new(&cfg, None).expect("valid");
+            assert_eq!(e.loopback, loopback, "{url}");
+        }
         let none = Endpoint::new(&cfg, None).expect("valid");
         assert!(none.headers.get(AUTHORIZATION).is_none());
         assert!(none.client.get().is_none(), "the client is built lazily");

@@ -444,13 +444,17 @@ async fn a_body_that_stalls_times_out() {
     server.wait_dropped(1).await;
 }
 
+#[rstest]
+#[case::http("http")]
+// Also proves the TLS client (rustls on ring) can be built.
+#[case::https("https")]
 #[tokio::test]
-async fn connection_refused_is_retried_then_reported() {
+async fn connection_refused_is_retried_then_reported(#[case] scheme: &str) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
     drop(listener);
     let cfg = OpenAiConfig {
-        base_url: format!("http://127.0.0.1:{port}/v1"),
+        base_url: format!("{scheme}://127.0.0.1:{port}/v1"),
         max_attempts: 2,
         backoff: Duration::from_millis(1),
         ..OpenAiConfig::default()
