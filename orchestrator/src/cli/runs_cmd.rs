@@ -195,7 +195,7 @@ impl Durable {
         let Some(state) = &self.state else {
             return;
         };
-        state.sync().await;
+        state.flush().await;
         let dir = self.dir.lock().ok().and_then(|mut d| d.take());
         if let Some(dir) = &dir {
             let doc = json!({

@@ -99,10 +99,11 @@ impl Journaling {
         }
     }
 
-    /// Waits until every line so far is on disk.
-    pub async fn sync(&self) {
+    /// Waits until every line so far is written (answers are synced as
+    /// they are journaled).
+    pub async fn flush(&self) {
         if let Some(w) = &self.writer {
-            w.sync().await;
+            w.flush().await;
         }
     }
 

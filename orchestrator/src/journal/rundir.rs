@@ -165,8 +165,10 @@ impl RunDir {
         let path = root.join(&info.id);
         std::fs::create_dir_all(&path).map_err(|e| JournalError::io(&path, e))?;
         let lock = lock(&path, &info.id)?;
-        write_atomic(&path.join(RUN_FILE), pretty(&info).as_bytes())?;
-        write_atomic(&path.join(&info.script_copy), source.as_bytes())?;
+        // Not synced: they matter only once an answer is journaled, and
+        // that line's fdatasync comes later on the same file system.
+        replace_file(&path.join(RUN_FILE), pretty(&info).as_bytes(), false)?;
+        replace_file(&path.join(&info.script_copy), source.as_bytes(), false)?;
         Ok(RunDir {
             path,
             info,
@@ -192,7 +194,8 @@ impl RunDir {
     /// Writes `result.json` atomically.
     pub fn write_result(&self, result: &Value) -> Result<(), JournalError> {
         let text = serde_json::to_string_pretty(result).unwrap_or_else(|_| "null".into());
-        write_atomic(&self.path.join(RESULT_FILE), format!("{text}\n").as_bytes())
+        // A summary for `runs`/`show`; the answers are already durable.
+        replace_file(&self.path.join(RESULT_FILE), format!("{text}\n").as_bytes(), false)
     }
 }
 
@@ -280,6 +283,11 @@ fn pretty<T: Serialize>(v: &T) -> String {
 /// Writes a file so that a crash leaves either the old or the new content:
 /// a temporary file in the same directory, synced, then renamed over.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
+    replace_file(path, bytes, true)
+}
+
+/// A temporary file renamed over `path`; synced first when `durable`.
+fn replace_file(path: &Path, bytes: &[u8], durable: bool) -> Result<(), JournalError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
         .file_name()
@@ -289,7 +297,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
     let res = (|| {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
+        if durable {
+            f.sync_all()?;
+        }
         std::fs::rename(&tmp, path)
     })();
     if res.is_err() {

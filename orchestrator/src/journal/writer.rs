@@ -19,6 +19,8 @@ use super::{JournalError, Line};
 enum Req {
     Line(String, Option<oneshot::Sender<()>>),
     Sync(oneshot::Sender<()>),
+    /// Written (no sync) up to here.
+    Flush(oneshot::Sender<()>),
 }
 
 /// Appends lines to one journal file. Cloning shares the writer; the
@@ -65,6 +67,15 @@ impl JournalWriter {
         }
     }
 
+    /// Waits until everything queued so far is written (not synced: the
+    /// answers were synced when they were journaled).
+    pub async fn flush(&self) {
+        let (ack, done) = oneshot::channel();
+        if self.tx.send(Req::Flush(ack)).is_ok() {
+            let _ = done.await;
+        }
+    }
+
     /// Waits until everything queued so far is written and synced.
     pub async fn sync(&self) {
         let (ack, done) = oneshot::channel();
@@ -78,6 +89,7 @@ fn write_loop(mut file: std::fs::File, path: &Path, rx: mpsc::Receiver<Req>) {
     let mut broken = false;
     let mut batch = String::new();
     let mut acks: Vec<oneshot::Sender<()>> = Vec::new();
+    let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
         // Take everything queued now: one write, one sync.
@@ -88,6 +100,7 @@ fn write_loop(mut file: std::fs::File, path: &Path, rx: mpsc::Receiver<Req>) {
                     acks.extend(ack);
                 }
                 Req::Sync(ack) => acks.push(ack),
+                Req::Flush(ack) => flushes.push(ack),
             }
         }
         if !broken && !batch.is_empty() {
@@ -109,13 +122,11 @@ fn write_loop(mut file: std::fs::File, path: &Path, rx: mpsc::Receiver<Req>) {
             let _ = file.sync_data();
         }
         batch.clear();
-        for ack in acks.drain(..) {
+        for ack in acks.drain(..).chain(flushes.drain(..)) {
             let _ = ack.send(());
         }
     }
-    if !broken {
-        let _ = file.sync_data();
-    }
+    // Nothing to sync at the end: every answer was synced when journaled.
 }
 
 #[cfg(test)]
