@@ -28,6 +28,7 @@ pub mod config;
 pub mod events;
 pub mod journal;
 pub mod limits;
+pub mod pool;
 pub mod provider;
 pub mod providers;
 pub mod result;
@@ -37,6 +38,7 @@ pub mod script;
 pub use dsh_protocol::{ErrorCode, SandboxLevel, SandboxPolicy, SandboxReport, StopReason, Usage};
 pub use events::{AgentOutcomeKind, Event, EventKind, EventStream};
 pub use limits::Limits;
+pub use pool::WorkerPool;
 pub use provider::{
     AgentRequest, ChildOrigin, ChildOutcome, ChildResult, KeptWorktree, ResultFault, StartRefused,
     Subagent, SubagentProvider,

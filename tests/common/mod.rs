@@ -582,11 +582,23 @@ pub mod lib {
 
     /// A request for `script` (TypeScript), run by the `dsh` binary as its
     /// own worker, with test meta and a short grace.
+    ///
+    /// With `DSH_TEST_WARM_POOL` set, the worker comes from a warm pool
+    /// (prefilled, so this run certainly takes a pool worker): the suite
+    /// then proves a pool run behaves exactly like a cold one.
     pub fn request(script: &str) -> StartRequest {
-        StartRequest::new("e2e.ts", script)
+        let req = StartRequest::new("e2e.ts", script)
             .with_meta(meta())
             .with_limits(limits())
-            .with_worker(WorkerCommand::dsh(super::DSH))
+            .with_worker(WorkerCommand::dsh(super::DSH));
+        if std::env::var_os("DSH_TEST_WARM_POOL").is_some()
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            let pool = dsh_orchestrator::WorkerPool::prefilled(WorkerCommand::dsh(super::DSH), 1)
+                .expect("a warm pool");
+            return req.with_pool(pool);
+        }
+        req
     }
 
     /// Every event of the run as JSON (waits, bounded, for `workflow/end`).

@@ -5,7 +5,7 @@
 //! and hands the rest to the run's [`supervisor`] task.
 
 mod process;
-mod spawn;
+pub(crate) mod spawn;
 mod supervisor;
 
 use std::path::Path;
@@ -58,6 +58,9 @@ pub struct StartRequest {
     pub provider: Option<Arc<dyn SubagentProvider>>,
     /// How to start the worker; resolved from the environment when `None`.
     pub worker: Option<WorkerCommand>,
+    /// A warm pool to take the worker from (used when its worker command
+    /// is the run's; a cold start when it is empty).
+    pub pool: Option<Arc<crate::pool::WorkerPool>>,
     pub run_id: Option<String>,
 }
 
@@ -78,6 +81,7 @@ impl StartRequest {
             limits: Limits::default(),
             provider: None,
             worker: None,
+            pool: None,
             run_id: None,
         }
     }
@@ -130,6 +134,12 @@ impl StartRequest {
     /// The sandbox policy (default `best-effort`; docs/sandbox.md).
     pub fn with_sandbox(mut self, policy: dsh_protocol::SandboxPolicy) -> Self {
         self.sandbox = policy;
+        self
+    }
+
+    /// Takes workers from `pool` when it has one ready (docs/performance.md).
+    pub fn with_pool(mut self, pool: Arc<crate::pool::WorkerPool>) -> Self {
+        self.pool = Some(pool);
         self
     }
 
@@ -232,14 +242,25 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         ArgsInput::Json(v) => dsh_protocol::Args::Json(v.to_string()),
         ArgsInput::Text(t) => dsh_protocol::Args::Text(t.clone()),
     };
-    let worker = match request.worker.clone() {
-        Some(w) => w,
-        None => WorkerCommand::resolve().map_err(StartError::WorkerMissing)?,
+    let worker = match (&request.worker, &request.pool) {
+        (Some(w), _) => w.clone(),
+        (None, Some(pool)) => pool.worker().clone(),
+        (None, None) => WorkerCommand::resolve().map_err(StartError::WorkerMissing)?,
     };
-    let spawned = spawn::spawn(&worker, &handle).map_err(|source| StartError::Spawn {
-        program: worker.program.display().to_string(),
-        source,
-    })?;
+    // A warm worker already said Hello; a cold one is spawned now.
+    let warm = request
+        .pool
+        .as_ref()
+        .filter(|p| *p.worker() == worker)
+        .and_then(|p| p.take());
+    let hello_done = warm.is_some();
+    let spawned = match warm {
+        Some(w) => w.spawned,
+        None => spawn::spawn(&worker, &handle).map_err(|source| StartError::Spawn {
+            program: worker.program.display().to_string(),
+            source,
+        })?,
+    };
     let mut child = spawned.child;
     let stderr = child.stderr.take();
     let worker_pid = spawned.pid;
@@ -284,6 +305,7 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         proc,
         socket,
         stderr,
+        hello_done,
         cmds,
         result_tx,
         done_tx,

@@ -112,6 +112,8 @@ pub(crate) struct Parts {
     pub proc: WorkerProcess,
     pub socket: tokio::net::UnixStream,
     pub stderr: Option<tokio::process::ChildStderr>,
+    /// The worker came from the warm pool, which already checked its Hello.
+    pub hello_done: bool,
     pub cmds: mpsc::UnboundedReceiver<Command>,
     pub result_tx: watch::Sender<Option<RunResult>>,
     pub done_tx: watch::Sender<bool>,
@@ -165,7 +167,8 @@ impl Supervisor {
             .map(|s| tokio::spawn(drain_stderr(s, p.run_id.clone())));
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
         let now = Instant::now();
-        Supervisor {
+        let hello_done = p.hello_done;
+        let mut sup = Supervisor {
             wall_deadline: p.limits.wall_timeout.map(|d| now + d),
             startup_deadline: now + STARTUP_TIMEOUT,
             run_id: p.run_id,
@@ -200,7 +203,24 @@ impl Supervisor {
             sandbox: None,
             grace_deadline: None,
             exited: false,
+        };
+        if hello_done {
+            sup.send_init();
         }
+        sup
+    }
+
+    fn send_init(&mut self) {
+        self.send(&HostMsg::Init(Box::new(Init {
+            run_id: self.run_id.to_string(),
+            script_name: self.prepared.display_name.clone(),
+            script_js: self.prepared.code.clone(),
+            meta_json: self.meta_json.clone(),
+            args: self.args.clone(),
+            limits: self.limits.to_wire(),
+            sandbox: self.sandbox_policy,
+        })));
+        self.stage = Stage::AwaitReady;
     }
 
     pub(crate) async fn run(mut self) {
@@ -352,16 +372,7 @@ impl Supervisor {
                         self.proc.pid()
                     ));
                 }
-                self.send(&HostMsg::Init(Box::new(Init {
-                    run_id: self.run_id.to_string(),
-                    script_name: self.prepared.display_name.clone(),
-                    script_js: self.prepared.code.clone(),
-                    meta_json: self.meta_json.clone(),
-                    args: self.args.clone(),
-                    limits: self.limits.to_wire(),
-                    sandbox: self.sandbox_policy,
-                })));
-                self.stage = Stage::AwaitReady;
+                self.send_init();
                 None
             }
             (Stage::AwaitReady, WorkerMsg::Ready { sandbox }) => {

@@ -1,0 +1,246 @@
+//! The warm worker pool: worker processes spawned ahead of time, connected,
+//! their `Hello` already checked, waiting for `Init`. A run that takes one
+//! skips the exec, the dynamic linking and the first round trip.
+//!
+//! What does not change: the sandbox is applied by the worker after `Init`,
+//! exactly as for a cold worker, so a pool worker is no less confined; and
+//! a pool worker serves exactly one run, then exits. The pool refills in
+//! the background; a run never waits for it (an empty pool means a cold
+//! start). Dropping the last handle stops the refilling and kills the idle
+//! workers.
+//!
+//! Trade-offs (docs/performance.md): each idle worker costs a process and
+//! its memory while it waits; a pool belongs to the tokio runtime it was
+//! created in, and its workers must be used by runs started in that
+//! runtime.
+
+use std::collections::VecDeque;
+use std::io::Read;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dsh_protocol::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, PROTOCOL_VERSION, WorkerMsg};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::run::WorkerCommand;
+use crate::run::spawn::{self, Spawned};
+
+/// How long a new pool worker may take to say `Hello`.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A worker that said `Hello` and waits for `Init`.
+pub(crate) struct Warm {
+    pub spawned: Spawned,
+}
+
+struct Inner {
+    worker: WorkerCommand,
+    size: usize,
+    idle: Mutex<VecDeque<Warm>>,
+    wake: Notify,
+    closed: CancellationToken,
+    handle: tokio::runtime::Handle,
+}
+
+/// A pool of warm workers for one worker command. Cheap to share
+/// (`Arc<WorkerPool>`); see the module docs.
+pub struct WorkerPool {
+    inner: Arc<Inner>,
+}
+
+impl WorkerPool {
+    /// A pool that keeps `size` workers of `worker` ready, filled in the
+    /// background. Must be called inside a tokio runtime; the runs that use
+    /// it must run in the same runtime.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn new(worker: WorkerCommand, size: usize) -> Arc<WorkerPool> {
+        let inner = Inner::new(worker, size, tokio::runtime::Handle::current());
+        inner.handle.spawn(refill(inner.clone()));
+        Arc::new(WorkerPool { inner })
+    }
+
+    /// Like [`WorkerPool::new`], but spawns the first `size` workers now
+    /// (blocking the calling thread until each said `Hello`), so the next
+    /// `size` runs are certain to find a warm worker.
+    ///
+    /// Outside a tokio runtime it is an error.
+    pub fn prefilled(worker: WorkerCommand, size: usize) -> std::io::Result<Arc<WorkerPool>> {
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| {
+            std::io::Error::other("a worker pool must be created inside a tokio runtime")
+        })?;
+        let inner = Inner::new(worker, size, handle);
+        // A pool that fails half-way drops (and kills) what it spawned.
+        let pool = Arc::new(WorkerPool {
+            inner: inner.clone(),
+        });
+        for _ in 0..size {
+            inner.push(spawn_warm(&inner.worker, &inner.handle)?);
+        }
+        inner.handle.spawn(refill(inner.clone()));
+        Ok(pool)
+    }
+
+    /// The worker command this pool runs.
+    pub fn worker(&self) -> &WorkerCommand {
+        &self.inner.worker
+    }
+
+    /// Idle workers right now.
+    pub fn idle(&self) -> usize {
+        self.inner.idle.lock().map_or(0, |q| q.len())
+    }
+
+    /// The process ids of the idle workers (for diagnostics and leak checks).
+    pub fn idle_pids(&self) -> Vec<u32> {
+        self.inner
+            .idle
+            .lock()
+            .map(|q| q.iter().map(|w| w.spawned.pid).collect())
+            .unwrap_or_default()
+    }
+
+    /// Takes a live warm worker, if there is one, and asks for a refill.
+    pub(crate) fn take(&self) -> Option<Warm> {
+        let taken = loop {
+            let next = self.inner.idle.lock().ok()?.pop_front();
+            match next {
+                None => break None,
+                Some(mut w) => {
+                    // One that died while idle is dropped (and reaped).
+                    if matches!(w.spawned.child.try_wait(), Ok(None)) {
+                        break Some(w);
+                    }
+                }
+            }
+        };
+        self.inner.wake.notify_one();
+        taken
+    }
+}
+
+impl Drop for WorkerPool {
+    fn drop(&mut self) {
+        self.inner.closed.cancel();
+        // Idle workers are killed: their `Child` kills on drop, and the
+        // runtime reaps them.
+        if let Ok(mut q) = self.inner.idle.lock() {
+            for mut w in q.drain(..) {
+                let _ = w.spawned.child.start_kill();
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn new(worker: WorkerCommand, size: usize, handle: tokio::runtime::Handle) -> Arc<Inner> {
+        Arc::new(Inner {
+            worker,
+            size,
+            idle: Mutex::new(VecDeque::new()),
+            wake: Notify::new(),
+            closed: CancellationToken::new(),
+            handle,
+        })
+    }
+
+    fn push(&self, warm: Warm) {
+        if let Ok(mut q) = self.idle.lock() {
+            q.push_back(warm);
+        }
+    }
+
+    fn missing(&self) -> usize {
+        self.size
+            .saturating_sub(self.idle.lock().map_or(self.size, |q| q.len()))
+    }
+}
+
+/// Keeps the pool full until it is closed. Spawning blocks (fork/exec and
+/// the `Hello` read), so it runs on the blocking pool.
+async fn refill(inner: Arc<Inner>) {
+    loop {
+        while inner.missing() > 0 && !inner.closed.is_cancelled() {
+            let worker = inner.worker.clone();
+            let handle = inner.handle.clone();
+            let res = tokio::task::spawn_blocking(move || spawn_warm(&worker, &handle)).await;
+            match res {
+                Ok(Ok(warm)) => {
+                    if inner.closed.is_cancelled() {
+                        drop(warm);
+                        return;
+                    }
+                    inner.push(warm);
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(
+                        "worker pool: cannot start {}: {e}; runs start cold until it can",
+                        inner.worker.program.display()
+                    );
+                    // Do not spin on a broken worker command.
+                    tokio::select! {
+                        _ = inner.closed.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+        tokio::select! {
+            _ = inner.closed.cancelled() => return,
+            _ = inner.wake.notified() => {}
+        }
+    }
+}
+
+/// Spawns one worker and waits (blocking, bounded) for its `Hello`.
+fn spawn_warm(worker: &WorkerCommand, handle: &tokio::runtime::Handle) -> std::io::Result<Warm> {
+    let mut spawned = spawn::spawn(worker, handle)?;
+    match read_hello(&mut spawned) {
+        Ok(()) => Ok(Warm { spawned }),
+        Err(e) => {
+            let _ = spawned.child.start_kill();
+            Err(e)
+        }
+    }
+}
+
+fn read_hello(spawned: &mut Spawned) -> std::io::Result<()> {
+    let sock = &mut spawned.socket;
+    sock.set_nonblocking(false)?;
+    sock.set_read_timeout(Some(HELLO_TIMEOUT))?;
+    let mut frames = FrameBuffer::new(DEFAULT_MAX_FRAME_BYTES);
+    let mut buf = [0u8; 256];
+    let msg = loop {
+        let n = sock.read(&mut buf)?;
+        if n == 0 {
+            return Err(std::io::Error::other(
+                "the worker closed its connection before Hello",
+            ));
+        }
+        frames.push(&buf[..n]);
+        match frames.next_msg::<WorkerMsg>() {
+            Ok(Some(m)) => break m,
+            Ok(None) => continue,
+            Err(e) => return Err(std::io::Error::other(format!("protocol violation: {e}"))),
+        }
+    };
+    match msg {
+        WorkerMsg::Hello {
+            protocol_version,
+            pid,
+        } if protocol_version == PROTOCOL_VERSION && pid == spawned.pid => {}
+        other => {
+            return Err(std::io::Error::other(format!(
+                "expected Hello (protocol {PROTOCOL_VERSION}, pid {}), got {other:?}",
+                spawned.pid
+            )));
+        }
+    }
+    // The worker sends nothing else before Init: no bytes can be left over.
+    sock.set_read_timeout(None)?;
+    sock.set_nonblocking(true)?;
+    Ok(())
+}

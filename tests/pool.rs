@@ -1,0 +1,148 @@
+//! The warm worker pool: a pool worker serves exactly one run and then
+//! exits, the pool refills, a run on a pool worker behaves like a cold one
+//! (the whole library suite also runs with `DSH_TEST_WARM_POOL=1` in CI),
+//! a dead idle worker is skipped, and dropping the pool leaves no process.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::lib::{collect_events, limits, meta, result};
+use common::{DSH, assert_event_guarantees, assert_process_gone_async, events_of, process_alive};
+use dsh_orchestrator::providers::scripted::ScriptedProvider;
+use dsh_orchestrator::{StartRequest, StopReason, WorkerCommand, WorkerPool, start};
+use serde_json::json;
+
+fn dsh() -> WorkerCommand {
+    WorkerCommand::dsh(DSH)
+}
+
+fn request(script: &str) -> StartRequest {
+    let fixture = common::fixture(json!([{ "match": {}, "text": "echoed", "times": 100 }]));
+    StartRequest::new("pool.ts", script)
+        .with_meta(meta())
+        .with_limits(limits())
+        .with_worker(dsh())
+        .with_provider(std::sync::Arc::new(
+            ScriptedProvider::from_json_text("pool.json", &fixture.to_string()).expect("fixture"),
+        ))
+}
+
+async fn wait_until(what: &str, f: impl Fn() -> bool) {
+    let deadline = Instant::now() + common::WAIT_BOUND;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_worker_serves_exactly_one_run_and_the_pool_refills() {
+    let pool = WorkerPool::prefilled(dsh(), 2).expect("pool");
+    let before = pool.idle_pids();
+    assert_eq!(before.len(), 2);
+    let run = start(request("return await agent(\"x\");").with_pool(pool.clone())).expect("start");
+    let pid = run.worker_pid();
+    assert!(
+        before.contains(&pid),
+        "the run took a pool worker: {pid} not in {before:?}"
+    );
+    let r = result(&run).await;
+    assert_eq!(r.value, json!("echoed"));
+    run.dispose().await;
+    assert_process_gone_async(pid).await;
+    wait_until("the pool is full again", || pool.idle() == 2).await;
+    let after = pool.idle_pids();
+    assert!(!after.contains(&pid), "a used worker came back: {after:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_on_a_pool_worker_behaves_like_a_cold_one() {
+    let script = "phase(\"p\");\nlog(\"hello\");\nconst r = await parallel([() => agent(\"a\"), () => agent(\"b\")]);\nreturn r;";
+    let cold = start(request(script)).expect("cold");
+    let cold_events = collect_events(&cold).await;
+    let cold_result = result(&cold).await;
+    cold.dispose().await;
+
+    let pool = WorkerPool::prefilled(dsh(), 1).expect("pool");
+    let warm = start(request(script).with_pool(pool.clone())).expect("warm");
+    let warm_events = collect_events(&warm).await;
+    let warm_result = result(&warm).await;
+    warm.dispose().await;
+
+    assert_event_guarantees(&warm_events);
+    assert_eq!(warm_result.value, cold_result.value);
+    assert_eq!(warm_result.stop_reason, StopReason::Completed);
+    assert_eq!(warm_result.sandbox, cold_result.sandbox, "the same sandbox");
+    let kinds = |evs: &[serde_json::Value]| -> Vec<String> {
+        evs.iter()
+            .map(|e| e["type"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(kinds(&warm_events).len(), kinds(&cold_events).len());
+    assert_eq!(
+        events_of(&warm_events, "workflow/log")[0]["message"],
+        "hello"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_before_go_on_a_pool_worker_runs_nothing() {
+    let pool = WorkerPool::prefilled(dsh(), 1).expect("pool");
+    let run = start(request("log(\"ran\");\nreturn 1;").with_pool(pool)).expect("start");
+    run.cancel("changed my mind");
+    let events = collect_events(&run).await;
+    let r = result(&run).await;
+    assert_eq!(r.stop_reason, StopReason::Cancelled);
+    assert!(events_of(&events, "workflow/log").is_empty(), "{events:#?}");
+    assert_process_gone_async(run.worker_pid()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_worker_command_starts_cold() {
+    let pool = WorkerPool::prefilled(WorkerCommand::dsh(DSH), 1).expect("pool");
+    let pooled = pool.idle_pids();
+    let other = WorkerCommand {
+        program: DSH.into(),
+        args: vec!["__worker".into(), "--landlock-abi".into(), "7".into()],
+    };
+    let run = start(
+        request("return 1;")
+            .with_worker(other)
+            .with_pool(pool.clone()),
+    )
+    .expect("start");
+    assert!(!pooled.contains(&run.worker_pid()));
+    assert_eq!(result(&run).await.value, json!(1));
+    assert_eq!(pool.idle_pids(), pooled, "the pool was not touched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_idle_worker_is_skipped() {
+    let pool = WorkerPool::prefilled(dsh(), 1).expect("pool");
+    let dead = pool.idle_pids()[0];
+    // SAFETY: signalling our own idle worker.
+    unsafe { libc::kill(dead as libc::pid_t, libc::SIGKILL) };
+    wait_until("the idle worker is dead", || !process_alive(dead)).await;
+    let run = start(request("return 2;").with_pool(pool)).expect("start");
+    assert_ne!(run.worker_pid(), dead);
+    assert_eq!(result(&run).await.value, json!(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_pool_leaves_no_process() {
+    let pool = WorkerPool::new(dsh(), 3);
+    wait_until("the pool filled", || pool.idle() == 3).await;
+    let pids = pool.idle_pids();
+    drop(pool);
+    for pid in pids {
+        let deadline = Instant::now() + common::WAIT_BOUND;
+        while process_alive(pid) {
+            assert!(
+                Instant::now() < deadline,
+                "idle worker {pid} survived its pool"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
