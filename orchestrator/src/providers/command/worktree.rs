@@ -1,0 +1,247 @@
+//! `isolation: "worktree"`: a fresh detached `git worktree` per child.
+//!
+//! Afterwards an unchanged worktree (`git status --porcelain` empty and
+//! HEAD where it started) is removed (`git worktree remove --force`, then
+//! `git worktree prune`); a changed one is kept on a new branch
+//! `dsh/<provider>-<n>` (`git switch -c`; dsh commits nothing) and reported
+//! in the child's `agent-end` event.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::process::Command;
+
+use crate::provider::KeptWorktree;
+
+/// Bound of one git command.
+const GIT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A worktree made for one child.
+#[derive(Debug)]
+pub struct Worktree {
+    /// The main checkout's top level (where `git worktree` commands run).
+    toplevel: PathBuf,
+    /// The worktree's root.
+    pub path: PathBuf,
+    /// Where the child runs: the same subdirectory as the provider's cwd.
+    pub run_dir: PathBuf,
+    /// HEAD when it was made.
+    base: String,
+}
+
+/// `git <args>` in `dir`: stdout on success, a message on failure.
+async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C")
+        .arg(dir)
+        .args(args)
+        // Variables that would point git elsewhere (set inside git hooks).
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .env_remove("GIT_COMMON_DIR")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let what = format!("git {}", args.join(" "));
+    let out = match tokio::time::timeout(GIT_TIMEOUT, cmd.output()).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!(
+                "{what}: git is not installed (or not on PATH); install git to use isolation \"worktree\""
+            ));
+        }
+        Ok(Err(e)) => return Err(format!("{what}: {e}")),
+        Err(_) => {
+            return Err(format!(
+                "{what}: no answer within {} s",
+                GIT_TIMEOUT.as_secs()
+            ));
+        }
+    };
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        Err(format!("{what} failed: {}", err.trim()))
+    }
+}
+
+/// `[A-Za-z0-9_-]` only: safe in a branch and a directory name.
+fn sanitize(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let s = s.trim_matches('-').to_string();
+    if s.is_empty() { "agent".into() } else { s }
+}
+
+impl Worktree {
+    /// A fresh detached worktree of the repository containing `cwd`, made
+    /// under `parent`. `child` (`<provider>-<n>`) names it.
+    pub async fn create(cwd: &Path, parent: &Path, child: &str) -> Result<Worktree, String> {
+        let top = git(cwd, &["rev-parse", "--show-toplevel", "--show-prefix"])
+            .await
+            .map_err(|e| {
+                format!(
+                    "isolation \"worktree\": {} is not inside a git repository ({e}); run dsh in \
+                     a git checkout, set the provider's cwd to one, or drop the isolation option",
+                    cwd.display()
+                )
+            })?;
+        let mut lines = top.lines();
+        let toplevel = PathBuf::from(lines.next().unwrap_or_default().trim());
+        let prefix = lines.next().unwrap_or_default().trim().to_string();
+        if toplevel.as_os_str().is_empty() {
+            return Err(format!(
+                "isolation \"worktree\": {} is not inside a git checkout with a working tree",
+                cwd.display()
+            ));
+        }
+        let base = git(&toplevel, &["rev-parse", "--verify", "HEAD"])
+            .await
+            .map_err(|e| {
+                format!(
+                    "isolation \"worktree\": the repository at {} has no commit to check out \
+                     ({e}); commit once first",
+                    toplevel.display()
+                )
+            })?
+            .trim()
+            .to_string();
+
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let dir_name = format!(
+            "dsh-wt-{}-{}-{}-{nanos:08x}",
+            sanitize(child),
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        std::fs::create_dir_all(parent).map_err(|e| {
+            format!(
+                "isolation \"worktree\": cannot create {}: {e}",
+                parent.display()
+            )
+        })?;
+        let path = parent.join(dir_name);
+        let path_str = path.to_string_lossy().into_owned();
+        git(
+            &toplevel,
+            &["worktree", "add", "--detach", "--quiet", &path_str, &base],
+        )
+        .await
+        .map_err(|e| format!("isolation \"worktree\": {e}"))?;
+        let run_dir = if prefix.is_empty() {
+            path.clone()
+        } else {
+            path.join(&prefix)
+        };
+        // The cwd may be a directory git does not track (yet).
+        if let Err(e) = std::fs::create_dir_all(&run_dir) {
+            let wt = Worktree {
+                toplevel,
+                path,
+                run_dir: PathBuf::new(),
+                base,
+            };
+            wt.remove().await;
+            return Err(format!(
+                "isolation \"worktree\": cannot create {prefix} in the worktree: {e}"
+            ));
+        }
+        Ok(Worktree {
+            toplevel,
+            path,
+            run_dir,
+            base,
+        })
+    }
+
+    /// Removes the worktree, whatever is in it (used when the child did not
+    /// start, or changed nothing).
+    pub async fn remove(&self) {
+        let path = self.path.to_string_lossy().into_owned();
+        if let Err(e) = git(&self.toplevel, &["worktree", "remove", "--force", &path]).await {
+            tracing::debug!("{e}; deleting {path} directly");
+            let p = self.path.clone();
+            let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(p)).await;
+        }
+        if let Err(e) = git(&self.toplevel, &["worktree", "prune"]).await {
+            tracing::debug!("{e}");
+        }
+    }
+
+    /// After the child: removed when unchanged (`None`), else kept on a new
+    /// branch `dsh/<branch_stem>` (or `-2`, `-3`, … when taken).
+    pub async fn finish(&self, branch_stem: &str) -> Option<KeptWorktree> {
+        let status = git(
+            &self.path,
+            &["status", "--porcelain", "--untracked-files=all"],
+        )
+        .await;
+        let head = git(&self.path, &["rev-parse", "--verify", "HEAD"]).await;
+        let unchanged = matches!((&status, &head), (Ok(s), Ok(h)) if s.trim().is_empty() && h.trim() == self.base);
+        if unchanged {
+            self.remove().await;
+            return None;
+        }
+        // Changed, or git could not tell: keep it, never lose work.
+        let stem = format!("dsh/{}", sanitize(branch_stem));
+        let mut branch = String::new();
+        for i in 1..=50 {
+            let name = if i == 1 {
+                stem.clone()
+            } else {
+                format!("{stem}-{i}")
+            };
+            match git(&self.path, &["switch", "--quiet", "-c", &name]).await {
+                Ok(_) => {
+                    branch = name;
+                    break;
+                }
+                Err(e) if e.contains("already exists") => continue,
+                Err(e) => {
+                    // A state switch refuses (e.g. mid-merge): a branch at
+                    // HEAD without touching the worktree.
+                    match git(&self.path, &["branch", &name, "HEAD"]).await {
+                        Ok(_) => branch = name,
+                        Err(e2) => tracing::warn!(
+                            "kept worktree {}: no branch ({e}; {e2})",
+                            self.path.display()
+                        ),
+                    }
+                    break;
+                }
+            }
+        }
+        Some(KeptWorktree {
+            path: self.path.clone(),
+            branch,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sanitized_names() {
+        assert_eq!(sanitize("claude-3"), "claude-3");
+        assert_eq!(sanitize("my claude/x-1"), "my-claude-x-1");
+        assert_eq!(sanitize("..."), "agent");
+        assert_eq!(sanitize("ünï-2"), "n--2");
+    }
+}
