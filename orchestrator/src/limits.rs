@@ -4,6 +4,12 @@ use std::time::Duration;
 
 use dsh_protocol::ErrorCode;
 
+/// The longest a script may keep running synchronously after a cancel
+/// before the worker interrupts it. A spinning script cannot observe the
+/// cancel anyway (hooks throw `CANCELLED` as soon as it calls one), so
+/// waiting longer buys nothing and delays the settle.
+pub const CANCEL_INTERRUPT_MAX: Duration = Duration::from_millis(20);
+
 /// Ceiling for `max_total_agents` unless configured otherwise.
 pub const DEFAULT_MAX_TOTAL_AGENTS: u32 = 1000;
 
@@ -103,7 +109,7 @@ impl Limits {
     /// the worker: a fraction of the grace, so the in-process stop comes well
     /// before the host's kill.
     pub fn cancel_interrupt(&self) -> Duration {
-        (self.dispose_grace / 4).min(Duration::from_millis(250))
+        (self.dispose_grace / 4).min(CANCEL_INTERRUPT_MAX)
     }
 
     pub(crate) fn to_wire(&self) -> dsh_protocol::Limits {

@@ -131,8 +131,14 @@ pub(crate) struct Supervisor {
     proc: WorkerProcess,
     reader: OwnedReadHalf,
     frames: FrameBuffer,
-    out_tx: Option<mpsc::UnboundedSender<Vec<u8>>>,
-    writer: tokio::task::JoinHandle<()>,
+    /// The write half, owned here: frames queued during one turn of the
+    /// loop go out together at the start of the next (one write, one
+    /// wake-up of the worker), without a hop through another task.
+    writer: OwnedWriteHalf,
+    /// Encoded frames not yet written (the worker may be slow to read).
+    out: Vec<u8>,
+    /// Cleared when the run settles: later frames are not sent.
+    out_open: bool,
     stderr_task: Option<tokio::task::JoinHandle<()>>,
     cmds: mpsc::UnboundedReceiver<Command>,
     cmds_open: bool,
@@ -160,8 +166,6 @@ pub(crate) struct Supervisor {
 impl Supervisor {
     pub(crate) fn new(p: Parts) -> Self {
         let (reader, writer_half) = p.socket.into_split();
-        let (out_tx, out_rx) = mpsc::unbounded_channel();
-        let writer = tokio::spawn(write_frames(writer_half, out_rx));
         let stderr_task = p
             .stderr
             .map(|s| tokio::spawn(drain_stderr(s, p.run_id.clone())));
@@ -182,8 +186,9 @@ impl Supervisor {
             proc: p.proc,
             reader,
             frames: FrameBuffer::new(dsh_protocol::DEFAULT_MAX_FRAME_BYTES),
-            out_tx: Some(out_tx),
-            writer,
+            writer: writer_half,
+            out: Vec::new(),
+            out_open: true,
             stderr_task,
             cmds: p.cmds,
             cmds_open: true,
@@ -228,14 +233,33 @@ impl Supervisor {
         self.settle(claim).await;
     }
 
-    fn send(&self, msg: &HostMsg) {
-        if let Some(tx) = &self.out_tx {
+    fn send(&mut self, msg: &HostMsg) {
+        if self.out_open {
             match encode(msg, dsh_protocol::DEFAULT_MAX_FRAME_BYTES) {
-                Ok(frame) => {
-                    let _ = tx.send(frame);
-                }
+                Ok(frame) => self.out.extend_from_slice(&frame),
                 Err(e) => {
                     tracing::warn!(run = %self.run_id, "cannot encode a message for the worker: {e}")
+                }
+            }
+        }
+    }
+
+    /// Writes queued frames without blocking; what does not fit waits for
+    /// the socket to become writable. A worker that stops reading never
+    /// blocks the supervisor.
+    fn flush_out(&mut self) {
+        while !self.out.is_empty() {
+            match self.writer.try_write(&self.out) {
+                Ok(0) => break,
+                Ok(n) => {
+                    self.out.drain(..n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    // The worker is gone; its death is reported by the read
+                    // side and the process wait.
+                    self.out.clear();
+                    break;
                 }
             }
         }
@@ -244,6 +268,8 @@ impl Supervisor {
     async fn main_loop(&mut self) -> Claim {
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
+            self.flush_out();
+            let pending_out = !self.out.is_empty();
             let grace = self.grace_deadline;
             let wall = self.wall_deadline.filter(|_| self.cancel.is_none());
             let starting = self.stage != Stage::Running;
@@ -288,6 +314,7 @@ impl Supervisor {
                     }
                 }
                 Some(ev) = self.internal_rx.recv() => self.on_internal(ev),
+                _ = writable(&self.writer, pending_out) => {}
                 _ = self.proc.wait(), if !self.exited => {
                     self.exited = true;
                     // The worker may have written its End just before exiting.
@@ -798,7 +825,7 @@ impl Supervisor {
         // Admission is closed: no more worker messages are read, pending
         // provider starts are aborted and disposed when they land.
         self.run_token.cancel();
-        self.out_tx = None;
+        self.out_open = false;
 
         if worker_ok {
             // Normal end: strays are paired, disposed and awaited, the
@@ -900,10 +927,18 @@ impl Supervisor {
     async fn finish_tasks(&mut self) {
         self.tasks.abort_all();
         while self.tasks.join_next().await.is_some() {}
-        // The writer ends once its queue is closed (out_tx dropped above).
-        let writer = std::mem::replace(&mut self.writer, tokio::spawn(async {}));
-        if tokio::time::timeout(DRAIN_TIMEOUT, writer).await.is_err() {
-            tracing::debug!(run = %self.run_id, "writer task did not finish; aborted");
+        // Frames queued before the settle still go out, bounded.
+        let out = std::mem::take(&mut self.out);
+        let writer = &mut self.writer;
+        let flushed = tokio::time::timeout(DRAIN_TIMEOUT, async {
+            if !out.is_empty() {
+                writer.write_all(&out).await?;
+            }
+            writer.shutdown().await
+        })
+        .await;
+        if !matches!(flushed, Ok(Ok(()))) {
+            tracing::debug!(run = %self.run_id, "could not flush the last frames to the worker");
         }
         if let Some(t) = self.stderr_task.take() {
             let abort = t.abort_handle();
@@ -986,20 +1021,13 @@ async fn sleep_until_opt(at: Option<Instant>) {
     }
 }
 
-/// Owns the write half: frames are queued by the supervisor and written
-/// here, so a worker that stops reading can never block the supervisor.
-async fn write_frames(mut w: OwnedWriteHalf, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
-    while let Some(frame) = rx.recv().await {
-        let mut batch = frame;
-        // Coalesce whatever else is queued into one write.
-        while let Ok(more) = rx.try_recv() {
-            batch.extend_from_slice(&more);
-        }
-        if w.write_all(&batch).await.is_err() {
-            return;
-        }
+/// Waits until the socket can take more, or forever when nothing waits.
+async fn writable(w: &OwnedWriteHalf, pending: bool) -> std::io::Result<()> {
+    if pending {
+        w.writable().await
+    } else {
+        std::future::pending().await
     }
-    let _ = w.shutdown().await;
 }
 
 /// The worker's stderr goes to the host's tracing, drained continuously so
