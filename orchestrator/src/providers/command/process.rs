@@ -26,7 +26,6 @@
 use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::pin::pin;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::Duration;
@@ -424,7 +423,8 @@ impl Running {
         let mut stderr = self.stderr.take();
         let mut obuf = vec![0u8; 64 * 1024];
         let mut ebuf = vec![0u8; 8 * 1024];
-        let mut stdin_fut = pin!(write_stdin(self.stdin.take(), self.stdin_data.take()));
+        // Boxed so that it (and the pipe it owns) can be dropped early.
+        let mut stdin_fut = Box::pin(write_stdin(self.stdin.take(), self.stdin_data.take()));
         let mut stdin_done = false;
         let deadline = limits.timeout.map(|t| Instant::now() + t);
 

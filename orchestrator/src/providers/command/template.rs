@@ -145,7 +145,7 @@ impl ArgTemplate {
 
     /// Whether the argument uses `p`.
     pub fn uses(&self, p: Placeholder) -> bool {
-        self.pieces.iter().any(|x| *x == Piece::Var(p))
+        self.pieces.contains(&Piece::Var(p))
     }
 
     /// Whether the argument has no placeholder at all.
