@@ -378,6 +378,29 @@ async fn a_failing_program_resolves_null_with_a_reason(
     );
 }
 
+#[rstest]
+#[case::too_long_for_an_argument("\"x\".repeat(300000)", "E2BIG")]
+#[case::nul_byte("\"a\\u0000b\"", "NUL byte")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_that_cannot_be_an_argument_fails_the_call(
+    #[case] prompt: &str,
+    #[case] mention: &str,
+) {
+    let s = Scratch::new();
+    let p = s.provider(json!({ "argv": ["printf", "%s", "{prompt}"] }));
+    let script = format!("const v = await agent({prompt});\nreturn {{ v, after: 1 }};");
+    let (r, events) = run_with(&script, p).await;
+    assert_completed(&r);
+    assert_eq!(r.value, json!({ "v": null, "after": 1 }));
+    let end = agent_end(&events);
+    assert_eq!(end["outcome"], "failed");
+    let reason = end["reason"].as_str().expect("reason");
+    assert!(
+        reason.contains(mention) && reason.contains("prompt = \"stdin\""),
+        "{reason}"
+    );
+}
+
 // ------------------------------------------------------------------ stopping programs
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

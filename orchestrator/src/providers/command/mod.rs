@@ -575,6 +575,20 @@ impl SubagentProvider for CommandProvider {
                 })
             })
             .collect();
+        if args.iter().any(|a| a.contains('\0')) {
+            if let Some(wt) = &worktree {
+                wt.remove().await;
+            }
+            // Cannot be an argument: this call fails, the run goes on.
+            return Ok(Arc::new(CommandChild::failed(
+                id,
+                format!(
+                    "{}: an argument would contain a NUL byte (from the prompt or an option), \
+                     which no program can receive in its arguments; use prompt = \"stdin\"",
+                    self.display
+                ),
+            )));
+        }
         let spec = ProcSpec {
             program: self.program.clone(),
             args,
