@@ -150,10 +150,13 @@ impl Group {
         if self.reaped {
             return;
         }
-        // SAFETY: plain syscall. The leader is not reaped, so its pid —
-        // the group id — still names this group and cannot be reused.
+        // SAFETY: plain syscalls. The leader is not reaped, so its pid —
+        // the group id — still names it and this group and cannot be
+        // reused. The leader is also signalled directly, in case it moved
+        // itself out of the group (setsid, setpgid).
         unsafe {
             libc::killpg(self.pgid, sig);
+            libc::kill(self.pgid, sig);
         }
     }
 }
