@@ -195,7 +195,11 @@ impl RunDir {
     pub fn write_result(&self, result: &Value) -> Result<(), JournalError> {
         let text = serde_json::to_string_pretty(result).unwrap_or_else(|_| "null".into());
         // A summary for `runs`/`show`; the answers are already durable.
-        replace_file(&self.path.join(RESULT_FILE), format!("{text}\n").as_bytes(), false)
+        replace_file(
+            &self.path.join(RESULT_FILE),
+            format!("{text}\n").as_bytes(),
+            false,
+        )
     }
 }
 
