@@ -288,3 +288,58 @@ async fn isolation_is_an_unsupported_option() {
     finish(&run).await;
     assert!(server.requests().is_empty());
 }
+
+/// The whole chain through the command line: `dsh.toml` → the router →
+/// the openai provider → the loopback server, with the key from the
+/// environment variable the file names and an agent type's system prompt
+/// and model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_runs_a_workflow_against_a_configured_endpoint() {
+    let server = TestServer::start(vec![
+        Reply::chat_usage("plan: parse, check", 4, 6),
+        Reply::chat_usage("{\"ok\": true}", 1, 2),
+    ])
+    .await;
+    let ws = common::Workspace::new(
+        "wf.ts",
+        &format!(
+            "const plan = await agent(\"make a plan\");\n\
+             const verdict = await agent(\"review it\", {{ agentType: \"reviewer\", schema: {SCHEMA} }});\n\
+             return {{ plan, verdict, spent: budget.spent() }};\n"
+        ),
+        None,
+    )
+    .with_env("DSH_E2E_OPENAI_KEY", "sk-from-env");
+    ws.file(
+        "dsh.toml",
+        &format!(
+            "[workflow]\nprovider = \"local\"\n\n\
+             [providers.local]\nkind = \"openai\"\nbase_url = \"{}\"\nmodel = \"small\"\n\
+             api_key_env = \"DSH_E2E_OPENAI_KEY\"\nbackoff = \"1ms\"\n\n\
+             [agent_types.reviewer]\nmodel = \"large\"\nsystem_prompt = \"You review plans.\"\n",
+            server.base_url()
+        ),
+    );
+    let out = tokio::task::spawn_blocking(move || ws.run(&["--output", "result"]))
+        .await
+        .expect("dsh");
+    out.assert_code(0);
+    assert_event_guarantees(&out.events);
+    assert_eq!(
+        out.json()["value"],
+        json!({ "plan": "plan: parse, check", "verdict": { "ok": true }, "spent": 8 })
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].header("authorization"), Some("Bearer sk-from-env"));
+    assert_eq!(reqs[0].json()["model"], "small");
+    let second = reqs[1].json();
+    assert_eq!(second["model"], "large");
+    assert!(
+        second["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("You review plans."),
+        "{second:#}"
+    );
+}
