@@ -292,3 +292,33 @@ fn resume_rebuilds_the_configured_providers() {
     );
     assert_mentions(&stderr, &["2 call(s) replayed"]);
 }
+
+#[test]
+fn a_command_provider_in_the_contracts_spelling_answers() {
+    let ws = Workspace::new(
+        "wf.ts",
+        "const a = await agent(\"shout this\");\nconst b = await agent(\"echo this\", { provider: \"echo\" });\nreturn [a, b];",
+        None,
+    );
+    ws.file(
+        "dsh.toml",
+        r#"
+[workflow]
+provider = "upper"
+
+[providers.upper]
+kind = "command"
+command = ["/bin/sh", "-c", "tr a-z A-Z"]
+prompt = "stdin"
+
+[providers.echo]
+kind = "command"
+command = ["/bin/echo", "got:"]
+prompt = "arg"
+"#,
+    );
+    let out = ws.run(&["--output", "result"]);
+    out.assert_code(0);
+    assert_event_guarantees(&out.events);
+    assert_eq!(out.json()["value"], json!(["SHOUT THIS", "got: echo this"]));
+}
