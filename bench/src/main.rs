@@ -1,0 +1,975 @@
+//! `dsh-bench`: the benchmark suite of dsh workflow.
+//!
+//! Measures dsh through its public library API (`start` → `WorkflowRun`)
+//! and its CLI, and — when `node` is on the PATH — the Node peer in
+//! `bench/peers/node-worker/` (the per-run mechanics of the engine dsh
+//! replaced) in the same invocation, interleaved sample by sample
+//! (dsh, node, dsh, node …) so machine noise hits both alike. Prints, per
+//! figure, median, p10, p90 and n for both, the ratio, and the targets of
+//! the performance issue with met / not met.
+//!
+//! Run it with `bench/run` (builds the release `dsh` and this bench first);
+//! see docs/performance.md.
+
+mod figures;
+mod machine;
+mod peer;
+mod provider;
+mod report;
+mod stats;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, ValueEnum};
+use dsh_orchestrator::WorkerPool;
+
+use figures::Ctx;
+use machine::{Baseline, Machine};
+use peer::NodePeer;
+use report::{Figure, Kind, Report, Target, num};
+use stats::Stats;
+
+/// The figure groups, in the order they run.
+const GROUPS: &[(&str, &str)] = &[
+    (
+        "trivial",
+        "trivial run start → result, sequential (+ the static-binary baseline)",
+    ),
+    ("pool", "trivial run on a warm worker pool"),
+    ("burst100", "100 runs started at once → all results"),
+    ("fanout200", "a 200-agent parallel() fan-out"),
+    ("agent_seq", "sequential agent() round trip"),
+    ("agent16", "agent() with 16 outstanding (calls/s)"),
+    ("memory", "memory per live idle worker"),
+    ("cancel_hang", "cancel → settled, the child hangs"),
+    (
+        "cancel_spin",
+        "cancel → settled, the script spins after an await",
+    ),
+    (
+        "cancel_stopped",
+        "cancel → settled, the worker is SIGSTOPped (grace kill)",
+    ),
+    ("cli", "whole-process `dsh workflow run trivial.ts`"),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Text,
+    Markdown,
+    Json,
+}
+
+/// The dsh workflow benchmark (see docs/performance.md).
+#[derive(Debug, Parser)]
+#[command(name = "dsh-bench")]
+struct Args {
+    /// Few iterations per figure: a quick look, not figures to quote.
+    #[arg(long)]
+    quick: bool,
+    /// Iterations for every figure (overrides the per-figure defaults).
+    #[arg(long, value_name = "N")]
+    iterations: Option<usize>,
+    /// Only these figure groups (comma-separated; see --list).
+    #[arg(long, value_name = "GROUP,...", value_delimiter = ',')]
+    only: Vec<String>,
+    /// List the figure groups and exit.
+    #[arg(long)]
+    list: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// Shorthand for --format json.
+    #[arg(long)]
+    json: bool,
+    /// Do not run the Node peer even when `node` is on the PATH.
+    #[arg(long)]
+    no_peer: bool,
+    /// The `dsh` binary used as the worker and for the CLI figure
+    /// (default: `dsh` next to this executable).
+    #[arg(long, value_name = "PATH")]
+    dsh: Option<PathBuf>,
+    /// The Node peer's directory (default: bench/peers/node-worker).
+    #[arg(long, value_name = "DIR")]
+    peer_dir: Option<PathBuf>,
+}
+
+/// Default iterations (full, quick) and warm-up samples per group.
+fn counts(group: &str) -> (usize, usize, usize) {
+    match group {
+        "trivial" | "pool" => (100, 5, 3),
+        "burst100" => (10, 2, 1),
+        "fanout200" => (30, 3, 2),
+        "agent_seq" | "agent16" => (20, 3, 2),
+        "memory" => (5, 1, 1),
+        "cancel_hang" => (30, 3, 2),
+        "cancel_spin" => (20, 3, 1),
+        "cancel_stopped" => (10, 2, 1),
+        "cli" => (50, 5, 3),
+        _ => (10, 2, 1),
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if args.list {
+        for (id, what) in GROUPS {
+            println!("{id:<15} {what}");
+        }
+        return Ok(());
+    }
+    for g in &args.only {
+        if !GROUPS.iter().any(|(id, _)| id == g) {
+            bail!("unknown figure group {g:?}; known: {}", group_ids());
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("building the tokio runtime")?;
+    let format = if args.json { Format::Json } else { args.format };
+    let report = runtime.block_on(run(&args))?;
+    match format {
+        Format::Text => print!("{}", report.text()),
+        Format::Markdown => print!("{}", report.markdown()),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report.json())?),
+    }
+    Ok(())
+}
+
+fn group_ids() -> String {
+    GROUPS
+        .iter()
+        .map(|(id, _)| *id)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+struct Bench<'a> {
+    args: &'a Args,
+    ctx: Arc<Ctx>,
+    peer: Option<NodePeer>,
+    baseline: Baseline,
+    sandbox: Option<String>,
+    figures: Vec<Figure>,
+}
+
+impl Bench<'_> {
+    fn selected(&self, group: &str) -> bool {
+        self.args.only.is_empty() || self.args.only.iter().any(|g| g == group)
+    }
+
+    /// `(iterations, warm-up)` for a group.
+    fn n(&self, group: &str) -> (usize, usize) {
+        let (full, quick, warm) = counts(group);
+        let n = self
+            .args
+            .iterations
+            .unwrap_or(if self.args.quick { quick } else { full });
+        (n.max(1), if self.args.quick { 1 } else { warm })
+    }
+
+    fn peer_on(&self) -> bool {
+        self.peer.is_some()
+    }
+
+    fn push(&mut self, f: Figure) {
+        self.figures.push(f);
+    }
+}
+
+async fn run(args: &Args) -> Result<Report> {
+    let dsh = match &args.dsh {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .context("the bench executable has no directory")?
+            .join("dsh"),
+    };
+    if !dsh.is_file() {
+        bail!(
+            "the dsh binary is missing at {}; build it with `cargo build --release -p dsh` \
+             (bench/run does), or pass --dsh PATH",
+            dsh.display()
+        );
+    }
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let repo = manifest.parent().unwrap_or(&manifest).to_path_buf();
+    let peer_dir = args
+        .peer_dir
+        .clone()
+        .unwrap_or_else(|| manifest.join("peers").join("node-worker"));
+
+    let machine = Machine::read(&repo);
+    let tmp = tempfile::Builder::new().prefix("dsh-bench-").tempdir()?;
+    let baseline = Baseline::prepare(tmp.path())?;
+    let ctx = Arc::new(Ctx::new(&dsh, tmp.path())?);
+    let peer = if args.no_peer {
+        None
+    } else {
+        NodePeer::start(&peer_dir).await?
+    };
+    let peer_version = peer.as_ref().map(|p| p.version.clone());
+    let mut bench = Bench {
+        args,
+        ctx,
+        peer,
+        baseline,
+        sandbox: None,
+        figures: Vec::new(),
+    };
+
+    let started = Instant::now();
+    for (group, what) in GROUPS {
+        if !bench.selected(group) {
+            continue;
+        }
+        let (n, warm) = bench.n(group);
+        eprintln!(
+            "dsh-bench: {group} — {what}: {n} iterations{}",
+            if bench.peer_on() && *group != "cancel_stopped" {
+                ", interleaved with node"
+            } else {
+                ""
+            }
+        );
+        let t = Instant::now();
+        match *group {
+            "trivial" => trivial(&mut bench, n, warm).await?,
+            "pool" => pool(&mut bench, n, warm).await?,
+            "burst100" => burst(&mut bench, n, warm).await?,
+            "fanout200" => fanout(&mut bench, n, warm).await?,
+            "agent_seq" => agent_seq(&mut bench, n, warm).await?,
+            "agent16" => agent16(&mut bench, n, warm).await?,
+            "memory" => memory(&mut bench, n, warm).await?,
+            "cancel_hang" => cancel_hang(&mut bench, n, warm).await?,
+            "cancel_spin" => cancel_spin(&mut bench, n, warm).await?,
+            "cancel_stopped" => cancel_stopped(&mut bench, n, warm).await?,
+            "cli" => cli(&mut bench, n, warm).await?,
+            _ => {}
+        }
+        eprintln!(
+            "dsh-bench: {group} done in {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    let total = started.elapsed();
+    if let Some(p) = bench.peer.take() {
+        p.close().await;
+    }
+    evaluate_targets(&mut bench.figures);
+
+    let load_after = machine::load_average();
+    let mut header = vec![
+        (
+            "machine".to_string(),
+            format!(
+                "{}, {} cores, {}, {} RAM",
+                machine.cpu, machine.cores, machine.kernel, machine.mem_total
+            ),
+        ),
+        (
+            "load average (1/5/15 min)".into(),
+            format!("{} before, {load_after} after", machine.load_before),
+        ),
+        (
+            "dsh".into(),
+            format!(
+                "{} (commit {}){}",
+                dsh.display(),
+                machine.dsh_commit.as_deref().unwrap_or("unknown"),
+                if cfg!(debug_assertions) {
+                    " — WARNING: dsh-bench is a debug build; use bench/run"
+                } else {
+                    ""
+                }
+            ),
+        ),
+        (
+            "worker sandbox".into(),
+            bench
+                .sandbox
+                .clone()
+                .unwrap_or_else(|| "not observed (no trivial run in this invocation)".into()),
+        ),
+        (
+            "node peer".into(),
+            match (&peer_version, args.no_peer) {
+                (Some(v), _) => format!("node {v}, {}", peer_dir.display()),
+                (None, true) => "not run (--no-peer)".into(),
+                (None, false) => "not run: `node` is not on the PATH".into(),
+            },
+        ),
+        ("baseline".into(), bench.baseline.description.clone()),
+        (
+            "run".into(),
+            format!(
+                "{}{}; {:.0} s",
+                if args.quick { "--quick" } else { "full" },
+                args.iterations
+                    .map(|n| format!(", --iterations {n}"))
+                    .unwrap_or_default(),
+                total.as_secs_f64()
+            ),
+        ),
+    ];
+    if !args.only.is_empty() {
+        header.push(("only".into(), args.only.join(", ")));
+    }
+    let mut header_json = machine.to_json();
+    if let Some(obj) = header_json.as_object_mut() {
+        obj.insert("loadAfter".into(), load_after.into());
+        obj.insert("node".into(), peer_version.into());
+        obj.insert("sandbox".into(), bench.sandbox.clone().into());
+        obj.insert("baseline".into(), bench.baseline.description.clone().into());
+        obj.insert("quick".into(), args.quick.into());
+        obj.insert("seconds".into(), total.as_secs_f64().into());
+    }
+    Ok(Report {
+        header,
+        figures: bench.figures,
+        header_json,
+    })
+}
+
+/// Collects one side's samples, skipping the warm-up ones.
+#[derive(Default)]
+struct Samples(Vec<f64>);
+
+impl Samples {
+    fn add(&mut self, i: usize, warm: usize, x: f64) {
+        if i >= warm {
+            self.0.push(x);
+        }
+    }
+    fn stats(&self) -> Option<Stats> {
+        Stats::of(&self.0)
+    }
+}
+
+async fn trivial(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
+    let mut res = Samples::default();
+    let mut reap = Samples::default();
+    let mut base = Samples::default();
+    let mut p_res = Samples::default();
+    let mut p_reap = Samples::default();
+    for i in 0..warm + n {
+        let (to_result, to_reaped, sandbox) = figures::trivial(&b.ctx).await?;
+        res.add(i, warm, ms(to_result));
+        reap.add(i, warm, ms(to_reaped));
+        if b.sandbox.is_none() {
+            b.sandbox = sandbox.map(|s| {
+                format!(
+                    "{:?}{}",
+                    s.level,
+                    s.landlock_abi
+                        .map(|a| format!(" (Landlock ABI {a})"))
+                        .unwrap_or_default()
+                )
+                .to_lowercase()
+            });
+        }
+        base.add(i, warm, ms(b.baseline.sample()?));
+        if let Some(p) = b.peer.as_mut() {
+            let s = p.sample("trivial").await?;
+            let get = |k: &str| s[k].as_f64().context("node trivial sample");
+            p_res.add(i, warm, get("ms")?);
+            p_reap.add(i, warm, get("reaped_ms")?);
+        }
+    }
+    let mut f = Figure::new(
+        "baseline",
+        "spawn + wait of a small static binary (measured in the same run)",
+        "ms",
+        Kind::Time,
+    );
+    f.side = "baseline";
+    f.dsh = base.stats();
+    f.notes.push(b.baseline.description.clone());
+    b.push(f);
+
+    let mut f = Figure::new(
+        "trivial",
+        "trivial run (`return 1`) start → result, sequential, library API",
+        "ms",
+        Kind::Time,
+    );
+    f.dsh = res.stats();
+    f.peer = p_res.stats();
+    f.peer_note = Some("new Worker → result".into());
+    b.push(f);
+
+    let mut f = Figure::new(
+        "trivial_reaped",
+        "trivial run start → disposed (worker exited and reaped)",
+        "ms",
+        Kind::Time,
+    );
+    f.dsh = reap.stats();
+    f.peer = p_reap.stats();
+    f.peer_note = Some("new Worker → worker.terminate() resolved".into());
+    b.push(f);
+    Ok(())
+}
+
+async fn pool(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
+    const POOL_SIZE: usize = 4;
+    let pool = WorkerPool::new(b.ctx.worker.clone(), POOL_SIZE);
+    let (mut d, mut p) = (Samples::default(), Samples::default());
+    for i in 0..warm + n {
+        d.add(
+            i,
+            warm,
+            ms(figures::trivial_on_warm_pool(&b.ctx, &pool, POOL_SIZE).await?),
+        );
+        if let Some(peer) = b.peer.as_mut() {
+            p.add(i, warm, peer.number("trivial", "ms").await?);
+        }
+    }
+    drop(pool);
+    let mut f = Figure::new(
+        "trivial_pool",
+        format!("trivial run start → result on a warm pool (WorkerPool of {POOL_SIZE})"),
+        "ms",
+        Kind::Time,
+    );
+    f.dsh = d.stats();
+    f.peer = p.stats();
+    f.peer_note = Some("the peer has no pool: new Worker → result".into());
+    f.notes
+        .push("before each sample the bench waits (untimed) until the pool is full again".into());
+    b.push(f);
+    Ok(())
+}
+
+/// The common shape: one dsh sample, then one node sample of `peer_fig`.
+async fn simple<F>(
+    b: &mut Bench<'_>,
+    n: usize,
+    warm: usize,
+    mut dsh: impl FnMut(Arc<Ctx>) -> F,
+    peer_fig: &str,
+    peer_field: &str,
+) -> Result<(Option<Stats>, Option<Stats>)>
+where
+    F: std::future::Future<Output = Result<f64>>,
+{
+    let (mut d, mut p) = (Samples::default(), Samples::default());
+    for i in 0..warm + n {
+        d.add(i, warm, dsh(b.ctx.clone()).await?);
+        if let Some(peer) = b.peer.as_mut() {
+            p.add(i, warm, peer.number(peer_fig, peer_field).await?);
+        }
+    }
+    Ok((d.stats(), p.stats()))
+}
+
+async fn burst(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
+    let (d, p) = simple(
+        b,
+        n,
+        warm,
+        |ctx| async move { Ok(ms(figures::burst(&ctx).await?)) },
+        "burst100",
+        "ms",
+    )
+    .await?;
+    let mut f = Figure::new(
+        "burst100",
+        format!("{} runs started at once → all results", figures::BURST),
+        "ms",
+        Kind::Time,
+    );
+    f.dsh = d;
+    f.peer = p;
+    f.peer_note = Some("100 × new Worker at once → all results".into());
+    b.push(f);
+    Ok(())
+}
+
+async fn fanout(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
+    let (d, p) = simple(
+        b,
+        n,
+        warm,
+        |ctx| async move { Ok(ms(figures::fanout(&ctx).await?)) },
+        "fanout200",
+        "ms",
+    )
+    .await?;
+    let mut f = Figure::new(
+        "fanout200",
+        "200-agent parallel() fan-out, instant provider, start → result",
+        "ms",
+        Kind::Time,
+    );
+    f.dsh = d;
+    f.peer = p;
+    f.notes
+        .push("at most 16 calls outstanding (maxConcurrentAgents), in both".into());
+    b.push(f);
+    Ok(())
+}
+
+async fn agent_seq(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
+    let (d, p) = simple(
+        b,
+        n,
+        warm,
+        |ctx| async move { figures::agent_seq(&ctx).await },
+        "agent_seq",
+        "us",
+    )
+    .await?;
+    let mut f = Figure::new(
+        "agent_seq",
+        "agent() round trip, sequential (per call)",
+        "µs",
+        Kind::Time,
+    );
+    f.dsh = d;
+    f.peer = p;
+    f.notes.push(format!(
+        "one sample = one run of {} sequential calls: (last call's arrival − first's) ÷ (calls − 1), \
+         timed at the provider",
+        figures::SEQ_CALLS
+    ));
+    b.push(f);
+    Ok(())
+}
+
+async fn agent16(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
+    let (d, p) = simple(
+        b,
+        n,
+        warm,
+        |ctx| async move { figures::agent16(&ctx).await },
+        "agent16",
+        "per_s",
+    )
+    .await?;
+    let mut f = Figure::new(
+        "agent16",
+        "agent() throughput with 16 outstanding",
+        "calls/s",
+        Kind::Rate,
+    );
+    f.dsh = d;
+    f.peer = p;
+    f.notes.push(format!(
+        "one sample = one run of {} lanes × {} sequential calls; (calls − 1) ÷ (last arrival − first)",
+        figures::LANES,
+        figures::PER_LANE
+    ));
+    b.push(f);
+    Ok(())
+}
+
+async fn memory(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
+    let mut pss = Samples::default();
+    let mut rss = Samples::default();
+    let mut private = Samples::default();
+    let mut host = Samples::default();
+    let mut total = Samples::default();
+    let mut p_rss = Samples::default();
+    let mut pool_pss = Samples::default();
+    let mut pool_rss = Samples::default();
+    for i in 0..warm + n {
+        for w in figures::pool_idle_memory(&b.ctx).await? {
+            pool_pss.add(i, warm, w.pss_kib);
+            pool_rss.add(i, warm, w.rss_kib);
+        }
+        let s = figures::memory(&b.ctx).await?;
+        for w in &s.workers {
+            pss.add(i, warm, w.pss_kib);
+            rss.add(i, warm, w.rss_kib);
+            private.add(i, warm, w.private_kib);
+        }
+        host.add(i, warm, s.host_kib_per_run);
+        let batch_pss = Stats::of(&s.workers.iter().map(|w| w.pss_kib).collect::<Vec<_>>())
+            .map(|s| s.median)
+            .unwrap_or(0.0);
+        total.add(i, warm, batch_pss + s.host_kib_per_run);
+        if let Some(peer) = b.peer.as_mut() {
+            p_rss.add(i, warm, peer.number("memory", "rss_kib").await?);
+        }
+    }
+    let live = figures::IDLE_WORKERS;
+    let mut f = Figure::new(
+        "memory_pss",
+        format!("PSS per live idle worker ({live} alive, each waiting in agent())"),
+        "KiB",
+        Kind::Memory,
+    );
+    f.dsh = pss.stats();
+    f.peer_note =
+        Some("no per-worker PSS (its workers are threads of one process); see memory_rss".into());
+    f.notes.push(
+        "PSS from /proc/<pid>/smaps_rollup: shared pages (the dsh binary, libc) are split among \
+         the processes mapping them"
+            .into(),
+    );
+    b.push(f);
+
+    let mut f = Figure::new(
+        "memory_rss",
+        format!("RSS per live idle worker ({live} alive)"),
+        "KiB",
+        Kind::Memory,
+    );
+    f.dsh = rss.stats();
+    f.peer = p_rss.stats();
+    f.peer_note = Some(format!(
+        "process RSS growth ÷ {live} with {live} idle Workers"
+    ));
+    f.notes.push(
+        "dsh RSS counts every resident page of the worker, shared ones included; the peer's \
+         figure is only the growth (the stricter measure is dsh's)"
+            .into(),
+    );
+    b.push(f);
+
+    let mut f = Figure::new(
+        "memory_pool_pss",
+        format!("PSS per idle pool worker ({live} in a WorkerPool, waiting for Init)"),
+        "KiB",
+        Kind::Memory,
+    );
+    f.dsh = pool_pss.stats();
+    f.peer_note = Some("no pool".into());
+    b.push(f);
+
+    let mut f = Figure::new(
+        "memory_pool_rss",
+        format!("RSS per idle pool worker ({live} in a WorkerPool)"),
+        "KiB",
+        Kind::Memory,
+    );
+    f.dsh = pool_rss.stats();
+    f.peer = p_rss.stats();
+    f.peer_note = Some(format!(
+        "process RSS growth ÷ {live} with {live} idle Workers (each idle in agent())"
+    ));
+    b.push(f);
+
+    let mut f = Figure::new(
+        "memory_private",
+        "private memory (USS) per live idle worker",
+        "KiB",
+        Kind::Memory,
+    );
+    f.dsh = private.stats();
+    b.push(f);
+
+    let mut f = Figure::new(
+        "memory_host",
+        "host-side RSS growth per live run (this process)",
+        "KiB",
+        Kind::Memory,
+    );
+    f.dsh = host.stats();
+    f.notes.push(
+        "the supervisor, event history and buffers of a run, read from /proc/self/status; \
+         allocator reuse makes it noisy"
+            .into(),
+    );
+    b.push(f);
+
+    let mut f = Figure::new(
+        "memory_total",
+        "memory one more live run costs: worker PSS + host growth",
+        "KiB",
+        Kind::Memory,
+    );
+    f.dsh = total.stats();
+    f.peer = p_rss.stats();
+    f.peer_note = Some("process RSS growth per idle Worker".into());
+    b.push(f);
+    Ok(())
+}
+
+async fn cancel_hang(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
+    let (d, p) = simple(
+        b,
+        n,
+        warm,
+        |ctx| async move { Ok(ms(figures::cancel_hang(&ctx).await?)) },
+        "cancel_hang",
+        "ms",
+    )
+    .await?;
+    let mut f = Figure::new(
+        "cancel_hang",
+        "cancel → settled, the script waits on a child that never answers",
+        "ms",
+        Kind::Time,
+    );
+    f.dsh = d;
+    f.peer = p;
+    f.peer_note = Some("cancel message on the port → agent() rejects → result".into());
+    b.push(f);
+    Ok(())
+}
+
+async fn cancel_spin(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
+    let (mut d, mut p) = (Samples::default(), Samples::default());
+    let mut killed = 0;
+    for i in 0..warm + n {
+        let s = figures::cancel_spin(&b.ctx).await?;
+        d.add(i, warm, ms(s.elapsed));
+        if i >= warm && s.killed {
+            killed += 1;
+        }
+        if let Some(peer) = b.peer.as_mut() {
+            p.add(i, warm, peer.number("cancel_spin", "ms").await?);
+        }
+    }
+    let defaults = dsh_orchestrator::Limits::default();
+    let mut f = Figure::new(
+        "cancel_spin",
+        "cancel → settled, `while (true) {}` after an await (default limits)",
+        "ms",
+        Kind::Time,
+    );
+    f.dsh = d.stats();
+    f.peer = p.stats();
+    f.peer_note = Some("worker.terminate() → resolved".into());
+    f.notes.push(format!(
+        "{killed} of {n} dsh samples reached the grace kill ({} ms); the rest were stopped by \
+         the worker's interrupt, which fires {} ms after the cancel with the default grace",
+        defaults.dispose_grace.as_millis(),
+        defaults.cancel_interrupt().as_millis()
+    ));
+    f.targets.push(Target {
+        text: "cancel of a spinning script → settled ≤ 50 ms, no kill".into(),
+        met: f.dsh.as_ref().map(|s| s.median <= 50.0 && killed == 0),
+        detail: match &f.dsh {
+            Some(s) => format!("median {} ms, {killed} of {n} killed", num(s.median)),
+            None => "not measured".into(),
+        },
+    });
+    b.push(f);
+    Ok(())
+}
+
+async fn cancel_stopped(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
+    let (mut res, mut reap) = (Samples::default(), Samples::default());
+    for i in 0..warm + n {
+        let (to_result, to_reaped) = figures::cancel_stopped(&b.ctx).await?;
+        res.add(i, warm, ms(to_result));
+        reap.add(i, warm, ms(to_reaped));
+    }
+    let grace = figures::STOPPED_GRACE.as_millis();
+    let no_peer = "no equivalent: a Worker thread cannot be stopped on its own".to_string();
+    let mut f = Figure::new(
+        "cancel_stopped",
+        format!("cancel → settled, worker SIGSTOPped (grace {grace} ms, then the kill)"),
+        "ms",
+        Kind::Time,
+    );
+    f.dsh = res.stats();
+    f.peer_note = Some(no_peer.clone());
+    f.notes.push(format!(
+        "the result is published when the grace expires; expect ≈ {grace} ms"
+    ));
+    b.push(f);
+    let mut f = Figure::new(
+        "cancel_stopped_reaped",
+        "cancel → disposed, worker SIGSTOPped (SIGTERM, 200 ms, SIGKILL, reap)",
+        "ms",
+        Kind::Time,
+    );
+    f.dsh = reap.stats();
+    f.peer_note = Some(no_peer);
+    b.push(f);
+    Ok(())
+}
+
+async fn cli(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
+    let (mut d, mut d_nj, mut p) = (Samples::default(), Samples::default(), Samples::default());
+    for i in 0..warm + n {
+        d.add(i, warm, ms(figures::cli(&b.ctx, true)?));
+        d_nj.add(i, warm, ms(figures::cli(&b.ctx, false)?));
+        if let Some(peer) = b.peer.as_ref() {
+            p.add(i, warm, ms(peer.cli_once()?));
+        }
+    }
+    let mut f = Figure::new(
+        "cli_trivial",
+        "whole process `dsh workflow run trivial.ts` (journal on, the default)",
+        "ms",
+        Kind::Time,
+    );
+    f.dsh = d.stats();
+    f.peer = p.stats();
+    f.peer_note = Some("whole process `node harness.js cli` (one Worker run)".into());
+    b.push(f);
+    let mut f = Figure::new(
+        "cli_trivial_no_journal",
+        "whole process `dsh workflow run trivial.ts --no-journal`",
+        "ms",
+        Kind::Time,
+    );
+    f.dsh = d_nj.stats();
+    b.push(f);
+    Ok(())
+}
+
+fn median_of(figs: &[Figure], id: &str, peer: bool) -> Option<f64> {
+    let f = figs.iter().find(|f| f.id == id)?;
+    let s = if peer { &f.peer } else { &f.dsh };
+    s.as_ref().map(|s| s.median)
+}
+
+/// The issue's targets, attached to their figures.
+fn evaluate_targets(figs: &mut [Figure]) {
+    let trivial = median_of(figs, "trivial", false);
+    let trivial_peer = median_of(figs, "trivial", true);
+    let baseline = median_of(figs, "baseline", false);
+    let mut out: Vec<(&'static str, Target)> = Vec::new();
+    let mut set = |id: &'static str, t: Target| out.push((id, t));
+    let ratio_target =
+        |text: &str, d: Option<f64>, p: Option<f64>, unit: &str, ok: &dyn Fn(f64) -> bool| {
+            let (met, detail) = match (d, p) {
+                (Some(d), Some(p)) if p > 0.0 => (
+                    Some(ok(d / p)),
+                    format!(
+                        "dsh {} {unit} ÷ node {} {unit} = {}",
+                        num(d),
+                        num(p),
+                        num(d / p)
+                    ),
+                ),
+                (Some(_), _) => (None, "no node figure".into()),
+                _ => (None, "not measured".into()),
+            };
+            Target {
+                text: text.into(),
+                met,
+                detail,
+            }
+        };
+    set(
+        "trivial",
+        ratio_target(
+            "trivial run cold ≤ 1/10 of the Node peer",
+            trivial,
+            trivial_peer,
+            "ms",
+            &|r| r <= 0.1,
+        ),
+    );
+    set(
+        "trivial",
+        match (trivial, baseline) {
+            (Some(t), Some(b)) if b > 0.0 => Target {
+                text: "trivial run cold ≤ 2× spawn-and-wait of a static binary".into(),
+                met: Some(t <= 2.0 * b),
+                detail: format!(
+                    "dsh {} ms = {}× the baseline {} ms",
+                    num(t),
+                    num(t / b),
+                    num(b)
+                ),
+            },
+            _ => Target {
+                text: "trivial run cold ≤ 2× spawn-and-wait of a static binary".into(),
+                met: None,
+                detail: "not measured".into(),
+            },
+        },
+    );
+    let pool = median_of(figs, "trivial_pool", false);
+    let pool_peer = median_of(figs, "trivial_pool", true).or(trivial_peer);
+    set(
+        "trivial_pool",
+        ratio_target(
+            "trivial run on a warm pool ≤ 1/40 of the Node peer",
+            pool,
+            pool_peer,
+            "ms",
+            &|r| r <= 1.0 / 40.0,
+        ),
+    );
+    set(
+        "burst100",
+        ratio_target(
+            "100 runs at once ≤ 1/10 of the Node peer",
+            median_of(figs, "burst100", false),
+            median_of(figs, "burst100", true),
+            "ms",
+            &|r| r <= 0.1,
+        ),
+    );
+    for (id, rss_id, which) in [
+        ("memory_pss", "memory_rss", "a run's worker idle in agent()"),
+        ("memory_pool_pss", "memory_pool_rss", "an idle pool worker"),
+    ] {
+        let pss = median_of(figs, id, false);
+        set(
+            id,
+            Target {
+                text: format!("memory per idle live worker ≤ 1 MiB PSS ({which})"),
+                met: pss.map(|p| p <= 1024.0),
+                detail: pss
+                    .map(|p| format!("PSS {} KiB", num(p)))
+                    .unwrap_or_else(|| "not measured".into()),
+            },
+        );
+        set(
+            rss_id,
+            ratio_target(
+                &format!(
+                    "memory per idle live worker ≤ 1/4 of the peer's RSS per worker ({which})"
+                ),
+                median_of(figs, rss_id, false),
+                median_of(figs, rss_id, true),
+                "KiB",
+                &|r| r <= 0.25,
+            ),
+        );
+    }
+    set(
+        "agent16",
+        ratio_target(
+            "agent() with 16 outstanding ≥ the peer's calls/s",
+            median_of(figs, "agent16", false),
+            median_of(figs, "agent16", true),
+            "calls/s",
+            &|r| r >= 1.0,
+        ),
+    );
+    set(
+        "agent_seq",
+        ratio_target(
+            "agent() sequential round trip ≤ 1.5× the peer's",
+            median_of(figs, "agent_seq", false),
+            median_of(figs, "agent_seq", true),
+            "µs",
+            &|r| r <= 1.5,
+        ),
+    );
+    let cli = median_of(figs, "cli_trivial", false);
+    set(
+        "cli_trivial",
+        Target {
+            text: "`dsh workflow run trivial.ts` whole process ≤ 10 ms".into(),
+            met: cli.map(|c| c <= 10.0),
+            detail: cli
+                .map(|c| format!("median {} ms", num(c)))
+                .unwrap_or_else(|| "not measured".into()),
+        },
+    );
+    for (id, t) in out {
+        if let Some(f) = figs.iter_mut().find(|f| f.id == id) {
+            f.targets.push(t);
+        }
+    }
+}
