@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use dsh_orchestrator::{
-    EventKind, Limits, RunResult, SandboxReport, StartRequest, StopReason, SubagentProvider,
-    WorkerCommand, WorkerPool, WorkflowRun, start,
+    EventKind, Limits, RunResult, SandboxPolicy, SandboxReport, StartRequest, StopReason,
+    SubagentProvider, WorkerCommand, WorkerPool, WorkflowRun, start,
 };
 use serde_json::json;
 
-use crate::machine::{ProcMemory, proc_memory, self_rss_kib};
+use crate::machine::{ProcMemory, heap_in_use_kib, proc_memory, self_rss_kib};
 use crate::provider::{CallClock, InstantProvider};
 
 /// Upper bound for anything the bench waits on that is not measured.
@@ -147,7 +147,15 @@ fn is_first_agent_end(kind: &EventKind) -> bool {
 /// One trivial run: `(start → result, start → disposed and reaped)`, and
 /// the sandbox the worker reached.
 pub async fn trivial(ctx: &Ctx) -> Result<(Duration, Duration, Option<SandboxReport>)> {
-    let req = ctx.request(TRIVIAL);
+    trivial_with(ctx, SandboxPolicy::BestEffort).await
+}
+
+/// [`trivial`] with a given sandbox policy (the breakdown runs it `off`).
+pub async fn trivial_with(
+    ctx: &Ctx,
+    sandbox: SandboxPolicy,
+) -> Result<(Duration, Duration, Option<SandboxReport>)> {
+    let req = ctx.request(TRIVIAL).with_sandbox(sandbox);
     let t = Instant::now();
     let run = start(req)?;
     let r = bounded_result(&run, "trivial").await?;
@@ -156,6 +164,33 @@ pub async fn trivial(ctx: &Ctx) -> Result<(Duration, Duration, Option<SandboxRep
     let to_reaped = t.elapsed();
     expect_value(&r, json!(1), "trivial")?;
     Ok((to_result, to_reaped, r.sandbox))
+}
+
+/// The host-side preparation alone (parse, strip types, meta) of the
+/// trivial script, as `start()` does it.
+pub fn prepare(ctx: &Ctx) -> Result<Duration> {
+    let req = ctx.request(TRIVIAL);
+    let t = Instant::now();
+    dsh_orchestrator::prepare(&req)?;
+    Ok(t.elapsed())
+}
+
+/// Spawn + wait of `dsh --version`: what exec'ing the dsh binary (dynamic
+/// linking, runtime start-up) costs before the worker does anything.
+pub fn exec_dsh(ctx: &Ctx) -> Result<Duration> {
+    let mut cmd = Command::new(&ctx.dsh);
+    cmd.arg("--version")
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let t = Instant::now();
+    let status = tokio::task::block_in_place(|| cmd.status()).context("running dsh --version")?;
+    let elapsed = t.elapsed();
+    if !status.success() {
+        bail!("dsh --version: {status}");
+    }
+    Ok(elapsed)
 }
 
 /// 100 runs started at once → every result.
@@ -229,12 +264,21 @@ pub async fn agent16(ctx: &Ctx) -> Result<f64> {
 /// One memory sample: 20 live workers, each idle in `await agent()`.
 pub struct MemorySample {
     pub workers: Vec<ProcMemory>,
-    /// The host's (this process's) RSS growth per live run, in KiB.
+    /// The host's (this process's) heap growth per live run, in KiB (RSS
+    /// growth where the heap cannot be read).
     pub host_kib_per_run: f64,
 }
 
+/// What the host holds: heap in use where glibc tells, else the RSS.
+fn host_kib() -> Result<f64> {
+    match heap_in_use_kib() {
+        Some(k) => Ok(k),
+        None => self_rss_kib(),
+    }
+}
+
 pub async fn memory(ctx: &Ctx) -> Result<MemorySample> {
-    let host0 = self_rss_kib()?;
+    let host0 = host_kib()?;
     let runs = (0..IDLE_WORKERS)
         .map(|_| start(ctx.request(HOLD)))
         .collect::<Result<Vec<_>, _>>()?;
@@ -243,7 +287,7 @@ pub async fn memory(ctx: &Ctx) -> Result<MemorySample> {
     }
     // The same settling pause the peer takes.
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let host1 = self_rss_kib()?;
+    let host1 = host_kib()?;
     let workers = runs
         .iter()
         .map(|r| proc_memory(r.worker_pid()))

@@ -175,3 +175,18 @@ pub fn self_rss_kib() -> Result<f64> {
         .and_then(|v| v.parse::<f64>().ok())
         .context("no VmRSS in /proc/self/status")
 }
+
+/// Heap bytes this process has allocated and not freed (glibc's
+/// `mallinfo2`: `uordblks + hblkhd`, over every arena), in KiB. Unlike the
+/// RSS it does not hide growth behind memory the allocator kept for reuse.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn heap_in_use_kib() -> Option<f64> {
+    // SAFETY: mallinfo2 has no preconditions; it returns a plain struct.
+    let m = unsafe { libc::mallinfo2() };
+    Some((m.uordblks + m.hblkhd) as f64 / 1024.0)
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn heap_in_use_kib() -> Option<f64> {
+    None
+}

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
-use dsh_orchestrator::WorkerPool;
+use dsh_orchestrator::{SandboxPolicy, WorkerPool};
 
 use figures::Ctx;
 use machine::{Baseline, Machine};
@@ -37,6 +37,10 @@ const GROUPS: &[(&str, &str)] = &[
     (
         "trivial",
         "trivial run start → result, sequential (+ the static-binary baseline)",
+    ),
+    (
+        "breakdown",
+        "where a trivial run's time goes: sandbox off, host-side prepare, exec of dsh",
     ),
     ("pool", "trivial run on a warm worker pool"),
     ("burst100", "100 runs started at once → all results"),
@@ -100,7 +104,7 @@ struct Args {
 /// Default iterations (full, quick) and warm-up samples per group.
 fn counts(group: &str) -> (usize, usize, usize) {
     match group {
-        "trivial" | "pool" => (100, 5, 3),
+        "trivial" | "pool" | "breakdown" => (100, 5, 3),
         "burst100" => (10, 2, 1),
         "fanout200" => (30, 3, 2),
         "agent_seq" | "agent16" => (20, 3, 2),
@@ -234,7 +238,7 @@ async fn run(args: &Args) -> Result<Report> {
         let (n, warm) = bench.n(group);
         eprintln!(
             "dsh-bench: {group} — {what}: {n} iterations{}",
-            if bench.peer_on() && *group != "cancel_stopped" {
+            if bench.peer_on() && !matches!(*group, "cancel_stopped" | "breakdown") {
                 ", interleaved with node"
             } else {
                 ""
@@ -243,6 +247,7 @@ async fn run(args: &Args) -> Result<Report> {
         let t = Instant::now();
         match *group {
             "trivial" => trivial(&mut bench, n, warm).await?,
+            "breakdown" => breakdown(&mut bench, n, warm).await?,
             "pool" => pool(&mut bench, n, warm).await?,
             "burst100" => burst(&mut bench, n, warm).await?,
             "fanout200" => fanout(&mut bench, n, warm).await?,
@@ -415,6 +420,52 @@ async fn trivial(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
     f.dsh = reap.stats();
     f.peer = p_reap.stats();
     f.peer_note = Some("new Worker → worker.terminate() resolved".into());
+    b.push(f);
+    Ok(())
+}
+
+async fn breakdown(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
+    let (mut off, mut prep, mut exec) =
+        (Samples::default(), Samples::default(), Samples::default());
+    for i in 0..warm + n {
+        let (to_result, _, _) = figures::trivial_with(&b.ctx, SandboxPolicy::Off).await?;
+        off.add(i, warm, ms(to_result));
+        prep.add(i, warm, ms(figures::prepare(&b.ctx)?));
+        exec.add(i, warm, ms(figures::exec_dsh(&b.ctx)?));
+    }
+    let mut f = Figure::new(
+        "trivial_sandbox_off",
+        "trivial run start → result with `--sandbox off` (breakdown, not a target)",
+        "ms",
+        Kind::Time,
+    );
+    f.dsh = off.stats();
+    f.notes.push(
+        "the difference from `trivial` is what applying the sandbox (rlimits, Landlock, \
+         seccomp, capabilities) costs per run"
+            .into(),
+    );
+    b.push(f);
+    let mut f = Figure::new(
+        "prepare",
+        "host-side prepare of the trivial script: parse, strip types, meta (breakdown)",
+        "ms",
+        Kind::Time,
+    );
+    f.dsh = prep.stats();
+    b.push(f);
+    let mut f = Figure::new(
+        "exec_dsh",
+        "spawn + wait of `dsh --version` (breakdown: exec of the dsh binary)",
+        "ms",
+        Kind::Time,
+    );
+    f.dsh = exec.stats();
+    f.notes.push(
+        "compare with `baseline`: the extra is the dynamic linking and start-up of the dsh \
+         binary"
+            .into(),
+    );
     b.push(f);
     Ok(())
 }
@@ -670,14 +721,14 @@ async fn memory(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
 
     let mut f = Figure::new(
         "memory_host",
-        "host-side RSS growth per live run (this process)",
+        "host-side heap growth per live run (this process)",
         "KiB",
         Kind::Memory,
     );
     f.dsh = host.stats();
     f.notes.push(
-        "the supervisor, event history and buffers of a run, read from /proc/self/status; \
-         allocator reuse makes it noisy"
+        "the supervisor, event history and buffers of a run: glibc mallinfo2 heap in use before \
+         and after starting the 20 runs, ÷ 20"
             .into(),
     );
     b.push(f);
