@@ -20,7 +20,11 @@ async fn main() -> anyhow::Result<()> {
         .ok_or_else(|| anyhow::anyhow!("no dsh next to the example"))?;
     let variants: Vec<(&str, WorkerCommand, SandboxPolicy)> = vec![
         ("off", WorkerCommand::dsh(&dsh), SandboxPolicy::Off),
-        ("best-effort", WorkerCommand::dsh(&dsh), SandboxPolicy::BestEffort),
+        (
+            "best-effort",
+            WorkerCommand::dsh(&dsh),
+            SandboxPolicy::BestEffort,
+        ),
         (
             "best-effort, no Landlock",
             WorkerCommand {
