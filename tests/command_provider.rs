@@ -682,17 +682,8 @@ async fn other_isolation_values_are_unsupported() {
     let s = Scratch::new();
     let p = s.provider(json!({ "argv": ["cat"] }));
     let req = AgentRequest {
-        seq: 1,
-        prompt: "x".into(),
-        label: "x".into(),
-        phase: None,
-        schema: None,
-        model: None,
-        provider: None,
-        effort: None,
-        agent_type: None,
         isolation: Some("container".into()),
-        system_prompt: None,
+        ..AgentRequest::new(1, "x", "x")
     };
     let Err(refused) = p.start(req, CancellationToken::new()).await else {
         panic!("isolation \"container\" must be refused");

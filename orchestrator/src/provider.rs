@@ -36,6 +36,27 @@ pub struct AgentRequest {
     pub system_prompt: Option<String>,
 }
 
+impl AgentRequest {
+    /// A request for call `seq` with `prompt`, labelled `label`, and no
+    /// options (set the public fields for more). For embedders' tests and
+    /// tools that drive a provider directly.
+    pub fn new(seq: u64, prompt: impl Into<String>, label: impl Into<String>) -> Self {
+        AgentRequest {
+            seq,
+            prompt: prompt.into(),
+            label: label.into(),
+            phase: None,
+            schema: None,
+            model: None,
+            provider: None,
+            effort: None,
+            agent_type: None,
+            isolation: None,
+            system_prompt: None,
+        }
+    }
+}
+
 /// How a child ended on its own terms.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ChildResult {

@@ -49,19 +49,7 @@ mod tests {
     use super::*;
 
     fn req(prompt: &str) -> AgentRequest {
-        AgentRequest {
-            seq: 1,
-            prompt: prompt.into(),
-            label: "l".into(),
-            phase: None,
-            schema: None,
-            model: None,
-            provider: None,
-            effort: None,
-            agent_type: None,
-            isolation: None,
-            system_prompt: None,
-        }
+        AgentRequest::new(1, prompt, "l")
     }
 
     #[test]

@@ -551,17 +551,8 @@ mod tests {
 
     fn request(schema: Option<Value>) -> AgentRequest {
         AgentRequest {
-            seq: 4,
-            prompt: "Review parser.rs".into(),
-            label: "review parser.rs".into(),
-            phase: None,
             schema,
-            model: None,
-            provider: None,
-            effort: None,
-            agent_type: None,
-            isolation: None,
-            system_prompt: None,
+            ..AgentRequest::new(4, "Review parser.rs", "review parser.rs")
         }
     }
 

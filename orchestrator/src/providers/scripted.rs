@@ -436,17 +436,9 @@ mod tests {
 
     fn req(prompt: &str, label: &str) -> AgentRequest {
         AgentRequest {
-            seq: 1,
-            prompt: prompt.into(),
-            label: label.into(),
             phase: Some("Review".into()),
-            schema: None,
             model: Some("m1".into()),
-            provider: None,
-            effort: None,
-            agent_type: None,
-            isolation: None,
-            system_prompt: None,
+            ..AgentRequest::new(1, prompt, label)
         }
     }
 

@@ -731,19 +731,7 @@ mod tests {
     }
 
     fn request(prompt: &str) -> AgentRequest {
-        AgentRequest {
-            seq: 1,
-            prompt: prompt.into(),
-            label: "l".into(),
-            phase: None,
-            schema: None,
-            model: None,
-            provider: None,
-            effort: None,
-            agent_type: None,
-            isolation: None,
-            system_prompt: None,
-        }
+        AgentRequest::new(1, prompt, "l")
     }
 
     #[test]

@@ -30,19 +30,7 @@ fn provider(cfg: &OpenAiConfig) -> OpenAiProvider {
 }
 
 fn request(prompt: &str) -> AgentRequest {
-    AgentRequest {
-        seq: 1,
-        prompt: prompt.into(),
-        label: "label".into(),
-        phase: None,
-        schema: None,
-        model: None,
-        provider: None,
-        effort: None,
-        agent_type: None,
-        isolation: None,
-        system_prompt: None,
-    }
+    AgentRequest::new(1, prompt, "label")
 }
 
 fn schema() -> Value {
