@@ -4,7 +4,7 @@
 //! meta), validates the limits, spawns the worker, emits `workflow/start`
 //! and hands the rest to the run's [`supervisor`] task.
 
-mod process;
+pub(crate) mod process;
 pub(crate) mod spawn;
 mod supervisor;
 

@@ -105,7 +105,8 @@ impl WorkerProcess {
     }
 }
 
-/// Renders an exit status for `WORKER_EXITED` messages.
+/// Renders an exit status for messages: `exited with status 3`, `was killed
+/// by SIGKILL` (worker deaths, and command-provider children).
 pub fn describe_status(st: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     if let Some(code) = st.code() {
@@ -115,6 +116,9 @@ pub fn describe_status(st: ExitStatus) -> String {
         let name = match sig {
             libc::SIGKILL => "SIGKILL".to_string(),
             libc::SIGTERM => "SIGTERM".to_string(),
+            libc::SIGINT => "SIGINT".to_string(),
+            libc::SIGHUP => "SIGHUP".to_string(),
+            libc::SIGPIPE => "SIGPIPE".to_string(),
             libc::SIGSEGV => "SIGSEGV".to_string(),
             libc::SIGABRT => "SIGABRT".to_string(),
             libc::SIGXCPU => "SIGXCPU".to_string(),

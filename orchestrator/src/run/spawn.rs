@@ -94,10 +94,13 @@ pub struct Spawned {
     pub pid: u32,
 }
 
+/// What the spawner thread does with a spawned child (or the error).
+type Reply = Box<dyn FnOnce(std::io::Result<Child>) + Send>;
+
 struct Job {
     cmd: std::process::Command,
     handle: tokio::runtime::Handle,
-    reply: mpsc::Sender<std::io::Result<Child>>,
+    reply: Reply,
 }
 
 fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
@@ -115,11 +118,66 @@ fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
                     let res = tokio::process::Command::from(job.cmd)
                         .kill_on_drop(true)
                         .spawn();
-                    let _ = job.reply.send(res);
+                    (job.reply)(res);
                 }
             });
         Mutex::new(tx)
     })
+}
+
+/// Spawns `cmd` on the spawner thread (see the module docs: the thread that
+/// forks must outlive the child, or its parent-death signal fires) inside
+/// `handle`'s runtime, and hands the result to `reply` there.
+fn on_spawner_thread(
+    cmd: std::process::Command,
+    handle: &tokio::runtime::Handle,
+    reply: Reply,
+) -> std::io::Result<()> {
+    let gone = || std::io::Error::other("the spawner thread is gone");
+    spawner()
+        .lock()
+        .map_err(|_| gone())?
+        .send(Job {
+            cmd,
+            handle: handle.clone(),
+            reply,
+        })
+        .map_err(|_| gone())
+}
+
+/// [`on_spawner_thread`], waiting for the child (blocking).
+pub(crate) fn spawn_blocking(
+    cmd: std::process::Command,
+    handle: &tokio::runtime::Handle,
+) -> std::io::Result<Child> {
+    let (tx, rx) = mpsc::channel();
+    on_spawner_thread(
+        cmd,
+        handle,
+        Box::new(move |res| {
+            let _ = tx.send(res);
+        }),
+    )?;
+    rx.recv()
+        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?
+}
+
+/// [`on_spawner_thread`], awaiting the child. A child whose caller went
+/// away meanwhile is dropped, which kills it (`kill_on_drop`).
+pub(crate) async fn spawn_async(
+    cmd: std::process::Command,
+    handle: &tokio::runtime::Handle,
+) -> std::io::Result<Child> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    on_spawner_thread(
+        cmd,
+        handle,
+        Box::new(move |res| {
+            let _ = tx.send(res);
+        }),
+    )?;
+    rx.await
+        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?
 }
 
 fn socketpair() -> std::io::Result<(OwnedFd, OwnedFd)> {
@@ -203,20 +261,7 @@ pub fn spawn(worker: &WorkerCommand, handle: &tokio::runtime::Handle) -> std::io
         });
     }
 
-    let (reply_tx, reply_rx) = mpsc::channel();
-    let job = Job {
-        cmd,
-        handle: handle.clone(),
-        reply: reply_tx,
-    };
-    spawner()
-        .lock()
-        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?
-        .send(job)
-        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
-    let child = reply_rx
-        .recv()
-        .map_err(|_| std::io::Error::other("the spawner thread is gone"))??;
+    let child = spawn_blocking(cmd, handle)?;
     // The worker holds its own copy now; ours must not keep the pair alive.
     drop(worker_end);
     let pid = child

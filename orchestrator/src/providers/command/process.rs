@@ -24,15 +24,13 @@
 //!   still unreaped; tokio's `kill_on_drop` then reaps it.
 
 use std::ffi::OsString;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -98,34 +96,6 @@ pub struct Finished {
 }
 
 // ------------------------------------------------------------------ spawning
-
-struct Job {
-    cmd: std::process::Command,
-    handle: tokio::runtime::Handle,
-    reply: oneshot::Sender<std::io::Result<Child>>,
-}
-
-fn spawner() -> &'static Mutex<mpsc::Sender<Job>> {
-    static SPAWNER: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
-    SPAWNER.get_or_init(|| {
-        let (tx, rx) = mpsc::channel::<Job>();
-        // Lives for the rest of the process: PR_SET_PDEATHSIG fires when the
-        // thread that forked the child exits.
-        let _ = std::thread::Builder::new()
-            .name("dsh-command-spawner".into())
-            .spawn(move || {
-                for job in rx {
-                    let _enter = job.handle.enter();
-                    let res = tokio::process::Command::from(job.cmd)
-                        .kill_on_drop(true)
-                        .spawn();
-                    // A start abandoned meanwhile drops the child: killed.
-                    let _ = job.reply.send(res);
-                }
-            });
-        Mutex::new(tx)
-    })
-}
 
 /// A spawned program, not yet waited for.
 pub struct Running {
@@ -209,20 +179,9 @@ pub async fn spawn(spec: &ProcSpec) -> std::io::Result<Running> {
             Ok(())
         });
     }
-    let (reply, rx) = oneshot::channel();
-    let job = Job {
-        cmd,
-        handle: tokio::runtime::Handle::current(),
-        reply,
-    };
-    spawner()
-        .lock()
-        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?
-        .send(job)
-        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?;
-    let mut child = rx
-        .await
-        .map_err(|_| std::io::Error::other("the spawner thread is gone"))??;
+    // The run's worker spawner: one long-lived thread, so the parent-death
+    // signal never fires early.
+    let mut child = crate::run::spawn::spawn_async(cmd, &tokio::runtime::Handle::current()).await?;
     let pid = child
         .id()
         .and_then(|p| libc::pid_t::try_from(p).ok())
@@ -540,25 +499,4 @@ impl Running {
     }
 }
 
-/// `exited with status 3`, `was killed by SIGKILL`.
-pub fn describe_status(st: ExitStatus) -> String {
-    if let Some(code) = st.code() {
-        return format!("exited with status {code}");
-    }
-    if let Some(sig) = st.signal() {
-        let name = match sig {
-            libc::SIGKILL => "SIGKILL".to_string(),
-            libc::SIGTERM => "SIGTERM".to_string(),
-            libc::SIGINT => "SIGINT".to_string(),
-            libc::SIGHUP => "SIGHUP".to_string(),
-            libc::SIGSEGV => "SIGSEGV".to_string(),
-            libc::SIGABRT => "SIGABRT".to_string(),
-            libc::SIGBUS => "SIGBUS".to_string(),
-            libc::SIGPIPE => "SIGPIPE".to_string(),
-            libc::SIGXCPU => "SIGXCPU".to_string(),
-            n => format!("signal {n}"),
-        };
-        return format!("was killed by {name}");
-    }
-    "ended".into()
-}
+pub use crate::run::process::describe_status;
