@@ -828,12 +828,13 @@ impl Supervisor {
         self.out_open = false;
 
         if worker_ok {
-            // Normal end: strays are paired, disposed and awaited, the
-            // worker exits, then the run ends.
+            // Normal end: strays are paired and the result is due now;
+            // then children are disposed and the worker (which exits on
+            // its own after End) is reaped. `dispose()` waits for that.
             self.emit_stray_ends();
+            self.publish(result);
             self.dispose_children().await;
             self.reap_worker(false, true).await;
-            self.publish(result);
         } else {
             // Death, grace or force: the result is due now.
             for live in self.live.values() {
