@@ -322,3 +322,57 @@ prompt = "arg"
     assert_event_guarantees(&out.events);
     assert_eq!(out.json()["value"], json!(["SHOUT THIS", "got: echo this"]));
 }
+
+#[test]
+fn an_unknown_agent_type_is_agent_start_listing_the_known_ones() {
+    let ws = routed_workspace(
+        "try { await agent(\"x\", { agentType: \"reviewr\" }); return \"ran\"; } catch (e: any) { return e.code + \": \" + e.message; }",
+    );
+    let out = ws.run(&[]);
+    out.assert_code(0);
+    let msg = out.json().as_str().unwrap_or_default().to_string();
+    assert_mentions(
+        &msg,
+        &[
+            "AGENT_START",
+            "reviewr",
+            "known agent types: reviewer",
+            "[agent_types.reviewr]",
+        ],
+    );
+}
+
+#[test]
+fn a_changed_agent_type_system_prompt_is_asked_again_on_resume() {
+    let ws = Workspace::new(
+        "wf.ts",
+        "return await agent(\"what do you say?\", { agentType: \"speaker\" });",
+        None,
+    );
+    let dir = ws.dir.path().to_path_buf();
+    let config = |system: &str| {
+        format!(
+            "[workflow]\nprovider = \"echo\"\n\n[providers.echo]\nkind = \"command\"\ncommand = [\"/bin/echo\", \"sys={{systemPrompt}}\"]\n\n[agent_types.speaker]\nsystem_prompt = \"{system}\"\n"
+        )
+    };
+    ws.file("dsh.toml", &config("ALPHA"));
+    let out = ws.run(&[]);
+    out.assert_code(0);
+    assert_eq!(out.json(), json!("sys=ALPHA"));
+    let id = std::fs::read_dir(dir.join(".dsh/runs"))
+        .expect("runs")
+        .next()
+        .expect("one run")
+        .expect("entry")
+        .file_name()
+        .to_string_lossy()
+        .into_owned();
+    std::fs::write(dir.join("dsh.toml"), config("BETA")).expect("write");
+    let (stdout, stderr, code) = dsh_in(&dir, &["workflow", "resume", &id, "--events", "none"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout).expect("json"),
+        json!("sys=BETA")
+    );
+    assert_mentions(&stderr, &["0 call(s) replayed", "1 ran live"]);
+}

@@ -429,3 +429,30 @@ fn resuming_an_unknown_run_says_how_to_list_runs() {
     assert!(stdout.is_empty());
     assert_mentions(&stderr, &["error[USAGE]", "run-nope", "dsh workflow runs"]);
 }
+
+#[test]
+fn calls_with_one_key_replay_in_call_order_whatever_order_they_settled_in() {
+    // Same prompt, so one key; "a" answers last.
+    let ws = Workspace::new(
+        "wf.ts",
+        "return await parallel([() => agent(\"same question\", { label: \"a\" }), () => agent(\"same question\", { label: \"b\" })]);",
+        Some(&fixture(json!([
+            { "match": { "label": "a" }, "text": "A", "delayMs": 200 },
+            { "match": { "label": "b" }, "text": "B" },
+        ]))),
+    );
+    let out = ws.run(&[]);
+    out.assert_code(0);
+    assert_eq!(out.json(), json!(["A", "B"]));
+    let id = run_id(out.dir.path());
+    let (stdout, stderr, code) = dsh_in(
+        out.dir.path(),
+        &["workflow", "resume", &id, "--events", "none"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout).expect("json"),
+        json!(["A", "B"])
+    );
+    assert_mentions(&stderr, &["2 call(s) replayed"]);
+}

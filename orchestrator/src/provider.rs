@@ -129,6 +129,13 @@ pub struct ResultFault(pub String);
 /// Starts children. Implementations must be cheap to call concurrently.
 #[async_trait]
 pub trait SubagentProvider: Send + Sync + 'static {
+    /// Fills in what this provider would add to `request` before starting
+    /// it (a router: the agent type's model, effort and system prompt), so
+    /// a wrapper that keys calls by what changes their answer (the journal)
+    /// sees the same request the child will. Must be idempotent; the
+    /// default adds nothing.
+    fn prepare(&self, _request: &mut AgentRequest) {}
+
     /// Starts a child for `request`. `cancel` fires when the run is
     /// cancelled before the start completes; a start that completes anyway
     /// is disposed by the host and never announced.

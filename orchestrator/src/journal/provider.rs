@@ -4,7 +4,7 @@
 //! once instead of reaching the provider; and every call of this attempt
 //! is remembered for `--record`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -34,7 +34,11 @@ struct Answer {
 #[derive(Default)]
 pub struct Journaling {
     writer: Option<JournalWriter>,
-    replay: Mutex<HashMap<String, VecDeque<Answer>>>,
+    /// Journaled answers by (key, slot): slot k of key K is the k-th call
+    /// with key K in call order within an attempt.
+    answers: Mutex<HashMap<(String, usize), Answer>>,
+    /// How many calls with each key this attempt has seen (the next slot).
+    next_slot: Mutex<HashMap<String, usize>>,
     recording: bool,
     /// By seq: a call is entered as cancelled when it starts and gets its
     /// outcome when it settles, so a call still open at the end is there.
@@ -48,27 +52,10 @@ impl Journaling {
     /// (a journal read back for a resume), and remembers calls for
     /// `--record` when `recording`.
     pub fn new(writer: Option<JournalWriter>, previous: Option<&Journal>, recording: bool) -> Self {
-        let mut replay: HashMap<String, VecDeque<Answer>> = HashMap::new();
-        for line in previous.map(|j| j.lines.as_slice()).unwrap_or_default() {
-            if let Line::Settled {
-                key,
-                outcome,
-                usage,
-                child_id,
-                ..
-            } = line
-                && outcome.replayable()
-            {
-                replay.entry(key.clone()).or_default().push_back(Answer {
-                    outcome: outcome.clone(),
-                    usage: *usage,
-                    child_id: child_id.clone(),
-                });
-            }
-        }
+        let answers = previous.map(answers_by_slot).unwrap_or_default();
         Journaling {
             writer,
-            replay: Mutex::new(replay),
+            answers: Mutex::new(answers),
             recording,
             ..Journaling::default()
         }
@@ -107,10 +94,18 @@ impl Journaling {
         }
     }
 
+    /// The next slot of `key` in this attempt, and its journaled answer if
+    /// it has a replayable one. A slot without one runs live and never
+    /// takes another slot's answer.
     fn take_replay(&self, key: &str) -> Option<Answer> {
-        let mut map = self.replay.lock().ok()?;
-        let queue = map.get_mut(key)?;
-        queue.pop_front()
+        let slot = {
+            let mut next = self.next_slot.lock().ok()?;
+            let n = next.entry(key.to_string()).or_insert(0);
+            let slot = *n;
+            *n += 1;
+            slot
+        };
+        self.answers.lock().ok()?.remove(&(key.to_string(), slot))
     }
 
     async fn settle(
@@ -169,11 +164,20 @@ impl JournalingProvider {
 
 #[async_trait]
 impl SubagentProvider for JournalingProvider {
+    fn prepare(&self, request: &mut AgentRequest) {
+        if let Some(p) = &self.inner {
+            p.prepare(request);
+        }
+    }
+
     async fn start(
         &self,
-        request: AgentRequest,
+        mut request: AgentRequest,
         cancel: CancellationToken,
     ) -> Result<Arc<dyn Subagent>, StartRefused> {
+        // Key what the child will actually be asked (an agent type's
+        // model and system prompt included).
+        self.prepare(&mut request);
         let key = call_key(&request);
         if let Some(answer) = self.state.take_replay(&key) {
             self.state.append(&Line::start(&request, &key, true));
@@ -290,5 +294,153 @@ impl Subagent for ReplayedChild {
 
     fn origin(&self) -> ChildOrigin {
         ChildOrigin::Replayed
+    }
+}
+
+/// The replayable answers of a journal by (key, slot). Within each attempt
+/// the calls with one key are numbered in call (`seq`) order; an attempt's
+/// live answer for slot k replaces an earlier attempt's, and a replayed
+/// call (no `settled` line) keeps the answer it replayed. So the n-th call
+/// with a key gets the n-th answer with that key, whatever order the calls
+/// settled in and however many resumes came before.
+fn answers_by_slot(journal: &Journal) -> HashMap<(String, usize), Answer> {
+    let mut answers = HashMap::new();
+    let mut attempt: Vec<&Line> = Vec::new();
+    let mut flush = |lines: &mut Vec<&Line>| {
+        // seq → (key, slot), from the start lines in seq order.
+        let mut starts: BTreeMap<u64, &str> = BTreeMap::new();
+        for l in lines.iter() {
+            if let Line::Start { seq, key, .. } = l {
+                starts.insert(*seq, key);
+            }
+        }
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        let mut slots: HashMap<u64, (String, usize)> = HashMap::new();
+        for (seq, key) in starts {
+            let n = counts.entry(key).or_insert(0);
+            slots.insert(seq, (key.to_string(), *n));
+            *n += 1;
+        }
+        for l in lines.iter() {
+            if let Line::Settled {
+                seq,
+                outcome,
+                usage,
+                child_id,
+                ..
+            } = l
+                && outcome.replayable()
+                && let Some(slot) = slots.get(seq)
+            {
+                answers.insert(
+                    slot.clone(),
+                    Answer {
+                        outcome: outcome.clone(),
+                        usage: *usage,
+                        child_id: child_id.clone(),
+                    },
+                );
+            }
+        }
+        lines.clear();
+    };
+    for line in &journal.lines {
+        if matches!(line, Line::Attempt { .. }) {
+            flush(&mut attempt);
+        }
+        attempt.push(line);
+    }
+    flush(&mut attempt);
+    answers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(seq: u64, key: &str, replayed: bool) -> Line {
+        Line::Start {
+            seq,
+            key: key.into(),
+            label: format!("l{seq}"),
+            prompt: "p".into(),
+            schema: None,
+            model: None,
+            effort: None,
+            agent_type: None,
+            provider: None,
+            isolation: None,
+            replayed,
+            at: 0,
+        }
+    }
+
+    fn settled(seq: u64, key: &str, outcome: Outcome) -> Line {
+        Line::Settled {
+            seq,
+            key: key.into(),
+            child_id: Some(format!("c{seq}")),
+            outcome,
+            usage: None,
+            at: 0,
+        }
+    }
+
+    fn attempt(n: u32) -> Line {
+        Line::Attempt {
+            attempt: n,
+            pid: 1,
+            at: 0,
+        }
+    }
+
+    fn text(slot: &HashMap<(String, usize), Answer>, key: &str, n: usize) -> Option<String> {
+        slot.get(&(key.to_string(), n)).map(|a| match &a.outcome {
+            Outcome::Text(t) => t.clone(),
+            other => format!("{other:?}"),
+        })
+    }
+
+    #[test]
+    fn slots_follow_call_order_not_settle_order_and_faults_keep_their_slot() {
+        let j = Journal {
+            lines: vec![
+                attempt(1),
+                start(1, "k", false),
+                start(2, "k", false),
+                start(3, "k", false),
+                // Settled out of order; the first call's answer was a fault.
+                settled(3, "k", Outcome::Text("third".into())),
+                settled(2, "k", Outcome::Text("second".into())),
+                settled(1, "k", Outcome::ResultError("reset".into())),
+                // A resume: slot 0 ran live, slots 1 and 2 were replayed.
+                attempt(2),
+                start(1, "k", false),
+                start(2, "k", true),
+                start(3, "k", true),
+                settled(1, "k", Outcome::Text("first, live".into())),
+            ],
+            ..Journal::default()
+        };
+        let a = answers_by_slot(&j);
+        assert_eq!(text(&a, "k", 0).as_deref(), Some("first, live"));
+        assert_eq!(text(&a, "k", 1).as_deref(), Some("second"));
+        assert_eq!(text(&a, "k", 2).as_deref(), Some("third"));
+    }
+
+    #[test]
+    fn a_replayed_slot_is_taken_once_per_attempt() {
+        let j = Journal {
+            lines: vec![
+                attempt(1),
+                start(1, "k", false),
+                settled(1, "k", Outcome::Text("only".into())),
+            ],
+            ..Journal::default()
+        };
+        let state = Journaling::new(None, Some(&j), false);
+        assert!(state.take_replay("k").is_some());
+        assert!(state.take_replay("k").is_none(), "slot 1 has no answer");
+        assert!(state.take_replay("other").is_none());
     }
 }

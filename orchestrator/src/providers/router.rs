@@ -116,11 +116,48 @@ impl Router {
 
 #[async_trait]
 impl SubagentProvider for Router {
+    fn prepare(&self, request: &mut AgentRequest) {
+        if let Some(r) = request
+            .agent_type
+            .as_ref()
+            .and_then(|t| self.agent_types.get(t))
+        {
+            if request.model.is_none() {
+                request.model = r.model.clone();
+            }
+            if request.effort.is_none() {
+                request.effort = r.effort.clone();
+            }
+            if request.system_prompt.is_none() {
+                request.system_prompt = r.system_prompt.clone();
+            }
+        }
+    }
+
     async fn start(
         &self,
         mut request: AgentRequest,
         cancel: CancellationToken,
     ) -> Result<Arc<dyn Subagent>, StartRefused> {
+        // Contract §3: an unknown agent type is AGENT_START listing the
+        // known ones. A type only meant to reach a command provider's
+        // {agentType} is declared with an empty [agent_types.NAME] table.
+        if let Some(t) = &request.agent_type
+            && !self.agent_types.contains_key(t)
+        {
+            let known: Vec<&str> = self.agent_types.keys().map(String::as_str).collect();
+            return Err(StartRefused::agent_start(format!(
+                "agent(): unknown agentType {t:?} for call #{} (label {:?}); known agent types: \
+                 {} (define it as [agent_types.{t}] in dsh.toml)",
+                request.seq,
+                request.label,
+                if known.is_empty() {
+                    "none configured".to_string()
+                } else {
+                    known.join(", ")
+                }
+            )));
+        }
         let route = request
             .agent_type
             .as_ref()
@@ -156,17 +193,7 @@ impl SubagentProvider for Router {
                 request.seq
             ))
         })?;
-        if let Some(r) = route {
-            if request.model.is_none() {
-                request.model = r.model;
-            }
-            if request.effort.is_none() {
-                request.effort = r.effort;
-            }
-            if request.system_prompt.is_none() {
-                request.system_prompt = r.system_prompt;
-            }
-        }
+        self.prepare(&mut request);
         provider.start(request, cancel).await
     }
 }
