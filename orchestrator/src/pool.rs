@@ -105,7 +105,7 @@ impl WorkerPool {
     /// Takes a live warm worker, if there is one, and asks for a refill.
     pub(crate) fn take(&self) -> Option<Warm> {
         let taken = loop {
-            let next = self.inner.idle.lock().ok()?.pop_front();
+            let next = self.inner.idle.lock().ok().and_then(|mut q| q.pop_front());
             match next {
                 None => break None,
                 Some(mut w) => {

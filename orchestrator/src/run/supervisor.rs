@@ -247,28 +247,49 @@ impl Supervisor {
     /// Writes queued frames without blocking; what does not fit waits for
     /// the socket to become writable. A worker that stops reading never
     /// blocks the supervisor.
-    fn flush_out(&mut self) {
-        while !self.out.is_empty() {
-            match self.writer.try_write(&self.out) {
-                Ok(0) => break,
-                Ok(n) => {
-                    self.out.drain(..n);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(_) => {
-                    // The worker is gone; its death is reported by the read
-                    // side and the process wait.
+    fn flush_out(&mut self) -> Option<Claim> {
+        let mut written = 0;
+        let res = loop {
+            if written == self.out.len() {
+                break None;
+            }
+            match self.writer.try_write(&self.out[written..]) {
+                Ok(0) => break None,
+                Ok(n) => written += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break None,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                // The worker is gone: the read side and the process wait
+                // report how (with its exit status).
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                    ) =>
+                {
                     self.out.clear();
-                    break;
+                    return None;
+                }
+                // Anything else: a frame that cannot be delivered would leave
+                // the script waiting forever, so the run ends here.
+                Err(e) => {
+                    break Some(Claim::Death(format!("writing to the worker failed: {e}")));
                 }
             }
+        };
+        // One move of what is left, not one per partial write.
+        self.out.drain(..written);
+        if res.is_some() {
+            self.out.clear();
         }
+        res
     }
 
     async fn main_loop(&mut self) -> Claim {
         let mut buf = vec![0u8; READ_CHUNK];
         loop {
-            self.flush_out();
+            if let Some(claim) = self.flush_out() {
+                return claim;
+            }
             let pending_out = !self.out.is_empty();
             let grace = self.grace_deadline;
             let wall = self.wall_deadline.filter(|_| self.cancel.is_none());

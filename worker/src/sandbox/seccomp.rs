@@ -1,8 +1,9 @@
 //! The seccomp layer: a tiny classic-BPF filter that makes the syscalls a
 //! worker never needs fail with `EPERM`: creating processes (`fork`,
 //! `vfork`, `clone`, `clone3`), replacing the program (`execve`,
-//! `execveat`) and creating sockets (`socket`, `socketpair`; the worker's
-//! one socket already exists). Landlock covers files, TCP and signals;
+//! `execveat`), creating sockets (`socket`, `socketpair`; the worker's
+//! one socket already exists) and io_uring (which can do both without
+//! those syscalls). Landlock covers files, TCP and signals;
 //! this covers what Landlock does not (UDP, raw and netlink sockets, and
 //! `fork` for root, whom `RLIMIT_NPROC` does not bind).
 //!
@@ -45,6 +46,11 @@ pub fn denied() -> Vec<(&'static str, libc::c_long)> {
         ("execveat", libc::SYS_execveat),
         ("socket", libc::SYS_socket),
         ("socketpair", libc::SYS_socketpair),
+        // io_uring can create sockets (IORING_OP_SOCKET) and open files
+        // without the syscalls above.
+        ("io_uring_setup", libc::SYS_io_uring_setup),
+        ("io_uring_enter", libc::SYS_io_uring_enter),
+        ("io_uring_register", libc::SYS_io_uring_register),
     ];
     #[cfg(target_arch = "x86_64")]
     v.extend([("fork", libc::SYS_fork), ("vfork", libc::SYS_vfork)]);
