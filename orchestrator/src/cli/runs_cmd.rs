@@ -172,6 +172,18 @@ impl Durable {
         info.meta = serde_json::to_value(run.meta()).unwrap_or(Value::Null);
         match RunDir::create(root, info, source) {
             Ok(d) => {
+                // What a resume after a power loss needs besides the
+                // journal: synced with the first answer, so runs that have
+                // nothing to resume pay nothing.
+                if let Some(state) = &self.state {
+                    state.also_sync(vec![
+                        d.path.join(crate::journal::rundir::RUN_FILE),
+                        d.path.join(&d.info.script_copy),
+                        d.path.clone(),
+                        root.clone(),
+                        root.parent().map(Path::to_path_buf).unwrap_or_default(),
+                    ]);
+                }
                 if let Ok(mut slot) = self.dir.lock() {
                     *slot = Some(d);
                 }

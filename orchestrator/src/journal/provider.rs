@@ -86,6 +86,14 @@ impl Journaling {
         }
     }
 
+    /// Makes `paths` durable with the first answer (see
+    /// [`JournalWriter::also_sync`]).
+    pub fn also_sync(&self, paths: Vec<std::path::PathBuf>) {
+        if let Some(w) = &self.writer {
+            w.also_sync(paths);
+        }
+    }
+
     /// Waits until every line so far is written (answers are synced as
     /// they are journaled).
     pub async fn flush(&self) {

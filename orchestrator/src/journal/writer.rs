@@ -21,10 +21,15 @@ enum Req {
     Sync(oneshot::Sender<()>),
     /// Written (no sync) up to here.
     Flush(oneshot::Sender<()>),
+    /// Files and directories to fsync once, with the first answer synced
+    /// (or now, if one already was): what a resume needs besides the
+    /// journal itself, paid only by runs that have something to resume.
+    AlsoSync(Vec<std::path::PathBuf>),
 }
 
 /// Appends lines to one journal file. Cloning shares the writer; the
-/// thread ends (after a final sync) when the last clone is dropped.
+/// thread ends when the last clone is dropped (no final sync: every answer
+/// was synced when it was journaled).
 #[derive(Clone)]
 pub struct JournalWriter {
     tx: mpsc::Sender<Req>,
@@ -76,6 +81,12 @@ impl JournalWriter {
         }
     }
 
+    /// Fsyncs `paths` (files or directories) once, together with the first
+    /// durable line — or at once if one was already synced.
+    pub fn also_sync(&self, paths: Vec<std::path::PathBuf>) {
+        let _ = self.tx.send(Req::AlsoSync(paths));
+    }
+
     /// Waits until everything queued so far is written and synced.
     pub async fn sync(&self) {
         let (ack, done) = oneshot::channel();
@@ -90,6 +101,8 @@ fn write_loop(mut file: std::fs::File, path: &Path, rx: mpsc::Receiver<Req>) {
     let mut batch = String::new();
     let mut acks: Vec<oneshot::Sender<()>> = Vec::new();
     let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
+    let mut also: Vec<std::path::PathBuf> = Vec::new();
+    let mut synced_once = false;
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
         // Take everything queued now: one write, one sync.
@@ -101,6 +114,7 @@ fn write_loop(mut file: std::fs::File, path: &Path, rx: mpsc::Receiver<Req>) {
                 }
                 Req::Sync(ack) => acks.push(ack),
                 Req::Flush(ack) => flushes.push(ack),
+                Req::AlsoSync(paths) => also.extend(paths),
             }
         }
         if !broken && !batch.is_empty() {
@@ -120,6 +134,18 @@ fn write_loop(mut file: std::fs::File, path: &Path, rx: mpsc::Receiver<Req>) {
             }
         } else if !broken && !acks.is_empty() {
             let _ = file.sync_data();
+        }
+        if !acks.is_empty() {
+            synced_once = true;
+        }
+        if synced_once && !also.is_empty() {
+            for p in also.drain(..) {
+                // A directory opens read-only too; fsync on it makes its
+                // entries (the run directory, journal.jsonl) durable.
+                if let Ok(f) = std::fs::File::open(&p) {
+                    let _ = f.sync_all();
+                }
+            }
         }
         batch.clear();
         for ack in acks.drain(..).chain(flushes.drain(..)) {
