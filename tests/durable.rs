@@ -280,7 +280,7 @@ fn after_kill_9_of_the_host_resume_replays_the_finished_calls() {
     assert_mentions(&runs, &[&id, "wf", "completed"]);
     let (show, _, code) = dsh_in(dir.path(), &["workflow", "show", &id]);
     assert_eq!(code, Some(0));
-    assert_mentions(&show, &[&id, "(replayed)", "live now"]);
+    assert_mentions(&show, &[&id, "replayed     a", "4 replayed", "live now"]);
 }
 
 #[test]

@@ -467,7 +467,7 @@ fn summarize(dir: &Path) -> Result<Summary, String> {
                 replayed: r,
                 ..
             } => {
-                let outcome = if *r { "completed" } else { "running" };
+                let outcome = if *r { "replayed" } else { "running" };
                 attempt_agents.insert(*seq, (label.clone(), outcome.to_string(), *r));
             }
             Line::Settled { seq, outcome, .. } => {
@@ -487,7 +487,9 @@ fn summarize(dir: &Path) -> Result<Summary, String> {
     for (seq, (label, outcome, r)) in attempt_agents {
         match outcome.as_str() {
             "completed" => done += 1,
-            "running" | "cancelled" => {}
+            // Counted as replayed below (the answer was given in an
+            // earlier attempt).
+            "replayed" | "running" | "cancelled" => {}
             _ => failed += 1,
         }
         if r {
@@ -618,12 +620,10 @@ pub fn show(a: ShowArgs) -> i32 {
         "agents   {} done, {} failed, {} replayed",
         s.done, s.failed, s.replayed
     );
-    for (seq, label, outcome, replayed) in &s.agents {
-        let _ = writeln!(
-            out,
-            "  #{seq:<4} {outcome:<12} {label}{}",
-            if *replayed { " (replayed)" } else { "" }
-        );
+    // A replayed call's outcome column says `replayed`: its answer was
+    // given (and counted) in an earlier attempt.
+    for (seq, label, outcome, _) in &s.agents {
+        let _ = writeln!(out, "  #{seq:<4} {outcome:<12} {label}");
     }
     let result = s
         .result

@@ -255,8 +255,20 @@ fn lock(dir: &Path, id: &str) -> Result<std::fs::File, JournalError> {
         .truncate(false)
         .open(&path)
         .map_err(|e| JournalError::io(&path, e))?;
-    // SAFETY: flock on a descriptor we own.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    // `dsh workflow runs` takes and drops the lock for an instant to see
+    // whether a run is live: a few short retries keep that from refusing a
+    // resume. A real holder keeps it for the whole run.
+    let mut rc = -1;
+    for attempt in 0..5 {
+        // SAFETY: flock on a descriptor we own.
+        rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EWOULDBLOCK) {
+            break;
+        }
+        if attempt < 4 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
     if rc != 0 {
         let err = std::io::Error::last_os_error();
         if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
