@@ -16,6 +16,17 @@ use std::os::unix::fs::PermissionsExt;
 use common::{DSH, Output, Workspace, assert_event_guarantees, assert_mentions, fixture};
 use serde_json::{Value, json};
 
+/// A kernel that cannot enforce a rule fails the test, visibly, unless the
+/// person running it accepts that with `DSH_TEST_ALLOW_WEAK_SANDBOX=1`
+/// (then the gap is printed and the test checks the report admits it).
+fn weaker_kernel(what: &str) {
+    assert!(
+        std::env::var_os("DSH_TEST_ALLOW_WEAK_SANDBOX").is_some(),
+        "NOT ENFORCED on this kernel: {what}. Set DSH_TEST_ALLOW_WEAK_SANDBOX=1 to accept it"
+    );
+    eprintln!("NOT ENFORCED on this kernel (accepted): {what}");
+}
+
 fn kernel_abi() -> u32 {
     dsh_worker::sandbox::landlock::kernel_abi()
 }
@@ -81,7 +92,7 @@ fn the_result_and_verbose_output_show_the_sandbox_reached() {
             out.stderr
         );
     } else {
-        eprintln!("NOT FULL on this kernel (Landlock ABI {abi}): {sandbox}");
+        weaker_kernel(&format!("sandbox not full (Landlock ABI {abi}): {sandbox}"));
         assert_eq!(sandbox["level"], "partial", "{sandbox}");
         assert!(out.stderr.contains("not enforced:"), "{}", out.stderr);
     }
@@ -96,10 +107,10 @@ fn strict_runs_where_the_kernel_enforces_everything() {
         out.assert_code(0);
         assert_eq!(sandbox_of(&out)["level"], "full");
     } else {
-        eprintln!(
-            "this kernel's Landlock ABI {} is below 6: strict must refuse",
+        weaker_kernel(&format!(
+            "Landlock ABI {} is below 6, so strict must refuse",
             kernel_abi()
-        );
+        ));
         out.assert_code(1);
         out.assert_error_line("SANDBOX_UNAVAILABLE");
     }
