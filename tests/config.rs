@@ -176,7 +176,7 @@ fn workflow_defaults_set_limits_and_the_agent_ceiling() {
 #[case::wrong_type("[workflow]\nmax_concurrent_agents = \"lots\"\n", "dsh.toml:2", &["lots"])]
 #[case::unknown_default_provider("[workflow]\nprovider = \"ghost\"\n", "dsh.toml:2", &["workflow.provider", "ghost", "known providers"])]
 #[case::missing_kind("[providers.p]\npath = \"x.json\"\n", "dsh.toml:1", &["providers.p", "missing kind"])]
-#[case::unknown_provider_key("[providers.p]\nkind = \"openai\"\nmodle = \"x\"\n", "dsh.toml:1", &["providers.p", "modle"])]
+#[case::unknown_provider_key("[providers.p]\nkind = \"openai\"\nmodle = \"x\"\n", "dsh.toml:3", &["providers.p", "modle"])]
 #[case::missing_key_variable(
     "[workflow]\nprovider = \"p\"\n[providers.p]\nkind = \"openai\"\napi_key_env = \"DSH_TEST_SURELY_UNSET_KEY\"\n",
     "dsh.toml",

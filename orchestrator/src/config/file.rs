@@ -146,14 +146,96 @@ fn header_line(text: &str, table: &str, name: &str) -> Option<usize> {
         .map(|i| i + 1)
 }
 
+/// The `key` of a `key = value` line, if the line is one.
+fn line_key(line: &str) -> Option<&str> {
+    let (k, _) = line.split_once('=')?;
+    let k = k.trim().trim_matches('"');
+    (!k.is_empty() && !k.starts_with('[') && !k.starts_with('#')).then_some(k)
+}
+
+/// The `[section]` a 1-based line is in (`""` before any header).
+fn section_of(text: &str, line: usize) -> String {
+    text.lines()
+        .take(line)
+        .filter_map(|l| {
+            let t = l.trim();
+            (t.starts_with('[') && t.ends_with(']')).then(|| {
+                t.trim_matches(|c| c == '[' || c == ']')
+                    .replace(char::is_whitespace, "")
+            })
+        })
+        .last()
+        .unwrap_or_default()
+}
+
+/// 1-based line range (header excluded) of the table `[name]`.
+fn section_lines(text: &str, name: &str) -> Option<(usize, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.iter().position(|l| {
+        let t: String = l.chars().filter(|c| !c.is_whitespace()).collect();
+        t == format!("[{name}]")
+    })?;
+    let end = lines[start + 1..]
+        .iter()
+        .position(|l| l.trim_start().starts_with('['))
+        .map_or(lines.len(), |i| start + 1 + i);
+    Some((start + 2, end))
+}
+
+/// The line of `key = …` inside `[section]`, where the file has one.
+fn key_line_in(text: &str, section: &str, key: &str) -> Option<usize> {
+    let (first, last) = section_lines(text, section)?;
+    text.lines()
+        .enumerate()
+        .skip(first - 1)
+        .take(last + 1 - first)
+        .find(|(_, l)| line_key(l) == Some(key))
+        .map(|(i, _)| i + 1)
+}
+
+/// For an error inside `[section]` that names no key: the key whose value
+/// the message quotes (`invalid type: string "lots", expected u32`).
+fn key_of_quoted_value(text: &str, section: &str, message: &str) -> Option<(usize, String)> {
+    let quoted = message.split('"').nth(1)?;
+    let (first, last) = section_lines(text, section)?;
+    text.lines()
+        .enumerate()
+        .skip(first - 1)
+        .take(last + 1 - first)
+        .find(|(_, l)| {
+            l.split_once('=')
+                .is_some_and(|(_, v)| v.contains(&format!("\"{quoted}\"")))
+        })
+        .and_then(|(i, l)| line_key(l).map(|k| (i + 1, k.to_string())))
+}
+
 pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let file = path.display().to_string();
     let raw: RawFile = toml::from_str(text).map_err(|e| {
-        let location = match e.span() {
-            Some(span) => format!("{file}:{}", line_of(text, span.start)),
-            None => file.clone(),
-        };
-        ConfigError::at(location, fix_hint(e.message().trim()))
+        let message = fix_hint(e.message().trim());
+        match e.span() {
+            Some(span) => {
+                let line = line_of(text, span.start);
+                // Name the key as `section.key` when the line is one.
+                let key = text.lines().nth(line - 1).and_then(line_key).map(|k| {
+                    match section_of(text, line) {
+                        s if s.is_empty() => k.to_string(),
+                        s => format!("{s}.{k}"),
+                    }
+                });
+                let message = match key {
+                    Some(k)
+                        if !message
+                            .contains(&format!("`{}`", k.rsplit('.').next().unwrap_or(&k))) =>
+                    {
+                        format!("{k}: {message}")
+                    }
+                    _ => message,
+                };
+                ConfigError::at(format!("{file}:{line}"), message)
+            }
+            None => ConfigError::at(file.clone(), message),
+        }
     })?;
     let base_dir = path
         .parent()
@@ -165,7 +247,29 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     for (name, table) in raw.providers {
         let at = header_line(text, "providers", &name)
             .map_or_else(|| file.clone(), |n| format!("{file}:{n}"));
-        let kind = provider_kind(&name, table, &base_dir).map_err(|m| ConfigError::at(&at, m))?;
+        let kind = provider_kind(&name, table, &base_dir).map_err(|m| {
+            // Point at the key itself where the message lets us find it.
+            let section = format!("providers.{name}");
+            let unknown = m
+                .split('`')
+                .nth(1)
+                .filter(|_| m.contains("unknown field"))
+                .and_then(|k| key_line_in(text, &section, k));
+            match unknown {
+                Some(line) => ConfigError::at(format!("{file}:{line}"), m),
+                None => match key_of_quoted_value(text, &section, &m) {
+                    Some((line, key)) => ConfigError::at(
+                        format!("{file}:{line}"),
+                        m.replacen(
+                            &format!("providers.{name} ("),
+                            &format!("providers.{name}.{key} ("),
+                            1,
+                        ),
+                    ),
+                    None => ConfigError::at(&at, m),
+                },
+            }
+        })?;
         config.providers.insert(
             name.clone(),
             ProviderEntry {
@@ -197,9 +301,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
 
     let w = raw.workflow;
     let key_line = |key: &str| {
-        text.lines()
-            .position(|l| l.trim_start().starts_with(key) && l.contains('='))
-            .map_or_else(|| file.clone(), |i| format!("{file}:{}", i + 1))
+        key_line_in(text, "workflow", key).map_or_else(|| file.clone(), |n| format!("{file}:{n}"))
     };
     if let Some(p) = &w.provider
         && !config.providers.contains_key(p)
@@ -417,12 +519,14 @@ system_prompt = "Review carefully."
     #[rstest]
     #[case::unknown_top_level("[workfow]\nprovider = \"x\"\n", "/p/dsh.toml:1", &["workfow"])]
     #[case::unknown_workflow_key("[workflow]\nmax_agents = 3\n", "/p/dsh.toml:2", &["max_agents", "remove the key"])]
-    #[case::wrong_type("[workflow]\nmax_concurrent_agents = \"many\"\n", "/p/dsh.toml:2", &["many"])]
+    #[case::wrong_type("[workflow]\nmax_concurrent_agents = \"many\"\n", "/p/dsh.toml:2", &["workflow.max_concurrent_agents", "many"])]
     #[case::bad_duration("[workflow]\ntimeout = \"soon\"\n", "/p/dsh.toml:2", &["soon"])]
     #[case::unknown_default_provider("[workflow]\nprovider = \"nope\"\n", "/p/dsh.toml:2", &["workflow.provider", "nope", "deepseek", "[providers.nope]"])]
     #[case::missing_kind("[providers.x]\nmodel = \"m\"\n", "/p/dsh.toml:1", &["providers.x", "missing kind", "kind = \"openai\""])]
-    #[case::unknown_kind("[providers.x]\nkind = \"carrier-pigeon\"\n", "/p/dsh.toml:1", &["carrier-pigeon", "openai"])]
-    #[case::unknown_provider_key("\n[providers.x]\nkind = \"openai\"\nmodle = \"m\"\n", "/p/dsh.toml:2", &["providers.x", "modle"])]
+    #[case::unknown_kind("[providers.x]\nkind = \"carrier-pigeon\"\n", "/p/dsh.toml:2", &["carrier-pigeon", "openai"])]
+    #[case::unknown_provider_key("\n[providers.x]\nkind = \"openai\"\nmodle = \"m\"\n", "/p/dsh.toml:4", &["providers.x", "modle"])]
+    #[case::wrong_type_in_a_provider("[providers.x]\nkind = \"openai\"\n\nmax_attempts = \"many\"\n", "/p/dsh.toml:4", &["providers.x.max_attempts", "many"])]
+    #[case::workflow_key_after_another_section("[agent_types.r]\nprovider = \"deepseek\"\n\n[workflow]\nprovider = \"ghost\"\n", "/p/dsh.toml:5", &["workflow.provider", "ghost"])]
     #[case::unknown_agent_type_provider("[agent_types.r]\nprovider = \"ghost\"\n", "/p/dsh.toml:1", &["agent_types.r.provider", "ghost"])]
     #[case::bad_sandbox("[workflow]\nsandbox = \"lenient\"\n", "/p/dsh.toml:2", &["workflow.sandbox", "best-effort"])]
     #[case::zero_concurrency("[workflow]\nmax_concurrent_agents = 0\n", "/p/dsh.toml:2", &["workflow.max_concurrent_agents", "at least 1"])]
