@@ -378,6 +378,8 @@ fn fix_hint(message: &str) -> String {
         format!(
             "{message}; remove the key or correct its spelling (docs/providers.md lists every key)"
         )
+    } else if message.starts_with("invalid type") {
+        format!("{message}; give a value of that type (docs/providers.md lists every key)")
     } else {
         message.to_string()
     }
