@@ -359,6 +359,14 @@ fn prepare_resume(a: &ResumeArgs) -> Result<(StartRequest, Durable), NotStarted>
         }
         (None, ProviderSpec::None) => None,
         (None, ProviderSpec::Configured { config, provider }) => {
+            if let Some(c) = config
+                && !Path::new(c).is_file()
+            {
+                return Err(usage(format!(
+                    "the run's configuration file {c} is gone; restore it, or pass --fixture FILE \
+                     to answer the calls that are not replayed"
+                )));
+            }
             let config = super::load_config(config.as_deref().map(Path::new))?;
             Some(Arc::new(super::router(&config, provider.clone())?))
         }
