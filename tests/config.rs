@@ -273,14 +273,7 @@ fn resume_rebuilds_the_configured_providers() {
     let dir = ws.dir.path().to_path_buf();
     let out = ws.run(&[]);
     out.assert_code(0);
-    let id = std::fs::read_dir(dir.join(".dsh/runs"))
-        .expect("runs")
-        .next()
-        .expect("one run")
-        .expect("entry")
-        .file_name()
-        .to_string_lossy()
-        .into_owned();
+    let id = common::only_run_id(&dir);
     // Forget the answers: a resume must replay both without the providers.
     std::fs::write(dir.join("alpha.json"), fixture(json!([])).to_string()).expect("write");
     std::fs::write(dir.join("beta.json"), fixture(json!([])).to_string()).expect("write");
@@ -359,14 +352,7 @@ fn a_changed_agent_type_system_prompt_is_asked_again_on_resume() {
     let out = ws.run(&[]);
     out.assert_code(0);
     assert_eq!(out.json(), json!("sys=ALPHA"));
-    let id = std::fs::read_dir(dir.join(".dsh/runs"))
-        .expect("runs")
-        .next()
-        .expect("one run")
-        .expect("entry")
-        .file_name()
-        .to_string_lossy()
-        .into_owned();
+    let id = common::only_run_id(&dir);
     std::fs::write(dir.join("dsh.toml"), config("BETA")).expect("write");
     let (stdout, stderr, code) = dsh_in(&dir, &["workflow", "resume", &id, "--events", "none"]);
     assert_eq!(code, Some(0), "{stderr}");

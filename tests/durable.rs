@@ -15,21 +15,11 @@ use serde_json::{Value, json};
 
 /// The one run directory under `<dir>/.dsh/runs/`.
 fn run_dir(dir: &Path) -> PathBuf {
-    let runs = dir.join(".dsh/runs");
-    let mut all: Vec<PathBuf> = std::fs::read_dir(&runs)
-        .unwrap_or_else(|e| panic!("{}: {e}", runs.display()))
-        .map(|e| e.expect("entry").path())
-        .collect();
-    assert_eq!(all.len(), 1, "{all:?}");
-    all.remove(0)
+    dir.join(".dsh/runs").join(run_id(dir))
 }
 
 fn run_id(dir: &Path) -> String {
-    run_dir(dir)
-        .file_name()
-        .expect("name")
-        .to_string_lossy()
-        .into_owned()
+    common::only_run_id(dir)
 }
 
 /// Labels → outcomes, from events.

@@ -647,6 +647,18 @@ pub mod lib {
     }
 }
 
+/// The id of the one run kept under `<dir>/.dsh/runs/`.
+#[track_caller]
+pub fn only_run_id(dir: &Path) -> String {
+    let runs = dir.join(".dsh/runs");
+    let mut ids: Vec<String> = std::fs::read_dir(&runs)
+        .unwrap_or_else(|e| panic!("{}: {e}", runs.display()))
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(ids.len(), 1, "one run expected: {ids:?}");
+    ids.remove(0)
+}
+
 /// Asserts that `text` mentions every one of `mentions`.
 #[track_caller]
 pub fn assert_mentions(text: &str, mentions: &[&str]) {

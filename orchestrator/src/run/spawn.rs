@@ -180,6 +180,36 @@ pub(crate) async fn spawn_async(
         .map_err(|_| std::io::Error::other("the spawner thread is gone"))?
 }
 
+/// For a `pre_exec` closure: the child gets SIGKILL when the spawning
+/// thread's process dies, and exits at once (status 111) if that already
+/// happened before the signal was armed. Only async-signal-safe calls.
+///
+/// # Safety
+/// Call only in a forked child before exec.
+pub(crate) unsafe fn die_with_parent(parent_pid: libc::pid_t) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: prctl takes no pointers here.
+        if unsafe {
+            libc::prctl(
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0,
+                0,
+                0,
+            )
+        } != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    // SAFETY: getppid and _exit are async-signal-safe.
+    if unsafe { libc::getppid() } != parent_pid {
+        unsafe { libc::_exit(111) };
+    }
+    Ok(())
+}
+
 fn socketpair() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: `fds` has room for the two descriptors socketpair writes.
@@ -240,24 +270,7 @@ pub fn spawn(worker: &WorkerCommand, handle: &tokio::runtime::Handle) -> std::io
                 // dup2 leaves the new descriptor without CLOEXEC: inherited.
                 return Err(std::io::Error::last_os_error());
             }
-            #[cfg(target_os = "linux")]
-            {
-                if libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                ) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            // The parent may have died before prctl took effect.
-            if libc::getppid() != parent_pid {
-                libc::_exit(111);
-            }
-            Ok(())
+            die_with_parent(parent_pid)
         });
     }
 

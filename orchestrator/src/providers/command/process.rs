@@ -158,26 +158,7 @@ pub async fn spawn(spec: &ProcSpec) -> std::io::Result<Running> {
     // SAFETY: the closure runs in the forked child before exec and calls
     // only async-signal-safe functions (prctl, getppid, _exit).
     unsafe {
-        cmd.pre_exec(move || {
-            #[cfg(target_os = "linux")]
-            {
-                if libc::prctl(
-                    libc::PR_SET_PDEATHSIG,
-                    libc::SIGKILL as libc::c_ulong,
-                    0,
-                    0,
-                    0,
-                ) != 0
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            // The host may have died before prctl took effect.
-            if libc::getppid() != parent_pid {
-                libc::_exit(111);
-            }
-            Ok(())
-        });
+        cmd.pre_exec(move || crate::run::spawn::die_with_parent(parent_pid));
     }
     // The run's worker spawner: one long-lived thread, so the parent-death
     // signal never fires early.
