@@ -1,6 +1,31 @@
-//! The `dsh` executable. `dsh __worker …` runs the worker (so one installed
-//! binary is enough); everything else is the command line of
-//! `dsh_orchestrator::cli`.
+//! The `dsh` executable: the command line of dsh workflow. `dsh __worker …`
+//! runs the worker instead (so one installed binary is enough).
+//!
+//! The layout follows the path of a command:
+//! - [`flags`]: the raw command line, as clap parses it;
+//! - [`request`]: flags and `dsh.toml` turned into a validated
+//!   [`StartRequest`](dsh_orchestrator::StartRequest);
+//! - [`execute`]: one run on a terminal — signals, events, the result, the
+//!   exit code (contract §12);
+//! - [`runs_cmd`], [`test_cmd`]: `runs`/`show`/`resume` over the library's
+//!   journal, and `dsh workflow test`;
+//! - [`error`]: the one error type every command exits through.
+//!
+//! Everything here is the binary edge; the library (`dsh-orchestrator`)
+//! knows nothing of it.
+
+mod error;
+mod execute;
+mod flags;
+mod progress;
+mod request;
+mod runs_cmd;
+mod test_cmd;
+
+use clap::Parser;
+
+use error::{CliError, exit};
+use flags::{Cli, Top, WorkflowCmd};
 
 /// A failed allocation in worker mode exits with the status the host reads
 /// as `MEMORY`; the CLI keeps Rust's default behaviour (see the docs of
@@ -8,12 +33,65 @@
 #[global_allocator]
 static ALLOC: dsh_worker::alloc::WorkerAlloc = dsh_worker::alloc::WorkerAlloc;
 
+/// The TypeScript declarations `dsh workflow types` prints.
+const TYPES: &str = include_str!("types.d.ts");
+
 fn main() {
     let mut args = std::env::args();
     let code = if args.nth(1).as_deref() == Some("__worker") {
         dsh_worker::main_with_args(args)
     } else {
-        dsh_orchestrator::cli::main()
+        cli_main(std::env::args_os())
     };
     std::process::exit(code);
+}
+
+/// Runs the command line with the given argv (program name first) and
+/// returns the exit code.
+fn cli_main<I, T>(argv: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(argv) {
+        Ok(cli) => cli,
+        Err(e) => return flags::clap_exit(&e),
+    };
+    init_tracing();
+    let Top::Workflow { command } = cli.command;
+    let outcome = match command {
+        WorkflowCmd::Types => {
+            print!("{TYPES}");
+            Ok(exit::COMPLETED)
+        }
+        WorkflowCmd::Check { script } => request::check(&script).map(|meta| {
+            println!("{}\n{}", meta.name, meta.description);
+            exit::COMPLETED
+        }),
+        WorkflowCmd::Run(args) => runtime().and_then(|rt| rt.block_on(execute::run(*args))),
+        WorkflowCmd::Test(args) => runtime().and_then(|rt| rt.block_on(test_cmd::main(args))),
+        WorkflowCmd::Runs(args) => runs_cmd::runs(&args),
+        WorkflowCmd::Show(args) => runs_cmd::show(&args),
+        WorkflowCmd::Resume(args) => runtime().and_then(|rt| rt.block_on(runs_cmd::resume(*args))),
+        WorkflowCmd::Providers { config } => request::providers(config.as_deref()),
+    };
+    outcome.unwrap_or_else(|e| e.exit())
+}
+
+/// The async runtime of the commands that run workflows.
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::usage(format!("cannot start the async runtime: {e}")))
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }

@@ -173,9 +173,16 @@ fn an_unknown_sandbox_policy_is_a_usage_error() {
     let ws = Workspace::new("wf.ts", BODY, Some(&echo_fixture()));
     let out = ws.run(&["--sandbox", "lenient"]);
     out.assert_code(2);
+    // Parsed by clap like --events: the value and the possible ones.
     assert!(
         out.stderr
-            .starts_with("error[USAGE]: --sandbox: unknown policy \"lenient\""),
+            .starts_with("error[USAGE]: invalid value 'lenient' for '--sandbox <POLICY>'"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("[possible values: strict, best-effort, off]"),
         "{}",
         out.stderr
     );

@@ -23,7 +23,6 @@
 //! # Ok(()) }
 //! ```
 
-pub mod cli;
 pub mod config;
 pub mod events;
 pub mod journal;
@@ -34,6 +33,9 @@ pub mod providers;
 pub mod result;
 pub mod run;
 pub mod script;
+#[doc(hidden)]
+pub mod tmp_policy;
+pub mod units;
 
 pub use dsh_protocol::{ErrorCode, SandboxLevel, SandboxPolicy, SandboxReport, StopReason, Usage};
 pub use events::{AgentOutcomeKind, Event, EventKind, EventStream};
@@ -44,5 +46,7 @@ pub use provider::{
     Subagent, SubagentProvider,
 };
 pub use result::{RunError, RunResult};
-pub use run::{ArgsInput, StartError, StartRequest, WorkerCommand, WorkflowRun, prepare, start};
+pub use run::{
+    ArgsInput, StartError, StartRequest, WorkerCommand, WorkerMissing, WorkflowRun, prepare, start,
+};
 pub use script::Meta;

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
 use super::{Config, ConfigError, ProviderEntry, WorkflowDefaults};
 use crate::providers::command::CommandConfig;
@@ -84,51 +84,19 @@ struct RawWorkflow {
     sandbox: Option<String>,
     max_concurrent_agents: Option<u32>,
     max_total_agents: Option<u32>,
-    #[serde(default, deserialize_with = "duration")]
+    #[serde(default, deserialize_with = "crate::units::de::opt_duration")]
     timeout: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
+    #[serde(default, deserialize_with = "crate::units::de::opt_duration")]
     grace: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
+    #[serde(default, deserialize_with = "crate::units::de::opt_duration")]
     sync_timeout: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
+    #[serde(default, deserialize_with = "crate::units::de::opt_duration")]
     compute_timeout: Option<Duration>,
-    #[serde(default, deserialize_with = "size")]
+    #[serde(default, deserialize_with = "crate::units::de::opt_size")]
     memory: Option<u64>,
-    #[serde(default, deserialize_with = "size")]
+    #[serde(default, deserialize_with = "crate::units::de::opt_size")]
     log_limit: Option<u64>,
     budget: Option<u64>,
-}
-
-/// A duration as `"30s"`, `"1h30m"` or a number of seconds.
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Secs(u64),
-        Text(String),
-    }
-    match Raw::deserialize(d)? {
-        Raw::Secs(n) => Ok(Some(Duration::from_secs(n))),
-        Raw::Text(t) => crate::cli::parse_duration(&t)
-            .map(Some)
-            .map_err(serde::de::Error::custom),
-    }
-}
-
-/// A size as `"256MiB"`, `"1MB"` or a number of bytes.
-fn size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Bytes(u64),
-        Text(String),
-    }
-    match Raw::deserialize(d)? {
-        Raw::Bytes(n) => Ok(Some(n)),
-        Raw::Text(t) => crate::cli::parse_size(&t)
-            .map(Some)
-            .map_err(serde::de::Error::custom),
-    }
 }
 
 /// 1-based line of a byte offset.
@@ -538,7 +506,7 @@ system_prompt = "Review carefully."
         #[case] mentions: &[&str],
     ) {
         let err = parse_text(text).expect_err("invalid");
-        assert_eq!(err.location, location, "{err}");
+        assert_eq!(err.location(), location, "{err}");
         for m in mentions {
             assert!(err.to_string().contains(m), "{m:?} missing from: {err}");
         }

@@ -26,20 +26,39 @@ use crate::providers::openai::OpenAiConfig;
 /// The file name looked for.
 pub const FILE_NAME: &str = "dsh.toml";
 
-/// A configuration problem: `file:line: key: problem; fix`.
+/// A configuration problem.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{location}: {message}")]
-pub struct ConfigError {
-    /// `dsh.toml`, `dsh.toml:12` or a flag such as `--provider`.
-    pub location: String,
-    pub message: String,
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `--config PATH` names no file (a usage error, not a bad file).
+    #[error(
+        "--config: {}: no such file; check the path, or drop --config to use {FILE_NAME} from the working directory upward",
+        path.display()
+    )]
+    MissingFile { path: PathBuf },
+    /// The file is there but wrong: `file:line: key: problem; fix`.
+    #[error("{location}: {message}")]
+    Invalid {
+        /// `dsh.toml`, `dsh.toml:12`.
+        location: String,
+        /// The key, the problem and the fix.
+        message: String,
+    },
 }
 
 impl ConfigError {
     fn at(location: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError {
+        ConfigError::Invalid {
             location: location.into(),
             message: message.into(),
+        }
+    }
+
+    /// Where the problem is: `--config`, `dsh.toml` or `dsh.toml:12`.
+    pub fn location(&self) -> String {
+        match self {
+            ConfigError::MissingFile { .. } => "--config".into(),
+            ConfigError::Invalid { location, .. } => location.clone(),
         }
     }
 }
@@ -146,13 +165,9 @@ impl Config {
         let path = match explicit {
             Some(p) => {
                 if !p.is_file() {
-                    return Err(ConfigError::at(
-                        "--config",
-                        format!(
-                            "{}: no such file; check the path, or drop --config to use {FILE_NAME} from the working directory upward",
-                            p.display()
-                        ),
-                    ));
+                    return Err(ConfigError::MissingFile {
+                        path: p.to_path_buf(),
+                    });
                 }
                 Some(p.to_path_buf())
             }

@@ -13,21 +13,30 @@
 //! - **record**: the calls of one attempt, in call order, written as a
 //!   fixture with exact matches.
 //!
-//! Not in here: the CLI commands (`cli/runs_cmd.rs`) and the fixture
-//! provider that replays recordings (`providers/scripted.rs`).
+//! The public face for applications is [`durable`]: start a durable run,
+//! open a stored one and resume it; [`summary`] lists and reads runs.
+//! Not in here: the CLI commands (`runs_cmd.rs` of the `dsh` binary) and
+//! the fixture provider that replays recordings (`providers/scripted.rs`).
 
+pub mod durable;
 pub mod key;
 pub mod line;
 pub mod provider;
 pub mod reader;
 pub mod record;
 pub mod rundir;
+pub mod summary;
 pub mod writer;
 
+pub use durable::{
+    Durable, DurableOptions, DurableRun, Finished, JournalMode, JournalWarning, ResumeError,
+    ResumeOptions, StoredRun,
+};
 pub use key::call_key;
 pub use line::{Line, Outcome};
 pub use provider::{Journaling, JournalingProvider};
-pub use rundir::{RunDir, RunInfo};
+pub use rundir::{ProviderSpec, RunDir, RunInfo};
+pub use summary::{CallState, CallSummary, RunStatus, RunSummary};
 
 /// A journal or run-directory problem, naming the file and the fix.
 #[derive(Debug, thiserror::Error)]

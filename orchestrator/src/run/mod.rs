@@ -17,7 +17,7 @@ use dsh_protocol::ErrorCode;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-pub use spawn::WorkerCommand;
+pub use spawn::{WorkerCommand, WorkerMissing};
 use supervisor::{Command, Parts, Supervisor};
 
 use crate::events::{EventKind, EventStream, Hub};
@@ -143,6 +143,13 @@ impl StartRequest {
         self
     }
 
+    /// Uses `meta` only when neither the caller nor the file gives one
+    /// (the CLI passes [`Meta::default_for`] the script's path).
+    pub fn with_meta_fallback(mut self, meta: Meta) -> Self {
+        self.meta_fallback = Some(meta);
+        self
+    }
+
     pub fn with_worker(mut self, worker: WorkerCommand) -> Self {
         self.worker = Some(worker);
         self
@@ -170,8 +177,8 @@ pub enum StartError {
     Limits(#[from] LimitError),
     #[error("{message}")]
     Usage { message: String },
-    #[error("{0}")]
-    WorkerMissing(String),
+    #[error(transparent)]
+    WorkerMissing(#[from] WorkerMissing),
     #[error("cannot start the worker {program}: {source}")]
     Spawn {
         program: String,
@@ -245,7 +252,7 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
     let worker = match (&request.worker, &request.pool) {
         (Some(w), _) => w.clone(),
         (None, Some(pool)) => pool.worker().clone(),
-        (None, None) => WorkerCommand::resolve().map_err(StartError::WorkerMissing)?,
+        (None, None) => WorkerCommand::resolve()?,
     };
     // A warm worker already said Hello; a cold one is spawned now.
     let warm = request

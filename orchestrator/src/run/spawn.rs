@@ -49,7 +49,7 @@ impl WorkerCommand {
     /// file — never a silent fallback); `dsh-worker` next to the current
     /// executable, or one directory up (cargo's `examples/` and `deps/`).
     /// The error lists every place looked at.
-    pub fn resolve() -> Result<WorkerCommand, String> {
+    pub fn resolve() -> Result<WorkerCommand, WorkerMissing> {
         let mut looked = Vec::new();
         if let Some(p) = std::env::var_os("DSH_WORKER") {
             let p = PathBuf::from(p);
@@ -57,10 +57,7 @@ impl WorkerCommand {
                 return Ok(WorkerCommand::new(p));
             }
             // Set but wrong: an error, never a silent fallback to another worker.
-            return Err(format!(
-                "DSH_WORKER={} is not a file; point it at a dsh-worker executable or unset it",
-                p.display()
-            ));
+            return Err(WorkerMissing::NotAFile { path: p });
         } else {
             looked.push("DSH_WORKER (not set)".into());
         }
@@ -79,12 +76,25 @@ impl WorkerCommand {
             }
             Err(e) => looked.push(format!("next to the current executable ({e})")),
         }
-        Err(format!(
-            "cannot find the dsh-worker executable; looked at: {}. Set DSH_WORKER to its path \
-             or pass a worker command to the StartRequest",
-            looked.join("; ")
-        ))
+        Err(WorkerMissing::NotFound { looked })
     }
+}
+
+/// No worker program to run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkerMissing {
+    /// `DSH_WORKER` is set but names no file (never a silent fallback).
+    #[error(
+        "DSH_WORKER={} is not a file; point it at a dsh-worker executable or unset it",
+        path.display()
+    )]
+    NotAFile { path: PathBuf },
+    /// None of the usual places has one; `looked` lists them.
+    #[error(
+        "cannot find the dsh-worker executable; looked at: {}. Set DSH_WORKER to its path or pass a worker command to the StartRequest",
+        looked.join("; ")
+    )]
+    NotFound { looked: Vec<String> },
 }
 
 /// A freshly spawned worker and the host's end of the socket.

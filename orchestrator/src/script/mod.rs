@@ -93,6 +93,27 @@ pub struct Meta {
     pub phases: Option<Vec<PhaseMeta>>,
 }
 
+impl Meta {
+    /// The meta of a file without one, as the CLI gives it: the file stem
+    /// as the name, `workflow <file name>` as the description.
+    pub fn default_for(path: &std::path::Path) -> Meta {
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "workflow".into());
+        let file = path
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| stem.clone());
+        Meta {
+            name: stem,
+            description: format!("workflow {file}"),
+            when_to_use: None,
+            phases: None,
+        }
+    }
+}
+
 /// One entry of `meta.phases`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -90,13 +90,19 @@ pub struct CommandConfig {
     #[serde(default)]
     pub cwd: Option<PathBuf>,
     /// Per-call time limit; default: none.
-    #[serde(default, deserialize_with = "de::opt_duration")]
+    #[serde(default, deserialize_with = "crate::units::de::opt_duration")]
     pub timeout: Option<Duration>,
     /// stdout cap in bytes; more fails the call. Default 4 MiB.
-    #[serde(default = "default_output_limit", deserialize_with = "de::size")]
+    #[serde(
+        default = "default_output_limit",
+        deserialize_with = "crate::units::de::size"
+    )]
     pub output_limit: u64,
     /// SIGTERM → SIGKILL delay when stopping the program. Default 5 s.
-    #[serde(default = "default_grace", deserialize_with = "de::duration")]
+    #[serde(
+        default = "default_grace",
+        deserialize_with = "crate::units::de::duration"
+    )]
     pub grace: Duration,
     /// With a `schema`, append to the prompt an instruction to answer with
     /// JSON matching it (the schema included). Default true.
@@ -131,73 +137,6 @@ impl Default for CommandConfig {
             schema_prompt: true,
             worktree_dir: None,
         }
-    }
-}
-
-/// serde helpers: durations as `"30s"` (or a number of seconds), sizes as
-/// `"4MiB"` (or a number of bytes).
-mod de {
-    use std::fmt;
-    use std::time::Duration;
-
-    use serde::Deserializer;
-    use serde::de::{Error, Visitor};
-
-    use crate::cli::{parse_duration, parse_size};
-
-    struct DurationVisitor;
-
-    impl Visitor<'_> for DurationVisitor {
-        type Value = Duration;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a duration such as \"30s\", \"500ms\" or \"2m\"")
-        }
-        fn visit_str<E: Error>(self, v: &str) -> Result<Duration, E> {
-            parse_duration(v).map_err(E::custom)
-        }
-        fn visit_u64<E: Error>(self, v: u64) -> Result<Duration, E> {
-            Ok(Duration::from_secs(v))
-        }
-        fn visit_i64<E: Error>(self, v: i64) -> Result<Duration, E> {
-            u64::try_from(v)
-                .map(Duration::from_secs)
-                .map_err(|_| E::custom(format!("invalid duration {v}: must not be negative")))
-        }
-        fn visit_f64<E: Error>(self, v: f64) -> Result<Duration, E> {
-            Duration::try_from_secs_f64(v)
-                .map_err(|_| E::custom(format!("invalid duration {v}: use e.g. \"30s\"")))
-        }
-    }
-
-    struct SizeVisitor;
-
-    impl Visitor<'_> for SizeVisitor {
-        type Value = u64;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a size such as \"4MiB\", \"512KiB\" or a number of bytes")
-        }
-        fn visit_str<E: Error>(self, v: &str) -> Result<u64, E> {
-            parse_size(v).map_err(E::custom)
-        }
-        fn visit_u64<E: Error>(self, v: u64) -> Result<u64, E> {
-            Ok(v)
-        }
-        fn visit_i64<E: Error>(self, v: i64) -> Result<u64, E> {
-            u64::try_from(v)
-                .map_err(|_| E::custom(format!("invalid size {v}: must not be negative")))
-        }
-    }
-
-    pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        d.deserialize_any(DurationVisitor)
-    }
-
-    pub fn opt_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-        d.deserialize_any(DurationVisitor).map(Some)
-    }
-
-    pub fn size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-        d.deserialize_any(SizeVisitor)
     }
 }
 

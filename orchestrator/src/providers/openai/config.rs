@@ -2,11 +2,9 @@
 //! defaults (DeepSeek's API) and their checks.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, Visitor};
 
 /// How a call with a `schema` asks the API for JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -71,7 +69,10 @@ pub struct OpenAiConfig {
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// Bound on one HTTP request (connect, send, the whole response).
-    #[serde(default = "default_timeout", deserialize_with = "duration")]
+    #[serde(
+        default = "default_timeout",
+        deserialize_with = "crate::units::de::duration"
+    )]
     pub timeout: Duration,
     /// Attempts in all for one request (the first one included) on 429,
     /// 5xx, timeouts and connection errors.
@@ -79,7 +80,10 @@ pub struct OpenAiConfig {
     pub max_attempts: u32,
     /// The delay before the second attempt; it doubles for each further
     /// one (with jitter, at most [`MAX_DELAY`]).
-    #[serde(default = "default_backoff", deserialize_with = "duration")]
+    #[serde(
+        default = "default_backoff",
+        deserialize_with = "crate::units::de::duration"
+    )]
     pub backoff: Duration,
 }
 
@@ -110,21 +114,6 @@ fn default_max_attempts() -> u32 {
 }
 fn default_backoff() -> Duration {
     Duration::from_millis(500)
-}
-
-/// A duration written as a string: "500ms", "2s", "1m", "1h30m".
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    struct V;
-    impl Visitor<'_> for V {
-        type Value = Duration;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a duration string such as \"120s\", \"500ms\" or \"2m\"")
-        }
-        fn visit_str<E: de::Error>(self, s: &str) -> Result<Duration, E> {
-            crate::cli::parse_duration(s).map_err(E::custom)
-        }
-    }
-    d.deserialize_str(V)
 }
 
 impl Default for OpenAiConfig {
@@ -295,10 +284,21 @@ mod tests {
         );
     }
 
+    /// The same spellings as every other duration (crate::units): a bare
+    /// number is seconds, fractions too.
+    #[rstest]
+    #[case::integer(json!({ "timeout": 5 }), 5000)]
+    #[case::fraction(json!({ "timeout": 1.5 }), 1500)]
+    #[case::text(json!({ "timeout": "1h30m" }), 5_400_000)]
+    fn durations_follow_the_one_rule(#[case] v: serde_json::Value, #[case] ms: u128) {
+        assert_eq!(parse(v).expect("valid").timeout.as_millis(), ms);
+    }
+
     #[rstest]
     #[case::unknown_key(json!({ "kind": "openai" }), "unknown field `kind`")]
     #[case::bad_duration(json!({ "timeout": "soon" }), "invalid duration \"soon\"")]
-    #[case::number_duration(json!({ "backoff": 5 }), "a duration string such as")]
+    #[case::negative_duration(json!({ "backoff": -5 }), "must not be negative")]
+    #[case::bool_duration(json!({ "backoff": true }), "a duration such as")]
     #[case::bad_mode(json!({ "structured_output": "xml" }), "json_schema")]
     fn malformed_tables_are_refused(#[case] v: serde_json::Value, #[case] want: &str) {
         let err = parse(v).expect_err("invalid");

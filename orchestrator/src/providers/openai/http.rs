@@ -5,7 +5,7 @@
 //! for the child's `agent-end` event; nothing a server sends can panic.
 
 use std::sync::OnceLock;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use reqwest::{Client, Response, StatusCode};
@@ -279,58 +279,17 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
-/// Parses an IMF-fixdate such as `Sun, 06 Nov 1994 08:49:37 GMT`.
+/// Parses an HTTP date (RFC 9110: IMF-fixdate such as `Sun, 06 Nov 1994
+/// 08:49:37 GMT`, and the two obsolete forms).
 pub fn parse_http_date(s: &str) -> Option<SystemTime> {
-    let mut it = s.split_ascii_whitespace();
-    let _weekday = it.next()?.strip_suffix(',')?;
-    let day: u32 = it.next()?.parse().ok()?;
-    let month = match it.next()? {
-        "Jan" => 1,
-        "Feb" => 2,
-        "Mar" => 3,
-        "Apr" => 4,
-        "May" => 5,
-        "Jun" => 6,
-        "Jul" => 7,
-        "Aug" => 8,
-        "Sep" => 9,
-        "Oct" => 10,
-        "Nov" => 11,
-        "Dec" => 12,
-        _ => return None,
-    };
-    let year: i64 = it.next()?.parse().ok()?;
-    let mut hms = it.next()?.split(':');
-    let h: u64 = hms.next()?.parse().ok()?;
-    let m: u64 = hms.next()?.parse().ok()?;
-    let sec: u64 = hms.next()?.parse().ok()?;
-    if it.next()? != "GMT" || it.next().is_some() || hms.next().is_some() {
-        return None;
-    }
-    if !(1..=31).contains(&day) || h > 23 || m > 59 || sec > 60 || !(1970..=9999).contains(&year) {
-        return None;
-    }
-    let days = days_from_civil(year, month, day);
-    let secs = u64::try_from(days).ok()? * 86_400 + h * 3600 + m * 60 + sec;
-    UNIX_EPOCH.checked_add(Duration::from_secs(secs))
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
-/// algorithm).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    httpdate::parse_http_date(s).ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use rstest::rstest;
+    use std::time::UNIX_EPOCH;
 
     #[rstest]
     #[case::first(1, 0.0, 250)]

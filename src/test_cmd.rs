@@ -20,37 +20,22 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Args;
-use dsh_protocol::ErrorCode;
+use dsh_orchestrator::events::Event;
+use dsh_orchestrator::providers::scripted::ScriptedProvider;
+use dsh_orchestrator::script::ScriptKind;
+use dsh_orchestrator::{
+    ArgsInput, ErrorCode, Limits, Meta, RunResult, StartRequest, WorkerCommand, start,
+};
 use serde_json::Value;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::{default_meta, exit, parse_duration, print_error};
-use crate::events::Event;
-use crate::providers::scripted::ScriptedProvider;
-use crate::run::{ArgsInput, StartRequest, WorkerCommand, start};
-use crate::script::ScriptKind;
-use crate::{Limits, RunResult};
+use crate::error::{CliError, exit, print_error};
+use crate::flags::TestArgs;
 use expected::{Actual, Expected, json_eq};
 
 /// Lines of unchanged context around each change in a diff.
 const DIFF_CONTEXT: usize = 3;
-
-#[derive(Args, Debug)]
-pub struct TestArgs {
-    /// Workflow files or directories to search (default: the current directory).
-    pub paths: Vec<PathBuf>,
-    /// Write (or overwrite) each X.expected.json from this run instead of comparing.
-    #[arg(long)]
-    pub update: bool,
-    /// Run N workflows at once (default: the number of CPUs).
-    #[arg(short = 'j', long = "jobs", value_name = "N")]
-    pub jobs: Option<usize>,
-    /// Wall-clock budget of each workflow, e.g. 30s (default: none).
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub timeout: Option<Duration>,
-}
 
 /// One workflow to test and the files next to it.
 #[derive(Debug, Clone)]
@@ -114,14 +99,13 @@ struct Settings {
     stop: CancellationToken,
 }
 
-pub async fn main(args: TestArgs) -> i32 {
+/// `dsh workflow test`.
+pub async fn main(args: TestArgs) -> Result<i32, CliError> {
     let jobs = match args.jobs {
         Some(0) => {
-            print_error(
-                ErrorCode::Usage,
+            return Err(CliError::usage(
                 "-j: must be at least 1 (0 would never run a workflow)",
-            );
-            return exit::NOT_STARTED;
+            ));
         }
         Some(n) => n,
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -130,53 +114,35 @@ pub async fn main(args: TestArgs) -> i32 {
         wall_timeout: args.timeout,
         ..Limits::default()
     };
-    if let Err(e) = limits.validate() {
-        print_error(ErrorCode::Usage, &format!("--timeout: {}", e.message));
-        return exit::NOT_STARTED;
-    }
+    limits
+        .validate()
+        .map_err(|e| CliError::usage(format!("--timeout: {}", e.message)))?;
     let paths = if args.paths.is_empty() {
         vec![PathBuf::from(".")]
     } else {
         args.paths.clone()
     };
-    let cases = match discover(&paths) {
-        Ok(c) if c.is_empty() => {
-            let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-            print_error(
-                ErrorCode::Usage,
-                &format!(
-                    "no workflows to test under {}: a workflow X.ts (or .mts, .js, .mjs) needs a sibling X.fixture.json",
-                    names.join(", ")
-                ),
-            );
-            return exit::NOT_STARTED;
-        }
-        Ok(c) => c,
-        Err(message) => {
-            print_error(ErrorCode::Usage, &message);
-            return exit::NOT_STARTED;
-        }
-    };
-    let worker = match super::cli_worker() {
-        Ok(w) => w,
-        Err(e) => {
-            print_error(e.code, &e.message);
-            return exit::NOT_STARTED;
-        }
-    };
+    let cases = discover(&paths).map_err(CliError::usage)?;
+    if cases.is_empty() {
+        let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(CliError::usage(format!(
+            "no workflows to test under {}: a workflow X.ts (or .mts, .js, .mjs) needs a sibling X.fixture.json",
+            names.join(", ")
+        )));
+    }
     let settings = Arc::new(Settings {
-        worker,
+        worker: crate::request::worker()?,
         update: args.update,
         limits,
         stop: CancellationToken::new(),
     });
-    run_all(cases, jobs, settings).await
+    Ok(run_all(cases, jobs, settings).await)
 }
 
 /// Runs every case, at most `jobs` at once, printing the reports in
 /// discovery order as they become available; returns the exit code.
 async fn run_all(cases: Vec<Case>, jobs: usize, settings: Arc<Settings>) -> i32 {
-    let mut signals = super::Signals::install();
+    let mut signals = crate::execute::Signals::install();
     let semaphore = Arc::new(Semaphore::new(jobs));
     let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Report)>();
     for (i, case) in cases.iter().cloned().enumerate() {
@@ -428,7 +394,7 @@ fn request(case: &Case, settings: &Settings) -> Result<StartRequest, String> {
         .map_err(|e| format!("error[{}]: {e}", e.code()))?
         .with_limits(settings.limits.clone())
         .with_args(args)
-        .with_meta_fallback(default_meta(&case.script))
+        .with_meta_fallback(Meta::default_for(&case.script))
         .with_worker(settings.worker.clone())
         .with_provider(Arc::new(provider));
     if let Some(name) = case.script.file_name() {

@@ -18,8 +18,8 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::RunResult;
-use crate::events::{Event, EventKind};
+use dsh_orchestrator::RunResult;
+use dsh_orchestrator::events::{Event, EventKind};
 
 /// The parts of `events` an expected file may hold, in the order written.
 const EVENT_PARTS: [&str; 3] = ["agents", "logs", "phases"];

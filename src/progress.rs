@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use crate::events::{Event, EventKind};
+use dsh_orchestrator::events::{Event, EventKind};
 
 pub fn line(event: &Event, color: bool) -> String {
     let (dim, bold, red, green, yellow, reset) = if color {

@@ -1,0 +1,253 @@
+//! The raw command line, exactly as clap parses it: no file is read and no
+//! flag is combined with another here ([`crate::request`] does that).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use dsh_orchestrator::SandboxPolicy;
+use dsh_orchestrator::units::{parse_duration, parse_size};
+
+use crate::error::{exit, print_error};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "dsh",
+    version,
+    about = "Run TypeScript workflow scripts in supervised worker processes"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Top,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Top {
+    /// Workflow scripts: run, check, print the globals' types.
+    Workflow {
+        #[command(subcommand)]
+        command: WorkflowCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WorkflowCmd {
+    /// Run a workflow script.
+    Run(Box<RunArgs>),
+    /// Parse a script and validate its meta, without running it.
+    Check {
+        /// The script (.ts, .mts, .js, .mjs).
+        script: PathBuf,
+    },
+    /// Print the TypeScript declarations of the script globals.
+    Types,
+    /// Run workflows against their fixtures and compare with expected results.
+    Test(TestArgs),
+    /// List recent runs from their journals.
+    Runs(RunsArgs),
+    /// Print one run's result and its agents.
+    Show(ShowArgs),
+    /// Re-run a run, replaying the agent answers its journal holds.
+    Resume(Box<ResumeArgs>),
+    /// List the configured providers and whether each is usable (never calls them).
+    Providers {
+        /// Configuration file (default: dsh.toml from the working directory upward).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
+}
+
+/// `--events`: how events are shown on stderr.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum EventsMode {
+    Jsonl,
+    Pretty,
+    None,
+}
+
+/// `--output`: what goes to stdout.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OutputMode {
+    Value,
+    Result,
+}
+
+/// `--sandbox`: the worker's sandbox policy (docs/sandbox.md).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SandboxArg {
+    Strict,
+    BestEffort,
+    Off,
+}
+
+impl From<SandboxArg> for SandboxPolicy {
+    fn from(a: SandboxArg) -> SandboxPolicy {
+        match a {
+            SandboxArg::Strict => SandboxPolicy::Strict,
+            SandboxArg::BestEffort => SandboxPolicy::BestEffort,
+            SandboxArg::Off => SandboxPolicy::Off,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The script (.ts, .mts, .js, .mjs).
+    pub script: PathBuf,
+    /// The script's `args` as JSON.
+    #[arg(long, value_name = "JSON", group = "input")]
+    pub args: Option<String>,
+    /// The script's `args` as a string.
+    #[arg(long, value_name = "TEXT", group = "input")]
+    pub args_text: Option<String>,
+    /// Read the script's `args` as JSON from a file.
+    #[arg(long, value_name = "PATH", group = "input")]
+    pub args_file: Option<PathBuf>,
+    /// Answer agent() calls from this fixture file.
+    #[arg(long, value_name = "FILE")]
+    pub fixture: Option<PathBuf>,
+    /// The default provider, by name (dsh.toml's [providers.NAME], or built-in deepseek/openai).
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
+    /// Write every agent() answer of this run to a fixture file (replay it with --fixture).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
+    /// Keep no run directory and no journal for this run (it cannot be resumed).
+    #[arg(long)]
+    pub no_journal: bool,
+    #[command(flatten)]
+    pub show: ShowFlags,
+    /// Configuration file (default: dsh.toml from the working directory upward).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// At most N agents at once (default 16).
+    #[arg(long, value_name = "N")]
+    pub max_concurrent: Option<u32>,
+    /// At most N agents per run (default and ceiling 1000).
+    #[arg(long, value_name = "N")]
+    pub max_agents: Option<u32>,
+    /// Wall-clock budget of the whole run, e.g. 30s, 5m.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Time between a cancel and the forced settle (default 5s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub grace: Option<Duration>,
+    /// Longest synchronous slice of script code (default 30s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub sync_timeout: Option<Duration>,
+    /// Output-token budget of the run.
+    #[arg(long, value_name = "TOKENS")]
+    pub budget: Option<u64>,
+    /// Answer every agent() at once without any provider: placeholder text, or the
+    /// smallest value that fits the call's schema (excludes --fixture).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Sandbox policy (default best-effort, or dsh.toml's workflow.sandbox).
+    #[arg(long, value_enum, value_name = "POLICY")]
+    pub sandbox: Option<SandboxArg>,
+    /// Script heap limit, e.g. 256MiB.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory: Option<u64>,
+    /// Log text budget of the run, e.g. 1MiB (default); later lines are dropped.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub log_limit: Option<u64>,
+    /// CPU-time budget of the script, e.g. 10s (default: none).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub compute_timeout: Option<Duration>,
+}
+
+/// How a run is shown: shared by `run` and `resume`.
+#[derive(Args, Debug, Clone)]
+pub struct ShowFlags {
+    /// How events are shown on stderr.
+    #[arg(long, value_enum, default_value_t = EventsMode::Pretty)]
+    pub events: EventsMode,
+    /// Also write every event as a JSON line to this file, flushed as it happens.
+    #[arg(long, value_name = "PATH")]
+    pub events_file: Option<PathBuf>,
+    /// What goes to stdout: the value, or the whole result object.
+    #[arg(long, value_enum, default_value_t = OutputMode::Value)]
+    pub output: OutputMode,
+    /// Also print diagnostics on stderr: the sandbox the worker reached.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ResumeArgs {
+    /// The run id (under the runs directory), or the path of its run directory.
+    pub run: String,
+    /// Run the script even if it changed since the run; only calls whose keys still match are replayed.
+    #[arg(long)]
+    pub allow_changed: bool,
+    /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
+    /// Answer the calls that are not replayed from this fixture (default: the run's own provider).
+    #[arg(long, value_name = "FILE")]
+    pub fixture: Option<PathBuf>,
+    /// Write every agent() answer of this attempt to a fixture file.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Wall-clock budget of this attempt (default: the run's own).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    #[command(flatten)]
+    pub show: ShowFlags,
+}
+
+#[derive(Args, Debug)]
+pub struct RunsArgs {
+    /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
+    /// Show at most N runs, newest first.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub limit: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// The run id, or the path of its run directory.
+    pub run: String,
+    /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// Workflow files or directories to search (default: the current directory).
+    pub paths: Vec<PathBuf>,
+    /// Write (or overwrite) each X.expected.json from this run instead of comparing.
+    #[arg(long)]
+    pub update: bool,
+    /// Run N workflows at once (default: the number of CPUs).
+    #[arg(short = 'j', long = "jobs", value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Wall-clock budget of each workflow, e.g. 30s (default: none).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+}
+
+/// What a command line clap refused (or `--help`) exits with: help and
+/// version print and exit 0, a bare `dsh` prints help and exits 2, anything
+/// else is `error[USAGE]` and exit 2.
+pub fn clap_exit(e: &clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return exit::COMPLETED;
+    }
+    if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let _ = e.print();
+        return exit::NOT_STARTED;
+    }
+    let text = e.to_string();
+    let text = text.trim_start_matches("error: ").trim_end();
+    print_error(dsh_orchestrator::ErrorCode::Usage, text);
+    exit::NOT_STARTED
+}
