@@ -13,7 +13,10 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 
-use common::{DSH, Output, Workspace, assert_event_guarantees, assert_mentions, fixture};
+use common::{
+    DSH, Output, Workspace, assert_event_guarantees, assert_mentions, assert_process_gone, fixture,
+    process_alive,
+};
 use serde_json::{Value, json};
 
 /// A kernel that cannot enforce a rule fails the test, visibly, unless the
@@ -166,6 +169,58 @@ fn sandbox_off_enforces_nothing_and_says_so() {
         sandbox,
         json!({ "level": "none", "landlockAbi": null, "enforced": [], "missing": [] })
     );
+}
+
+/// Kills the process `pid` (one this test started) if it is still there
+/// when the test ends, pass or fail.
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if process_alive(self.0)
+            && let Ok(pid) = libc::pid_t::try_from(self.0)
+        {
+            // SAFETY: plain syscall; the pid is the test's own grandchild,
+            // checked alive just now.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Without the sandbox a worker could fork (here: its wrapper does, before
+/// exec'ing the real worker). Whatever it left in its process group dies
+/// with the run: the host kills the group before it reaps the worker.
+#[rstest::rstest]
+#[case::completed("return 1;\n", &[], 0)]
+#[case::failed("throw new Error('no');\n", &[], 1)]
+#[case::timed_out("while (true) {}\n", &["--timeout", "1s"], 124)]
+fn no_grandchild_of_an_unsandboxed_worker_survives_its_run(
+    #[case] body: &str,
+    #[case] extra: &[&str],
+    #[case] code: i32,
+) {
+    let ws = Workspace::new("wf.ts", body, None);
+    let pid_file = ws.file("grandchild.pid", "");
+    let ws = with_worker_script(
+        ws,
+        &format!(
+            "sleep 300 &\necho $! > '{}'\nexec '{DSH}' __worker \"$@\"",
+            pid_file.display()
+        ),
+    );
+    let mut args = vec!["--sandbox", "off", "--no-journal"];
+    args.extend_from_slice(extra);
+    let out = ws.run(&args);
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("the wrapper wrote the grandchild's pid");
+    let _cleanup = KillOnDrop(pid);
+    out.assert_code(code);
+    assert_process_gone(pid);
 }
 
 #[test]

@@ -28,6 +28,7 @@ pub mod events;
 pub mod journal;
 pub mod limits;
 pub mod pool;
+pub mod process;
 pub mod provider;
 pub mod providers;
 pub mod result;

@@ -19,12 +19,13 @@ use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dsh_protocol::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, PROTOCOL_VERSION, WorkerMsg};
+use dsh_protocol::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, WorkerMsg};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::run::WorkerCommand;
-use crate::run::spawn::{self, Spawned};
+use crate::run::handshake::check_hello;
+use crate::run::worker::{self, Spawned};
 
 /// How long a new pool worker may take to say `Hello`.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -98,7 +99,7 @@ impl WorkerPool {
         self.inner
             .idle
             .lock()
-            .map(|q| q.iter().map(|w| w.spawned.pid).collect())
+            .map(|q| q.iter().map(|w| w.spawned.pid()).collect())
             .unwrap_or_default()
     }
 
@@ -108,9 +109,9 @@ impl WorkerPool {
             let next = self.inner.idle.lock().ok().and_then(|mut q| q.pop_front());
             match next {
                 None => break None,
-                Some(mut w) => {
+                Some(w) => {
                     // One that died while idle is dropped (and reaped).
-                    if matches!(w.spawned.child.try_wait(), Ok(None)) {
+                    if !w.spawned.process.has_exited() {
                         break Some(w);
                     }
                 }
@@ -124,12 +125,10 @@ impl WorkerPool {
 impl Drop for WorkerPool {
     fn drop(&mut self) {
         self.inner.closed.cancel();
-        // Idle workers are killed: their `Child` kills on drop, and the
-        // runtime reaps them.
+        // Idle workers are killed: dropping one SIGKILLs its process
+        // group, and the runtime reaps it.
         if let Ok(mut q) = self.inner.idle.lock() {
-            for mut w in q.drain(..) {
-                let _ = w.spawned.child.start_kill();
-            }
+            q.clear();
         }
     }
 }
@@ -197,17 +196,14 @@ async fn refill(inner: Arc<Inner>) {
 
 /// Spawns one worker and waits (blocking, bounded) for its `Hello`.
 fn spawn_warm(worker: &WorkerCommand, handle: &tokio::runtime::Handle) -> std::io::Result<Warm> {
-    let mut spawned = spawn::spawn(worker, handle)?;
-    match read_hello(&mut spawned) {
-        Ok(()) => Ok(Warm { spawned }),
-        Err(e) => {
-            let _ = spawned.child.start_kill();
-            Err(e)
-        }
-    }
+    let mut spawned = worker::spawn(worker, handle)?;
+    // On an error the worker is dropped, which kills it.
+    read_hello(&mut spawned)?;
+    Ok(Warm { spawned })
 }
 
 fn read_hello(spawned: &mut Spawned) -> std::io::Result<()> {
+    let pid = spawned.pid();
     let sock = &mut spawned.socket;
     sock.set_nonblocking(false)?;
     sock.set_read_timeout(Some(HELLO_TIMEOUT))?;
@@ -227,18 +223,8 @@ fn read_hello(spawned: &mut Spawned) -> std::io::Result<()> {
             Err(e) => return Err(std::io::Error::other(format!("protocol violation: {e}"))),
         }
     };
-    match msg {
-        WorkerMsg::Hello {
-            protocol_version,
-            pid,
-        } if protocol_version == PROTOCOL_VERSION && pid == spawned.pid => {}
-        other => {
-            return Err(std::io::Error::other(format!(
-                "expected Hello (protocol {PROTOCOL_VERSION}, pid {}), got {other:?}",
-                spawned.pid
-            )));
-        }
-    }
+    check_hello(&msg, pid)
+        .map_err(|e| std::io::Error::other(format!("protocol violation: {e}")))?;
     // The worker sends nothing else before Init: no bytes can be left over.
     sock.set_read_timeout(None)?;
     sock.set_nonblocking(true)?;

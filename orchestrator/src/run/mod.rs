@@ -4,9 +4,8 @@
 //! meta), validates the limits, spawns the worker, emits `workflow/start`
 //! and hands the rest to the run's [`supervisor`] task.
 
-pub(crate) mod process;
-pub(crate) mod spawn;
 mod supervisor;
+pub(crate) mod worker;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -17,8 +16,10 @@ use dsh_protocol::ErrorCode;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-pub use spawn::{WorkerCommand, WorkerMissing};
+pub(crate) use supervisor::handshake;
+use supervisor::handshake::Hello;
 use supervisor::{Command, Parts, Supervisor};
+pub use worker::{WorkerCommand, WorkerMissing};
 
 use crate::events::{EventKind, EventStream, Hub};
 use crate::limits::{LimitError, Limits};
@@ -260,30 +261,33 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         .as_ref()
         .filter(|p| *p.worker() == worker)
         .and_then(|p| p.take());
-    let hello_done = warm.is_some();
-    let spawned = match warm {
-        Some(w) => w.spawned,
-        None => spawn::spawn(&worker, &handle).map_err(|source| StartError::Spawn {
-            program: worker.program.display().to_string(),
-            source,
-        })?,
+    let (spawned, hello) = match warm {
+        Some(w) => (w.spawned, Hello::Checked),
+        None => {
+            let spawned = worker::spawn(&worker, &handle).map_err(|source| StartError::Spawn {
+                program: worker.program.display().to_string(),
+                source,
+            })?;
+            (spawned, Hello::Expected)
+        }
     };
-    let mut child = spawned.child;
-    let stderr = child.stderr.take();
-    let worker_pid = spawned.pid;
-    let proc = process::WorkerProcess::new(child, spawned.pid);
+    let worker::Spawned {
+        mut process,
+        socket,
+    } = spawned;
+    let stderr = process.child_mut().stderr.take();
+    let worker_pid = process.pid();
     // Entering the runtime is what lets a std socket become a tokio one.
     let socket = {
         let _enter = handle.enter();
-        tokio::net::UnixStream::from_std(spawned.socket)
+        tokio::net::UnixStream::from_std(socket)
     };
     let socket = match socket {
         Ok(s) => s,
         Err(source) => {
             // Do not leave the spawned worker behind.
-            let mut proc = proc;
             handle.spawn(async move {
-                proc.kill(libc::SIGKILL).await;
+                process.kill().await;
             });
             return Err(StartError::Spawn {
                 program: worker.program.display().to_string(),
@@ -309,10 +313,10 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         limits: request.limits,
         provider: request.provider,
         sandbox: request.sandbox,
-        proc,
+        process,
         socket,
         stderr,
-        hello_done,
+        hello,
         cmds,
         result_tx,
         done_tx,

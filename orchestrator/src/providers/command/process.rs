@@ -2,37 +2,32 @@
 //! concurrently and bounded, stopped with SIGTERM → grace → SIGKILL, always
 //! reaped.
 //!
-//! The discipline follows the worker's (`run/process.rs`) and
-//! cargo-nextest's:
-//! - The program leads a new process group (`setpgid(0, 0)`), so one
-//!   `killpg` reaches its children too.
-//! - The group is signalled **only while the leader is not reaped**: its
-//!   pid (the group id) cannot be reused before then. The leader's exit is
-//!   therefore observed *without* reaping it (a pidfd, or `waitid` with
-//!   `WNOWAIT`), the rest of the group is SIGKILLed, and only then is the
-//!   leader reaped.
-//! - Whatever way the leader ends — on its own, timed out, over the output
+//! The process discipline is the host's one ([`crate::process`]): the
+//! program leads its own process group, its exit is observed without
+//! reaping it, and
+//! - whatever way the leader ends — on its own, timed out, over the output
 //!   cap, cancelled — anything left in its group is SIGKILLed before the
 //!   leader is reaped: no survivor, no orphan.
 //! - stdout is kept up to the cap (one byte more is an overflow), stderr only
 //!   as a tail. After the leader exits the pipes are drained for a bounded
 //!   time only (a process that escaped the group may hold them open).
-//! - Programs are spawned from one long-lived thread with a parent-death
-//!   signal (`PR_SET_PDEATHSIG`), so a host killed with SIGKILL does not
-//!   leave agent CLIs running (see `run/spawn.rs` for why the thread).
-//! - A dropped run (runtime shutdown) SIGKILLs the group while the leader is
-//!   still unreaped; tokio's `kill_on_drop` then reaps it.
+//! - programs are spawned from the host's spawner thread with a
+//!   parent-death signal, so a host killed with SIGKILL does not leave
+//!   agent CLIs running;
+//! - a dropped run (runtime shutdown) SIGKILLs the group while the leader
+//!   is still unreaped; tokio's `kill_on_drop` then reaps it.
 
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+
+use crate::process::{ProcessGroup, spawner};
 
 /// How much of stderr is kept (its end).
 pub const STDERR_TAIL: usize = 4096;
@@ -42,8 +37,6 @@ const DRAIN_BOUND: Duration = Duration::from_secs(2);
 /// How long to wait for the leader after SIGKILL before giving up on it
 /// (a process stuck in the kernel); it is then reaped by tokio later.
 const KILL_WAIT: Duration = Duration::from_secs(5);
-/// Poll interval when no pidfd is available.
-const EXIT_POLL: Duration = Duration::from_millis(20);
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -99,49 +92,16 @@ pub struct Finished {
 
 /// A spawned program, not yet waited for.
 pub struct Running {
-    group: Group,
+    group: ProcessGroup,
     stdin: Option<ChildStdin>,
     stdin_data: Option<Vec<u8>>,
     stdout: Option<ChildStdout>,
     stderr: Option<ChildStderr>,
-    exit: ExitWatch,
-}
-
-/// The child and its process group. Dropping it while the leader is not
-/// reaped SIGKILLs the group first (then tokio's `kill_on_drop`).
-struct Group {
-    child: Child,
-    pgid: libc::pid_t,
-    reaped: bool,
-}
-
-impl Group {
-    fn signal(&self, sig: libc::c_int) {
-        if self.reaped {
-            return;
-        }
-        // SAFETY: plain syscalls. The leader is not reaped, so its pid —
-        // the group id — still names it and this group and cannot be
-        // reused. The leader is also signalled directly, in case it moved
-        // itself out of the group (setsid, setpgid).
-        unsafe {
-            libc::killpg(self.pgid, sig);
-            libc::kill(self.pgid, sig);
-        }
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        self.signal(libc::SIGKILL);
-    }
 }
 
 /// Spawns `spec` in a new process group with a parent-death signal,
 /// stdout and stderr piped.
 pub async fn spawn(spec: &ProcSpec) -> std::io::Result<Running> {
-    // SAFETY: getpid has no preconditions.
-    let parent_pid = unsafe { libc::getpid() };
     let mut cmd = std::process::Command::new(&spec.program);
     cmd.args(&spec.args)
         .env_clear()
@@ -153,133 +113,20 @@ pub async fn spawn(spec: &ProcSpec) -> std::io::Result<Running> {
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // SAFETY: the closure runs in the forked child before exec and calls
-    // only async-signal-safe functions (prctl, getppid, _exit).
-    unsafe {
-        cmd.pre_exec(move || crate::run::spawn::die_with_parent(parent_pid));
-    }
-    // The run's worker spawner: one long-lived thread, so the parent-death
-    // signal never fires early.
-    let mut child = crate::run::spawn::spawn_async(cmd, &tokio::runtime::Handle::current()).await?;
-    let pid = child
-        .id()
-        .and_then(|p| libc::pid_t::try_from(p).ok())
-        .ok_or_else(|| std::io::Error::other("the program exited before it could be tracked"))?;
+        .stderr(Stdio::piped());
+    spawner::own_group(&mut cmd, || Ok(()));
+    let mut group = spawner::spawn(cmd).await?;
+    let child = group.child_mut();
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
-    let exit = ExitWatch::new(pid);
     Ok(Running {
-        group: Group {
-            child,
-            pgid: pid,
-            reaped: false,
-        },
+        group,
         stdin,
         stdin_data: spec.stdin.clone(),
         stdout,
         stderr,
-        exit,
     })
-}
-
-// ------------------------------------------------------------------ exit without reaping
-
-/// Observes the leader's exit without reaping it.
-enum ExitWatch {
-    #[cfg(target_os = "linux")]
-    Pidfd(tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>, libc::pid_t),
-    Poll(libc::pid_t),
-}
-
-impl ExitWatch {
-    fn new(pid: libc::pid_t) -> ExitWatch {
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::fd::FromRawFd;
-            // SAFETY: plain syscall; the child is not reaped, so the pid is ours.
-            let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-            if let Ok(fd) = libc::c_int::try_from(fd)
-                && fd >= 0
-            {
-                // SAFETY: pidfd_open returned a fresh descriptor we own.
-                let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
-                // SAFETY: the AsyncFd owns the descriptor, which stays open
-                // and unchanged until it is dropped.
-                let registered = unsafe {
-                    tokio::io::unix::AsyncFd::register_with_interest(
-                        owned,
-                        tokio::io::Interest::READABLE,
-                    )
-                };
-                if let Ok(afd) = registered {
-                    return ExitWatch::Pidfd(afd, pid);
-                }
-            }
-        }
-        ExitWatch::Poll(pid)
-    }
-
-    /// Resolves once the leader has exited (it stays a zombie until reaped).
-    /// Cancel-safe.
-    async fn exited(&self) {
-        match self {
-            #[cfg(target_os = "linux")]
-            ExitWatch::Pidfd(afd, pid) => loop {
-                match afd.readable().await {
-                    Ok(mut guard) => {
-                        if has_exited(*pid) {
-                            return;
-                        }
-                        guard.clear_ready();
-                    }
-                    Err(_) => {
-                        // Cannot happen for a registered pidfd; fall back.
-                        poll_exit(*pid).await;
-                        return;
-                    }
-                }
-            },
-            ExitWatch::Poll(pid) => poll_exit(*pid).await,
-        }
-    }
-}
-
-async fn poll_exit(pid: libc::pid_t) {
-    while !has_exited(pid) {
-        tokio::time::sleep(EXIT_POLL).await;
-    }
-}
-
-/// `waitid(WEXITED | WNOHANG | WNOWAIT)`: has the child exited? Leaves it
-/// unreaped. An error (it is not our child any more) counts as exited, so
-/// nothing waits forever.
-fn has_exited(pid: libc::pid_t) -> bool {
-    let Ok(id) = libc::id_t::try_from(pid) else {
-        return true;
-    };
-    // SAFETY: siginfo_t is plain data; zeroed is a valid value.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: plain syscall writing into `info`.
-        let rc = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                id,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            )
-        };
-        if rc == 0 {
-            // SAFETY: waitid filled `info` (or left it zeroed: no event).
-            return unsafe { info.si_pid() } != 0;
-        }
-        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return true;
-        }
-    }
 }
 
 // ------------------------------------------------------------------ running
@@ -346,7 +193,7 @@ impl Sink {
 impl Running {
     /// The leader's process id (also its group id).
     pub fn pid(&self) -> u32 {
-        self.group.pgid.unsigned_abs()
+        self.group.pid()
     }
 
     /// Runs to the end: the program exits, or is stopped by `cancel`, the
@@ -376,7 +223,7 @@ impl Running {
         while ending.is_none() {
             tokio::select! {
                 biased;
-                _ = self.exit.exited() => break,
+                _ = self.group.exited() => break,
                 _ = cancel.cancelled() => ending = Some(Ending::Cancelled),
                 _ = sleep_until_opt(deadline) => ending = Some(Ending::TimedOut),
                 r = read_opt(&mut stdout, &mut obuf) => match r {
@@ -409,7 +256,7 @@ impl Running {
             loop {
                 tokio::select! {
                     biased;
-                    _ = self.exit.exited() => {
+                    _ = self.group.exited() => {
                         leader_exited = true;
                         break;
                     }
@@ -460,13 +307,7 @@ impl Running {
 
         // 5. Reap.
         let status = if leader_exited {
-            match tokio::time::timeout(KILL_WAIT, self.group.child.wait()).await {
-                Ok(Ok(st)) => {
-                    self.group.reaped = true;
-                    Some(st)
-                }
-                _ => None,
-            }
+            self.group.reap().await
         } else {
             None
         };
@@ -480,4 +321,4 @@ impl Running {
     }
 }
 
-pub use crate::run::process::describe_status;
+pub use crate::process::describe_status;

@@ -1,0 +1,87 @@
+//! The handshake: the worker says `Hello` (its protocol version and pid),
+//! the host sends `Init`, the worker applies its sandbox and says `Ready`,
+//! the host sends `Go` — or `Cancel` when the run was cancelled meanwhile,
+//! and the body never runs. A warm pool worker said `Hello` to the pool
+//! ([`crate::pool`]); both check it with [`check_hello`].
+
+use dsh_protocol::{PROTOCOL_VERSION, WorkerMsg};
+
+/// The step of the handshake the host waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handshake {
+    /// Nothing was sent yet.
+    AwaitHello,
+    /// `Init` was sent.
+    AwaitReady,
+}
+
+/// Whether the worker's `Hello` was already checked (by the pool) when
+/// the run got it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hello {
+    /// A cold worker: its `Hello` is the first thing the supervisor reads.
+    Expected,
+    /// A warm pool worker: checked; `Init` goes out at once.
+    Checked,
+}
+
+/// The one check of a worker's first message: `Hello` with this host's
+/// protocol version and the pid the host spawned. `Err` says what is wrong
+/// (a protocol violation).
+pub(crate) fn check_hello(msg: &WorkerMsg, spawned_pid: u32) -> Result<(), String> {
+    match msg {
+        WorkerMsg::Hello {
+            protocol_version,
+            pid,
+        } => {
+            if *protocol_version != PROTOCOL_VERSION {
+                return Err(format!(
+                    "the worker speaks protocol version {protocol_version}, this host speaks {PROTOCOL_VERSION}; \
+                     install matching dsh and dsh-worker binaries"
+                ));
+            }
+            if *pid != spawned_pid {
+                return Err(format!(
+                    "the peer says it is pid {pid}, but the spawned worker is pid {spawned_pid}"
+                ));
+            }
+            Ok(())
+        }
+        other => Err(format!(
+            "unexpected message {} at this point",
+            msg_name(other)
+        )),
+    }
+}
+
+/// A worker message's name, for protocol-violation messages.
+pub(super) fn msg_name(msg: &WorkerMsg) -> &'static str {
+    match msg {
+        WorkerMsg::Hello { .. } => "Hello",
+        WorkerMsg::Ready { .. } => "Ready",
+        WorkerMsg::Phase { .. } => "Phase",
+        WorkerMsg::Log { .. } => "Log",
+        WorkerMsg::ChildStart { .. } => "ChildStart",
+        WorkerMsg::End { .. } => "End",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hello_must_name_the_version_and_the_pid() {
+        let hello = |v, pid| WorkerMsg::Hello {
+            protocol_version: v,
+            pid,
+        };
+        assert_eq!(check_hello(&hello(PROTOCOL_VERSION, 7), 7), Ok(()));
+        let e = check_hello(&hello(PROTOCOL_VERSION + 1, 7), 7).expect_err("version");
+        assert!(e.contains("protocol version"), "{e}");
+        let e = check_hello(&hello(PROTOCOL_VERSION, 8), 7).expect_err("pid");
+        assert!(e.contains("pid 8"), "{e}");
+        let e = check_hello(&WorkerMsg::Phase { title: "x".into() }, 7).expect_err("not hello");
+        assert!(e.contains("unexpected message Phase"), "{e}");
+    }
+}

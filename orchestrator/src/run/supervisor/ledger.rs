@@ -1,0 +1,333 @@
+//! The child ledger: every `agent()` call from `ChildStart` to its
+//! settling. A call is *pending* while its provider starts it, *live* once
+//! its `agent-start` was emitted, and leaves the ledger with its
+//! `agent-end` — so every start is paired, whatever ends the run.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use dsh_protocol::{CallId, ChildOutcome as WireOutcome, ErrorCode, HostMsg, encode, schema};
+use serde_json::Value;
+
+use super::{Claim, Supervisor, violation};
+use crate::events::{AgentOutcomeKind, EventKind};
+use crate::provider::{
+    AgentRequest, ChildOutcome, ChildResult, ResultFault, StartRefused, Subagent,
+};
+
+/// Completions of provider work, sent by the tasks the supervisor spawns.
+pub(super) enum Internal {
+    Started {
+        call_id: CallId,
+        res: Result<Arc<dyn Subagent>, StartRefused>,
+    },
+    Settled {
+        call_id: CallId,
+        res: Result<ChildOutcome, ResultFault>,
+    },
+}
+
+/// A call as the host tracks it.
+pub(super) struct CallInfo {
+    label: String,
+    phase: Option<String>,
+    schema: Option<Value>,
+}
+
+/// A child whose `agent-start` was emitted and whose `agent-end` was not yet.
+pub(super) struct Live {
+    info: CallInfo,
+    pub(super) child: Arc<dyn Subagent>,
+}
+
+/// The calls of one run.
+#[derive(Default)]
+pub(super) struct Ledger {
+    /// Started by the provider, not yet announced.
+    pub(super) pending: HashMap<CallId, CallInfo>,
+    /// Announced (`agent-start`), not yet ended.
+    pub(super) live: HashMap<CallId, Live>,
+    last_call_id: CallId,
+    /// Calls the host accepted (what `agentsStarted` says when the worker
+    /// cannot).
+    pub(super) host_count: u64,
+}
+
+impl Supervisor {
+    pub(super) fn on_child_start(
+        &mut self,
+        call_id: CallId,
+        req: dsh_protocol::ChildRequest,
+    ) -> Option<Claim> {
+        if call_id <= self.ledger.last_call_id {
+            return violation(format_args!("call id {call_id} reused or out of order"));
+        }
+        if call_id > u64::from(self.limits.max_total_agents) {
+            return violation(format_args!("call id {call_id} is above maxTotalAgents"));
+        }
+        let in_flight = self.ledger.pending.len() + self.ledger.live.len();
+        if in_flight >= self.limits.max_concurrent_agents as usize {
+            return violation(format_args!(
+                "call {call_id} would exceed maxConcurrentAgents ({})",
+                self.limits.max_concurrent_agents
+            ));
+        }
+        let schema = match req
+            .schema_json
+            .as_deref()
+            .map(serde_json::from_str::<Value>)
+        {
+            None => None,
+            Some(Ok(v)) if schema::check_schema(&v, "options.schema").is_empty() => Some(v),
+            Some(_) => {
+                return violation(format_args!(
+                    "call {call_id} carries a schema outside the subset"
+                ));
+            }
+        };
+        self.ledger.last_call_id = call_id;
+        self.ledger.host_count += 1;
+        if self.phase.is_cancelling() {
+            self.send(&HostMsg::ChildStartError {
+                call_id,
+                code: ErrorCode::Cancelled,
+                message: "the run was cancelled".into(),
+            });
+            return None;
+        }
+        let Some(provider) = self.provider.clone() else {
+            self.send(&HostMsg::ChildStartError {
+                call_id,
+                code: ErrorCode::AgentStart,
+                message: format!(
+                    "agent(): no provider is configured to answer call #{call_id} (label {:?}); \
+                     pass --fixture FILE, or give the run a provider",
+                    req.label
+                ),
+            });
+            return None;
+        };
+        let request = AgentRequest {
+            seq: call_id,
+            prompt: req.prompt,
+            label: req.label.clone(),
+            phase: req.phase.clone(),
+            schema: schema.clone(),
+            model: req.model,
+            provider: req.provider,
+            effort: req.effort,
+            agent_type: req.agent_type,
+            isolation: req.isolation,
+            system_prompt: None,
+        };
+        self.ledger.pending.insert(
+            call_id,
+            CallInfo {
+                label: req.label,
+                phase: req.phase,
+                schema,
+            },
+        );
+        let token = self.run_token.child_token();
+        let mut fut = Box::pin(async move { provider.start(request, token).await });
+        // A provider that can answer at once (fixtures, caches) is handled
+        // inline, so its events come out in call order, deterministically.
+        if let Some(res) = poll_once(&mut fut) {
+            self.on_internal(Internal::Started { call_id, res });
+            return None;
+        }
+        let tx = self.internal_tx.clone();
+        self.tasks.spawn(async move {
+            let res = fut.await;
+            let _ = tx.send(Internal::Started { call_id, res });
+        });
+        None
+    }
+
+    pub(super) fn on_internal(&mut self, ev: Internal) {
+        match ev {
+            Internal::Started { call_id, res } => {
+                let Some(info) = self.ledger.pending.remove(&call_id) else {
+                    return;
+                };
+                match res {
+                    Ok(child) => {
+                        let child_id = child.id().to_string();
+                        self.send(&HostMsg::ChildStarted {
+                            call_id,
+                            child_id: child_id.clone(),
+                        });
+                        self.hub.emit(EventKind::AgentStart {
+                            seq: call_id,
+                            label: info.label.clone(),
+                            phase: info.phase.clone(),
+                            child_id,
+                            origin: child.origin(),
+                        });
+                        if self.phase.is_cancelling() {
+                            child.cancel();
+                        }
+                        let watched = child.clone();
+                        let mut fut = Box::pin(async move { watched.result().await });
+                        let ready = poll_once(&mut fut);
+                        self.ledger.live.insert(call_id, Live { info, child });
+                        match ready {
+                            Some(res) => self.on_internal(Internal::Settled { call_id, res }),
+                            None => {
+                                let tx = self.internal_tx.clone();
+                                self.tasks.spawn(async move {
+                                    let res = fut.await;
+                                    let _ = tx.send(Internal::Settled { call_id, res });
+                                });
+                            }
+                        }
+                    }
+                    Err(refused) => self.send(&HostMsg::ChildStartError {
+                        call_id,
+                        code: refused.code,
+                        message: refused.message,
+                    }),
+                }
+            }
+            Internal::Settled { call_id, res } => {
+                let Some(live) = self.ledger.live.remove(&call_id) else {
+                    return;
+                };
+                let mut usage = None;
+                let (msg, kind, mut reason) = match res {
+                    Ok(outcome) => {
+                        usage = outcome.usage;
+                        let (wire, kind) = normalize(live.info.schema.as_ref(), outcome.result);
+                        let reason = match &wire {
+                            WireOutcome::Failed(r) => Some(r.clone()),
+                            _ => None,
+                        };
+                        (
+                            HostMsg::ChildSettled {
+                                call_id,
+                                outcome: wire,
+                                usage: outcome.usage,
+                            },
+                            kind,
+                            reason,
+                        )
+                    }
+                    Err(fault) => {
+                        let message = format!(
+                            "agent(): delivering the result of call #{call_id} failed: {fault}"
+                        );
+                        (
+                            HostMsg::ChildFailed {
+                                call_id,
+                                message: message.clone(),
+                            },
+                            AgentOutcomeKind::Failed,
+                            Some(message),
+                        )
+                    }
+                };
+                let kind = match encode(&msg, dsh_protocol::DEFAULT_MAX_FRAME_BYTES) {
+                    Err(dsh_protocol::FrameError::TooLargeToSend { len, max }) => {
+                        // An answer too large for one frame is a delivery
+                        // fault, never a call left waiting forever.
+                        let message = format!(
+                            "agent(): the answer to call #{call_id} is {len} bytes, over the \
+                             protocol's frame limit of {max} bytes"
+                        );
+                        self.send(&HostMsg::ChildFailed {
+                            call_id,
+                            message: message.clone(),
+                        });
+                        reason = Some(message);
+                        AgentOutcomeKind::Failed
+                    }
+                    _ => {
+                        self.send(&msg);
+                        kind
+                    }
+                };
+                self.emit_end(call_id, &live, kind, usage, reason);
+                let child = live.child;
+                let grace = self.limits.dispose_grace;
+                self.tasks.spawn(async move {
+                    let _ = tokio::time::timeout(grace, child.dispose()).await;
+                });
+            }
+        }
+    }
+
+    pub(super) fn emit_end(
+        &self,
+        call_id: CallId,
+        live: &Live,
+        outcome: AgentOutcomeKind,
+        usage: Option<dsh_protocol::Usage>,
+        reason: Option<String>,
+    ) {
+        self.hub.emit(EventKind::AgentEnd {
+            seq: call_id,
+            label: live.info.label.clone(),
+            phase: live.info.phase.clone(),
+            child_id: live.child.id().to_string(),
+            outcome,
+            origin: live.child.origin(),
+            usage,
+            reason,
+            worktree: live.child.kept_worktree(),
+        });
+    }
+}
+
+/// Applies the schema rules every provider gets for free: text answers to
+/// schema calls are parsed and validated, structured answers are validated,
+/// a structured answer to a plain call becomes its JSON text.
+fn normalize(schema: Option<&Value>, result: ChildResult) -> (WireOutcome, AgentOutcomeKind) {
+    let checked = |v: Value, schema: &Value| -> (WireOutcome, AgentOutcomeKind) {
+        let problems = schema::validate(schema, &v, "value");
+        if problems.is_empty() {
+            (
+                WireOutcome::Structured(v.to_string()),
+                AgentOutcomeKind::Completed,
+            )
+        } else {
+            let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
+            (
+                WireOutcome::Failed(format!(
+                    "the structured answer does not match the schema: {}",
+                    list.join("; ")
+                )),
+                AgentOutcomeKind::Failed,
+            )
+        }
+    };
+    match (result, schema) {
+        (ChildResult::Text(t), Some(s)) => match serde_json::from_str::<Value>(&t) {
+            Ok(v) => checked(v, s),
+            Err(e) => (
+                WireOutcome::Failed(format!(
+                    "the answer is not the JSON the schema asks for: {e}"
+                )),
+                AgentOutcomeKind::Failed,
+            ),
+        },
+        (ChildResult::Text(t), None) => (WireOutcome::Text(t), AgentOutcomeKind::Completed),
+        (ChildResult::Structured(v), Some(s)) => checked(v, s),
+        (ChildResult::Structured(v), None) => (
+            WireOutcome::Text(v.to_string()),
+            AgentOutcomeKind::Completed,
+        ),
+        (ChildResult::Failed(r), _) => (WireOutcome::Failed(r), AgentOutcomeKind::Failed),
+        (ChildResult::Cancelled, _) => (WireOutcome::Cancelled, AgentOutcomeKind::Cancelled),
+    }
+}
+
+/// Polls a future once without a real waker: `Some` when it is already
+/// done. A pending future is then moved into a task, which polls it again
+/// with a real waker (futures must accept a new waker on every poll).
+fn poll_once<F: std::future::Future + Unpin>(fut: &mut F) -> Option<F::Output> {
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::Pin::new(fut).poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}

@@ -1,0 +1,444 @@
+//! The per-run supervisor: one task that owns all of a run's mutable state
+//! (the worker process, the connection, the children, the cancel reason,
+//! the timers) and talks to everything else through channels.
+//!
+//! - [`handshake`]: `Hello` → `Init` → `Ready` → `Go` (or `Cancel`);
+//! - [`connection`]: the socket, frames in and out;
+//! - [`ledger`]: the children — starting them through the provider,
+//!   announcing them, settling them, pairing every `agent-start`;
+//! - [`cancel`]: the cancel path (both channels, the grace);
+//! - [`settle`]: the one path every end of a run takes — the result,
+//!   stray children, stopping and reaping the worker;
+//! - [`stderr`]: the worker's stderr into tracing.
+//!
+//! The run ends by the first *terminal claim* (see [`Claim`]): the worker's
+//! `End`, the worker's death or a protocol violation, the grace timer after
+//! a cancel, or a forced termination. Later claims change nothing.
+
+mod cancel;
+mod connection;
+pub(crate) mod handshake;
+mod ledger;
+mod settle;
+mod stderr;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_protocol::{CancelReason, EndResult, HostMsg, Init, SandboxReport, WorkerMsg};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use self::connection::{Connection, Read};
+use self::handshake::{Handshake, Hello, msg_name};
+use self::ledger::{Internal, Ledger};
+use crate::events::{EventKind, Hub};
+use crate::limits::{Limits, millis};
+use crate::process::ProcessGroup;
+use crate::provider::SubagentProvider;
+use crate::result::RunResult;
+use crate::script::PreparedScript;
+
+/// A worker that has not said Hello and Ready within this long is treated
+/// as dead. Generous: a loaded machine can be slow to exec.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Upper bound for reading what a worker wrote just before it exited.
+const DRAIN_TIMEOUT: Duration = Duration::from_millis(500);
+/// Phase events kept per run; later `phase()` calls still set the phase in
+/// the worker but emit nothing.
+const MAX_PHASE_EVENTS: u64 = 10_000;
+/// Room above `logBytes` for the worker's truncation marker line.
+const LOG_MARKER_SLACK: u64 = 1024;
+
+/// What the public handle can ask of the supervisor.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Cancel(String),
+    /// Stop now: settle `cancelled` and kill the worker without grace.
+    Terminate,
+}
+
+/// How the run came to an end; the first one wins.
+enum Claim {
+    End(EndResult),
+    Death(String),
+    Grace,
+    Forced,
+}
+
+/// Where the run is.
+enum Phase {
+    /// The handshake is not done; the body is not running.
+    Starting(Handshake),
+    /// `Go` was sent.
+    Running,
+    /// A cancel was asked for: the worker was told (or, before `Go`, will
+    /// be told instead of `Go`), every child was cancelled, and the run
+    /// settles by `deadline` at the latest. `handshake` is the step still
+    /// awaited when the cancel came before `Ready`.
+    Cancelling {
+        reason: CancelReason,
+        deadline: Instant,
+        handshake: Option<Handshake>,
+    },
+    /// The run has its result: nothing more goes to the worker.
+    Settled,
+}
+
+impl Phase {
+    /// The handshake step awaited, if the handshake is not done.
+    fn handshake(&self) -> Option<Handshake> {
+        match self {
+            Phase::Starting(h) => Some(*h),
+            Phase::Cancelling { handshake, .. } => *handshake,
+            Phase::Running | Phase::Settled => None,
+        }
+    }
+
+    fn cancel_reason(&self) -> Option<&CancelReason> {
+        match self {
+            Phase::Cancelling { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    fn is_cancelling(&self) -> bool {
+        matches!(self, Phase::Cancelling { .. })
+    }
+
+    /// The body may be running: narration and `agent()` calls are legal.
+    fn body_may_run(&self) -> bool {
+        matches!(
+            self,
+            Phase::Running
+                | Phase::Cancelling {
+                    handshake: None,
+                    ..
+                }
+        )
+    }
+}
+
+/// Narration counted on the host side.
+#[derive(Default)]
+struct Narration {
+    phases: u64,
+    log_bytes: u64,
+}
+
+/// What `start()` hands the supervisor.
+pub(crate) struct Parts {
+    pub run_id: Arc<str>,
+    pub hub: Hub,
+    pub prepared: Arc<PreparedScript>,
+    pub meta_json: String,
+    pub args: dsh_protocol::Args,
+    pub limits: Limits,
+    pub provider: Option<Arc<dyn SubagentProvider>>,
+    pub sandbox: dsh_protocol::SandboxPolicy,
+    pub process: ProcessGroup,
+    pub socket: tokio::net::UnixStream,
+    pub stderr: Option<tokio::process::ChildStderr>,
+    pub hello: Hello,
+    pub cmds: mpsc::UnboundedReceiver<Command>,
+    pub result_tx: watch::Sender<Option<RunResult>>,
+    pub done_tx: watch::Sender<bool>,
+}
+
+pub(crate) struct Supervisor {
+    run_id: Arc<str>,
+    hub: Hub,
+    prepared: Arc<PreparedScript>,
+    meta_json: String,
+    args: dsh_protocol::Args,
+    limits: Limits,
+    provider: Option<Arc<dyn SubagentProvider>>,
+    sandbox_policy: dsh_protocol::SandboxPolicy,
+    process: ProcessGroup,
+    conn: Connection,
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
+    /// `None` once the handle is gone.
+    cmds: Option<mpsc::UnboundedReceiver<Command>>,
+    result_tx: watch::Sender<Option<RunResult>>,
+    done_tx: watch::Sender<bool>,
+    internal_tx: mpsc::UnboundedSender<Internal>,
+    internal_rx: mpsc::UnboundedReceiver<Internal>,
+
+    phase: Phase,
+    run_token: CancellationToken,
+    tasks: JoinSet<()>,
+    ledger: Ledger,
+    narration: Narration,
+    sandbox: Option<SandboxReport>,
+    wall_deadline: Option<Instant>,
+    startup_deadline: Instant,
+}
+
+impl Supervisor {
+    pub(crate) fn new(p: Parts) -> Self {
+        let stderr_task = p
+            .stderr
+            .map(|s| tokio::spawn(stderr::drain(s, p.run_id.clone())));
+        let (internal_tx, internal_rx) = mpsc::unbounded_channel();
+        let now = Instant::now();
+        let mut sup = Supervisor {
+            wall_deadline: p.limits.wall_timeout.map(|d| now + d),
+            startup_deadline: now + STARTUP_TIMEOUT,
+            run_id: p.run_id,
+            hub: p.hub,
+            prepared: p.prepared,
+            meta_json: p.meta_json,
+            args: p.args,
+            limits: p.limits,
+            provider: p.provider,
+            sandbox_policy: p.sandbox,
+            process: p.process,
+            conn: Connection::new(p.socket),
+            stderr_task,
+            cmds: Some(p.cmds),
+            result_tx: p.result_tx,
+            done_tx: p.done_tx,
+            internal_tx,
+            internal_rx,
+            phase: Phase::Starting(Handshake::AwaitHello),
+            run_token: CancellationToken::new(),
+            tasks: JoinSet::new(),
+            ledger: Ledger::default(),
+            narration: Narration::default(),
+            sandbox: None,
+        };
+        if p.hello == Hello::Checked {
+            sup.send_init();
+        }
+        sup
+    }
+
+    pub(crate) async fn run(mut self) {
+        let claim = self.main_loop().await;
+        self.settle(claim).await;
+    }
+
+    fn send(&mut self, msg: &HostMsg) {
+        if let Err(e) = self.conn.outbound.send(msg) {
+            tracing::warn!(run = %self.run_id, "cannot encode a message for the worker: {e}");
+        }
+    }
+
+    fn send_init(&mut self) {
+        self.send(&HostMsg::Init(Box::new(Init {
+            run_id: self.run_id.to_string(),
+            script_name: self.prepared.display_name.clone(),
+            script_js: self.prepared.code.clone(),
+            meta_json: self.meta_json.clone(),
+            args: self.args.clone(),
+            limits: self.limits.to_wire(),
+            sandbox: self.sandbox_policy,
+        })));
+        self.set_handshake(Handshake::AwaitReady);
+    }
+
+    /// Moves the handshake on, in whichever phase it is awaited.
+    fn set_handshake(&mut self, step: Handshake) {
+        match &mut self.phase {
+            Phase::Starting(h) => *h = step,
+            Phase::Cancelling { handshake, .. } => *handshake = Some(step),
+            Phase::Running | Phase::Settled => {}
+        }
+    }
+
+    async fn main_loop(&mut self) -> Claim {
+        loop {
+            if let Err(death) = self.conn.outbound.flush() {
+                return Claim::Death(death);
+            }
+            let grace = match &self.phase {
+                Phase::Cancelling { deadline, .. } => Some(*deadline),
+                _ => None,
+            };
+            let wall = self.wall_deadline.filter(|_| !self.phase.is_cancelling());
+            let starting = self.phase.handshake().is_some();
+            tokio::select! {
+                biased;
+                cmd = recv_opt(&mut self.cmds) => match cmd {
+                    Some(Command::Cancel(reason)) => self.request_cancel(CancelReason::Requested(reason)),
+                    Some(Command::Terminate) => {
+                        self.request_cancel(CancelReason::Requested("terminated".into()));
+                        return Claim::Forced;
+                    }
+                    None => {
+                        // The handle is gone: nobody can observe the run any
+                        // more, so wind it down rather than leak it.
+                        self.cmds = None;
+                        self.request_cancel(CancelReason::Requested("the run handle was dropped".into()));
+                    }
+                },
+                _ = sleep_until_opt(grace), if grace.is_some() => return Claim::Grace,
+                _ = sleep_until_opt(wall), if wall.is_some() => {
+                    let limit_ms = self.limits.wall_timeout.map(millis).unwrap_or(0);
+                    self.request_cancel(CancelReason::WallTimeout { limit_ms });
+                }
+                _ = tokio::time::sleep_until(self.startup_deadline), if starting => {
+                    return Claim::Death(format!(
+                        "the worker did not complete its handshake within {} s",
+                        STARTUP_TIMEOUT.as_secs()
+                    ));
+                }
+                read = self.conn.inbound.read() => match read {
+                    Read::Data => {
+                        if let Some(claim) = self.decode_frames() {
+                            return claim;
+                        }
+                    }
+                    Read::Eof => return self.claim_eof().await,
+                    // A reset usually means the worker died: report how,
+                    // as for a clean end of stream.
+                    Read::Failed(e) => {
+                        return self.claim_broken(format!("the connection to the worker failed: {e}")).await;
+                    }
+                },
+                Some(ev) = self.internal_rx.recv() => self.on_internal(ev),
+                _ = self.conn.outbound.writable() => {}
+                _ = self.process.exited() => {
+                    // The worker may have written its End just before exiting.
+                    return self.drain_after_exit().await;
+                }
+            }
+        }
+    }
+
+    fn decode_frames(&mut self) -> Option<Claim> {
+        loop {
+            match self.conn.inbound.next_msg() {
+                Ok(Some(msg)) => {
+                    if let Some(claim) = self.on_worker(msg) {
+                        return Some(claim);
+                    }
+                }
+                Ok(None) => return None,
+                Err(e) => return violation(e),
+            }
+        }
+    }
+
+    async fn claim_eof(&mut self) -> Claim {
+        if let Err(e) = self.conn.inbound.finish_frames() {
+            return Claim::Death(format!("protocol violation: {e}"));
+        }
+        self.claim_broken("the worker closed its connection".into())
+            .await
+    }
+
+    /// The connection is gone: name the exit status when the process ends
+    /// promptly (it normally has), else what happened to the connection.
+    async fn claim_broken(&mut self, otherwise: String) -> Claim {
+        if tokio::time::timeout(DRAIN_TIMEOUT, self.process.exited())
+            .await
+            .is_err()
+        {
+            return Claim::Death(otherwise);
+        }
+        self.claim_exit().await
+    }
+
+    /// The worker exited: what it wrote before still counts (an `End`).
+    async fn drain_after_exit(&mut self) -> Claim {
+        let deadline = Instant::now() + DRAIN_TIMEOUT;
+        while self.conn.inbound.read_for(deadline).await {
+            if let Some(claim) = self.decode_frames() {
+                return claim;
+            }
+        }
+        self.claim_exit().await
+    }
+
+    /// The worker exited without `End`: reap it (and whatever is left of
+    /// its process group) and say how it ended.
+    async fn claim_exit(&mut self) -> Claim {
+        match self.process.reap().await {
+            Some(st) => Claim::Death(format!(
+                "the worker process {}",
+                crate::process::describe_status(st)
+            )),
+            None => Claim::Death("the worker process exited but could not be reaped".into()),
+        }
+    }
+
+    fn on_worker(&mut self, msg: WorkerMsg) -> Option<Claim> {
+        let handshake = self.phase.handshake();
+        match (handshake, msg) {
+            (Some(Handshake::AwaitHello), msg @ WorkerMsg::Hello { .. }) => {
+                if let Err(e) = handshake::check_hello(&msg, self.process.pid()) {
+                    return violation(e);
+                }
+                self.send_init();
+                None
+            }
+            (Some(Handshake::AwaitReady), WorkerMsg::Ready { sandbox }) => {
+                self.sandbox = Some(sandbox);
+                match &mut self.phase {
+                    // Cancelled before Go: the body never runs.
+                    Phase::Cancelling {
+                        reason, handshake, ..
+                    } => {
+                        *handshake = None;
+                        let reason = reason.clone();
+                        self.send(&HostMsg::Cancel { reason });
+                    }
+                    _ => {
+                        self.phase = Phase::Running;
+                        self.send(&HostMsg::Go);
+                    }
+                }
+                None
+            }
+            // A worker may end before Go (sandbox refused, engine failure).
+            (_, WorkerMsg::End { result }) => Some(Claim::End(result)),
+            (None, WorkerMsg::Phase { title }) if self.phase.body_may_run() => {
+                // The host bounds narration itself rather than trusting the
+                // worker's budget: a hostile worker cannot grow the event
+                // history without limit.
+                self.narration.phases += 1;
+                if !self.phase.is_cancelling() && self.narration.phases <= MAX_PHASE_EVENTS {
+                    self.hub.emit(EventKind::Phase { title });
+                }
+                None
+            }
+            (None, WorkerMsg::Log { message }) if self.phase.body_may_run() => {
+                // Counted like the worker counts: newlines are free.
+                self.narration.log_bytes += message.bytes().filter(|b| *b != b'\n').count() as u64;
+                let allowed = self.limits.log_bytes + LOG_MARKER_SLACK;
+                if !self.phase.is_cancelling() && self.narration.log_bytes <= allowed {
+                    self.hub.emit(EventKind::Log { message });
+                }
+                None
+            }
+            (None, WorkerMsg::ChildStart { call_id, request }) if self.phase.body_may_run() => {
+                self.on_child_start(call_id, request)
+            }
+            (_, msg) => violation(format_args!(
+                "unexpected message {} at this point",
+                msg_name(&msg)
+            )),
+        }
+    }
+}
+
+fn violation(what: impl std::fmt::Display) -> Option<Claim> {
+    Some(Claim::Death(format!("protocol violation: {what}")))
+}
+
+async fn recv_opt(cmds: &mut Option<mpsc::UnboundedReceiver<Command>>) -> Option<Command> {
+    match cmds {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

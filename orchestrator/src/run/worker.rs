@@ -1,0 +1,165 @@
+//! The worker program: finding it ([`WorkerCommand`]) and spawning it
+//! ([`spawn`]).
+//!
+//! The host and the worker talk over an anonymous `socketpair`: the worker
+//! inherits its end as descriptor 3, so there is no socket file, no temp
+//! directory and no listener that anyone else could connect to (see
+//! docs/architecture.md for why this replaced a named local socket). The
+//! process itself is spawned and ended like every child of the host
+//! ([`crate::process`]).
+
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use crate::process::{ProcessGroup, spawner};
+
+/// Descriptor number of the socket in the worker.
+const WORKER_FD: RawFd = 3;
+
+/// How to start a worker: a program and the arguments before `--fd 3`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+impl WorkerCommand {
+    pub fn new(program: impl Into<PathBuf>) -> Self {
+        WorkerCommand {
+            program: program.into(),
+            args: Vec::new(),
+        }
+    }
+
+    /// A `dsh` binary used as its own worker (hidden `__worker` subcommand).
+    pub fn dsh(program: impl Into<PathBuf>) -> Self {
+        WorkerCommand {
+            program: program.into(),
+            args: vec!["__worker".into()],
+        }
+    }
+
+    /// Resolution order: `DSH_WORKER` (an error when it is set but names no
+    /// file — never a silent fallback); `dsh-worker` next to the current
+    /// executable, or one directory up (cargo's `examples/` and `deps/`).
+    /// The error lists every place looked at.
+    pub fn resolve() -> Result<WorkerCommand, WorkerMissing> {
+        let mut looked = Vec::new();
+        if let Some(p) = std::env::var_os("DSH_WORKER") {
+            let p = PathBuf::from(p);
+            if p.is_file() {
+                return Ok(WorkerCommand::new(p));
+            }
+            // Set but wrong: an error, never a silent fallback to another worker.
+            return Err(WorkerMissing::NotAFile { path: p });
+        } else {
+            looked.push("DSH_WORKER (not set)".into());
+        }
+        match std::env::current_exe() {
+            Ok(exe) => {
+                // Next to the executable; one level up covers cargo's
+                // target/<profile>/{examples,deps}/ layout.
+                let dirs = [exe.parent(), exe.parent().and_then(|d| d.parent())];
+                for dir in dirs.into_iter().flatten() {
+                    let p = dir.join("dsh-worker");
+                    if p.is_file() {
+                        return Ok(WorkerCommand::new(p));
+                    }
+                    looked.push(format!("{} (missing)", p.display()));
+                }
+            }
+            Err(e) => looked.push(format!("next to the current executable ({e})")),
+        }
+        Err(WorkerMissing::NotFound { looked })
+    }
+}
+
+/// No worker program to run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkerMissing {
+    /// `DSH_WORKER` is set but names no file (never a silent fallback).
+    #[error(
+        "DSH_WORKER={} is not a file; point it at a dsh-worker executable or unset it",
+        path.display()
+    )]
+    NotAFile { path: PathBuf },
+    /// None of the usual places has one; `looked` lists them.
+    #[error(
+        "cannot find the dsh-worker executable; looked at: {}. Set DSH_WORKER to its path or pass a worker command to the StartRequest",
+        looked.join("; ")
+    )]
+    NotFound { looked: Vec<String> },
+}
+
+/// A freshly spawned worker and the host's end of the socket.
+pub struct Spawned {
+    pub process: ProcessGroup,
+    pub socket: std::os::unix::net::UnixStream,
+}
+
+impl Spawned {
+    /// The worker's pid (also its process group id).
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+}
+
+/// Spawns the worker in `/` with an empty environment, stdin and stdout null,
+/// stderr piped, in a new process group, with a parent-death signal.
+pub fn spawn(worker: &WorkerCommand, handle: &tokio::runtime::Handle) -> std::io::Result<Spawned> {
+    // CLOEXEC on both ends: only the dup2'ed descriptor 3 reaches the worker.
+    let (host_end, worker_end) = std::os::unix::net::UnixStream::pair()?;
+    let child_fd = worker_end.as_raw_fd();
+
+    // The worker starts in `/`, so a relative path must be made absolute
+    // here (a bare name is still looked up in PATH by exec).
+    let program = if worker.program.is_relative() && worker.program.components().count() > 1 {
+        std::env::current_dir()?.join(&worker.program)
+    } else {
+        worker.program.clone()
+    };
+    let mut cmd = std::process::Command::new(&program);
+    cmd.args(&worker.args)
+        .arg("--fd")
+        .arg(WORKER_FD.to_string())
+        .env_clear()
+        // Not the user's project directory: the worker holds no handle on
+        // it, and under Landlock it cannot even list `/`.
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    spawner::own_group(&mut cmd, move || inherit_as_worker_fd(child_fd));
+    let process = spawner::spawn_blocking(cmd, handle)?;
+    // The worker holds its own copy now; ours must not keep the pair alive.
+    drop(worker_end);
+    host_end.set_nonblocking(true)?;
+    Ok(Spawned {
+        process,
+        socket: host_end,
+    })
+}
+
+/// In the forked child: makes `fd` the worker's descriptor 3, inherited
+/// across exec. Only async-signal-safe calls (fcntl, dup2).
+fn inherit_as_worker_fd(fd: RawFd) -> std::io::Result<()> {
+    let rc = if fd == WORKER_FD {
+        // SAFETY: fcntl on a descriptor this process owns, no pointers.
+        let flags = unsafe { libc::fcntl(WORKER_FD, libc::F_GETFD) };
+        if flags < 0 {
+            flags
+        } else {
+            // SAFETY: as above.
+            unsafe { libc::fcntl(WORKER_FD, libc::F_SETFD, flags & !libc::FD_CLOEXEC) }
+        }
+    } else {
+        // SAFETY: dup2 between descriptors this process owns; the new one
+        // is left without CLOEXEC, so it is inherited.
+        unsafe { libc::dup2(fd, WORKER_FD) }
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
