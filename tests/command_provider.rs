@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use common::lib::{collect_events, request, result};
 use common::{POLL, WAIT_BOUND, assert_event_guarantees, events_of, process_alive};
+use dsh_orchestrator::providers::SetupError;
 use dsh_orchestrator::providers::command::{CommandConfig, CommandProvider};
 use dsh_orchestrator::{
     AgentRequest, ErrorCode, RunResult, StopReason, SubagentProvider, WorkflowRun, start,
@@ -699,12 +700,17 @@ fn a_program_not_on_path_is_reported_before_any_run() {
     let s = Scratch::new();
     let cfg = CommandConfig::new(["dsh-test-no-such-agent", "-p"]);
     let err = cfg.usable(s.path()).expect_err("not usable");
+    // Typed: the key it is about, and a problem that names the fix.
+    let SetupError::Invalid { key, problem } = &err else {
+        panic!("not a value problem: {err:?}");
+    };
+    assert_eq!(key, "argv[0]");
     assert!(
-        err.contains("dsh-test-no-such-agent") && err.contains("not on PATH"),
+        problem.contains("dsh-test-no-such-agent") && problem.contains("not on PATH"),
         "{err}"
     );
     let err = CommandProvider::new("fake", &cfg, s.path()).expect_err("not buildable");
-    assert!(err.contains("install it"), "{err}");
+    assert!(err.to_string().contains("install it"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

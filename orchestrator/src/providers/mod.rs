@@ -1,6 +1,52 @@
-//! Built-in providers.
+//! Built-in providers, and [`SetupError`]: why one cannot be built.
 pub mod command;
 pub mod dry_run;
 pub mod openai;
 pub mod router;
 pub mod scripted;
+
+/// Why a provider cannot be built or used: a value of its table, its API
+/// key, its fixture, or (for the router) which provider. The message names
+/// the key, the problem and the fix; the caller adds where the table is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SetupError {
+    /// A value of the provider's table: `key: problem and fix`.
+    #[error("{key}: {problem}")]
+    Invalid {
+        /// The key, as written in `dsh.toml` (`base_url`, `argv[0]`, `env[2]`).
+        key: String,
+        problem: String,
+    },
+    /// The variable that should hold the API key is not set (or empty).
+    #[error(
+        "{env} is not set; export it, or set api_key_env to the variable that holds the key (api_key_env = \"\" for an endpoint that takes none)"
+    )]
+    MissingKey { env: String },
+    /// The API key cannot be sent.
+    #[error("the key in {env} cannot be used: {problem}")]
+    BadKey { env: String, problem: String },
+    /// A fixture provider's file.
+    #[error(transparent)]
+    Fixture(#[from] scripted::FixtureError),
+    /// No provider of that name.
+    #[error("unknown provider {name:?}; known providers: {}", known.join(", "))]
+    UnknownProvider { name: String, known: Vec<String> },
+    /// The provider exists but cannot be built.
+    #[error("provider {name:?} (defined at {defined_at}) cannot be used: {source}")]
+    Unusable {
+        name: String,
+        defined_at: String,
+        source: Box<SetupError>,
+    },
+}
+
+impl SetupError {
+    /// A value of the provider's table.
+    pub fn invalid(key: impl Into<String>, problem: impl Into<String>) -> SetupError {
+        SetupError::Invalid {
+            key: key.into(),
+            problem: problem.into(),
+        }
+    }
+}

@@ -17,23 +17,24 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{AgentTypeRoute, Config, ProviderEntry, ProviderKind};
 use crate::provider::{AgentRequest, StartRefused, Subagent, SubagentProvider};
+use crate::providers::SetupError;
 use crate::providers::command::CommandProvider;
 use crate::providers::openai::OpenAiProvider;
 use crate::providers::scripted::ScriptedProvider;
 
 struct Slot {
     entry: ProviderEntry,
-    built: OnceLock<Result<Arc<dyn SubagentProvider>, String>>,
+    built: OnceLock<Result<Arc<dyn SubagentProvider>, SetupError>>,
 }
 
 impl Slot {
-    fn get(&self) -> Result<Arc<dyn SubagentProvider>, String> {
+    fn get(&self) -> Result<Arc<dyn SubagentProvider>, SetupError> {
         self.built.get_or_init(|| build(&self.entry)).clone()
     }
 }
 
 /// Builds the provider of one entry.
-pub fn build(entry: &ProviderEntry) -> Result<Arc<dyn SubagentProvider>, String> {
+pub fn build(entry: &ProviderEntry) -> Result<Arc<dyn SubagentProvider>, SetupError> {
     let name = &entry.name;
     match &entry.kind {
         ProviderKind::Openai(cfg) => {
@@ -43,19 +44,19 @@ pub fn build(entry: &ProviderEntry) -> Result<Arc<dyn SubagentProvider>, String>
             .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>),
         ProviderKind::Fixture { path } => ScriptedProvider::from_file(path)
             .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
-            .map_err(|e| e.to_string()),
+            .map_err(SetupError::from),
     }
 }
 
 /// Whether an entry can be used, without calling it: `Ok(detail)` or
-/// `Err(problem and fix)` (`dsh workflow providers`).
-pub fn usable(entry: &ProviderEntry) -> Result<String, String> {
+/// why not (`dsh workflow providers`).
+pub fn usable(entry: &ProviderEntry) -> Result<String, SetupError> {
     match &entry.kind {
         ProviderKind::Openai(cfg) => cfg.usable(),
         ProviderKind::Command(cfg) => cfg.usable(&entry.base_dir),
         ProviderKind::Fixture { path } => ScriptedProvider::from_file(path)
             .map(|_| format!("fixture {}", path.display()))
-            .map_err(|e| e.to_string()),
+            .map_err(SetupError::from),
     }
 }
 
@@ -91,21 +92,21 @@ impl Router {
 
     /// Builds the default provider now, so a missing key or program is an
     /// error before the run starts rather than at its first call.
-    pub fn check_default(&self) -> Result<(), String> {
+    pub fn check_default(&self) -> Result<(), SetupError> {
         let Some(name) = &self.default else {
             return Ok(());
         };
-        let slot = self.slots.get(name).ok_or_else(|| {
-            format!(
-                "unknown provider {name:?}; known providers: {}",
-                self.known()
-            )
-        })?;
-        slot.get().map(|_| ()).map_err(|e| {
-            format!(
-                "provider {name:?} (defined at {}) cannot be used: {e}",
-                slot.entry.defined_at
-            )
+        let slot = self
+            .slots
+            .get(name)
+            .ok_or_else(|| SetupError::UnknownProvider {
+                name: name.clone(),
+                known: self.slots.keys().cloned().collect(),
+            })?;
+        slot.get().map(|_| ()).map_err(|e| SetupError::Unusable {
+            name: name.clone(),
+            defined_at: slot.entry.defined_at.clone(),
+            source: Box::new(e),
         })
     }
 

@@ -153,11 +153,18 @@ impl ScriptedProvider {
         };
         let root: Value = serde_json::from_str(text)
             .map_err(|e| err(format!("{}:{}: not valid JSON: {e}", e.line(), e.column())))?;
-        Self::from_value(&root).map_err(err)
+        Self::parse(&root).map_err(err)
     }
 
-    /// Validates a fixture given as JSON.
-    pub fn from_value(root: &Value) -> Result<Self, String> {
+    /// Validates a fixture given as JSON (errors name it `fixture`).
+    pub fn from_value(root: &Value) -> Result<Self, FixtureError> {
+        Self::parse(root).map_err(|message| FixtureError {
+            file: "fixture".into(),
+            message,
+        })
+    }
+
+    fn parse(root: &Value) -> Result<Self, String> {
         let obj = root
             .as_object()
             .ok_or("the fixture must be a JSON object {\"version\": 1, \"answers\": [...]}")?;

@@ -34,6 +34,7 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::{AgentRequest, StartRefused, Subagent, SubagentProvider};
+use crate::providers::SetupError;
 use child::{CommandChild, Job, TempFile};
 use process::{ProcLimits, ProcSpec};
 use template::{ArgTemplate, Placeholder};
@@ -178,15 +179,18 @@ fn search_path() -> OsString {
 
 /// Finds the program: a path (relative to `base_dir`) when it has a `/`,
 /// else on PATH. Runs nothing.
-fn resolve_program(arg0: &str, base_dir: &Path) -> Result<PathBuf, String> {
+fn resolve_program(arg0: &str, base_dir: &Path) -> Result<PathBuf, SetupError> {
     if arg0.contains('/') {
         let p = absolutize(base_dir.join(arg0));
         return match not_runnable(&p) {
             None => Ok(p),
-            Some(why) => Err(format!(
-                "argv[0]: the program {arg0:?} ({}) {why}; fix the path (a relative path is \
-                 relative to the config file's directory)",
-                p.display()
+            Some(why) => Err(SetupError::invalid(
+                "argv[0]",
+                format!(
+                    "the program {arg0:?} ({}) {why}; fix the path (a relative path is \
+                     relative to the config file's directory)",
+                    p.display()
+                ),
             )),
         };
     }
@@ -197,10 +201,13 @@ fn resolve_program(arg0: &str, base_dir: &Path) -> Result<PathBuf, String> {
             return Ok(absolutize(candidate));
         }
     }
-    Err(format!(
-        "argv[0]: the program {arg0:?} is not on PATH ({}); install it, or give its full path \
-         in argv[0]",
-        path.to_string_lossy()
+    Err(SetupError::invalid(
+        "argv[0]",
+        format!(
+            "the program {arg0:?} is not on PATH ({}); install it, or give its full path in \
+             argv[0]",
+            path.to_string_lossy()
+        ),
     ))
 }
 
@@ -213,41 +220,49 @@ impl CommandConfig {
         }
     }
 
-    fn check(&self, base_dir: &Path) -> Result<Checked, String> {
+    fn check(&self, base_dir: &Path) -> Result<Checked, SetupError> {
         let Some(arg0) = self.argv.first() else {
-            return Err(
-                "argv is empty; give the program to run, e.g. argv = [\"claude\", \"-p\"]".into(),
-            );
+            return Err(SetupError::invalid(
+                "argv",
+                "must not be empty; give the program to run, e.g. argv = [\"claude\", \"-p\"]",
+            ));
         };
         if arg0.trim().is_empty() {
-            return Err("argv[0] is empty; give the program to run".into());
+            return Err(SetupError::invalid(
+                "argv[0]",
+                "must not be empty; give the program to run",
+            ));
         }
-        let t0 = ArgTemplate::parse(arg0).map_err(|e| format!("argv[0]: {e}"))?;
+        let t0 = ArgTemplate::parse(arg0).map_err(|e| SetupError::invalid("argv[0]", e))?;
         if !t0.is_literal() {
-            return Err(format!(
-                "argv[0]: the program cannot come from a placeholder ({arg0:?}); name it literally"
+            return Err(SetupError::invalid(
+                "argv[0]",
+                format!("the program cannot come from a placeholder ({arg0:?}); name it literally"),
             ));
         }
         let args = self.argv[1..]
             .iter()
             .enumerate()
-            .map(|(i, a)| ArgTemplate::parse(a).map_err(|e| format!("argv[{}]: {e}", i + 1)))
+            .map(|(i, a)| {
+                ArgTemplate::parse(a)
+                    .map_err(|e| SetupError::invalid(format!("argv[{}]", i + 1), e))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let in_args = args.iter().any(|a| a.uses(Placeholder::Prompt));
         let prompt = match self.prompt {
             Some(PromptMode::Argv) if !in_args => {
-                return Err(
-                    "prompt = \"argv\" but no argument contains {prompt}; add \"{prompt}\" to \
-                     argv, or use prompt = \"stdin\""
-                        .into(),
-                );
+                return Err(SetupError::invalid(
+                    "prompt",
+                    "\"argv\" but no argument contains {prompt}; add \"{prompt}\" to argv, or use \
+                     prompt = \"stdin\"",
+                ));
             }
             Some(PromptMode::Stdin) if in_args => {
-                return Err(
-                    "prompt = \"stdin\" but argv also contains {prompt}; remove it from argv, or \
-                     use prompt = \"argv\""
-                        .into(),
-                );
+                return Err(SetupError::invalid(
+                    "prompt",
+                    "\"stdin\" but argv also contains {prompt}; remove it from argv, or use \
+                     prompt = \"argv\"",
+                ));
             }
             Some(m) => m,
             None if in_args => PromptMode::Argv,
@@ -255,30 +270,41 @@ impl CommandConfig {
         };
         for (i, name) in self.env.iter().enumerate() {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
-                return Err(format!(
-                    "env[{i}]: {name:?} is not a variable name; env lists names of variables to \
-                     pass through, e.g. env = [\"ANTHROPIC_API_KEY\"]"
+                return Err(SetupError::invalid(
+                    format!("env[{i}]"),
+                    format!(
+                        "{name:?} is not a variable name; env lists names of variables to pass \
+                         through, e.g. env = [\"ANTHROPIC_API_KEY\"]"
+                    ),
                 ));
             }
         }
         if self.output_limit == 0 {
-            return Err("output_limit: must be at least 1 byte, e.g. \"4MiB\"".into());
+            return Err(SetupError::invalid(
+                "output_limit",
+                "must be at least 1 byte, e.g. \"4MiB\"",
+            ));
         }
         if self.timeout == Some(Duration::ZERO) {
-            return Err(
-                "timeout: must be more than 0; leave it out for no per-call timeout".into(),
-            );
+            return Err(SetupError::invalid(
+                "timeout",
+                "must be more than 0; leave it out for no per-call timeout",
+            ));
         }
         let cwd = match &self.cwd {
             Some(c) => absolutize(base_dir.join(c)),
-            None => std::env::current_dir()
-                .map_err(|e| format!("cwd: dsh's working directory is unusable: {e}"))?,
+            None => std::env::current_dir().map_err(|e| {
+                SetupError::invalid("cwd", format!("dsh's working directory is unusable: {e}"))
+            })?,
         };
         if !cwd.is_dir() {
-            return Err(format!(
-                "cwd: {} is not a directory (a relative cwd is relative to the config file's \
-                 directory)",
-                cwd.display()
+            return Err(SetupError::invalid(
+                "cwd",
+                format!(
+                    "{} is not a directory (a relative cwd is relative to the config file's \
+                     directory)",
+                    cwd.display()
+                ),
             ));
         }
         let worktree_dir = match &self.worktree_dir {
@@ -299,7 +325,7 @@ impl CommandConfig {
     /// configuration is valid and the program exists and is executable.
     /// `Ok` describes it (`/usr/bin/claude, prompt on stdin`); `Err` names
     /// the key, the problem and the fix.
-    pub fn usable(&self, base_dir: &Path) -> Result<String, String> {
+    pub fn usable(&self, base_dir: &Path) -> Result<String, SetupError> {
         let c = self.check(base_dir)?;
         Ok(format!(
             "{}, prompt on {}, in {}",
@@ -342,7 +368,7 @@ impl fmt::Debug for CommandProvider {
 impl CommandProvider {
     /// Checks `cfg` (see [`CommandConfig::usable`]) and builds the provider.
     /// `base_dir` is the config file's directory.
-    pub fn new(name: &str, cfg: &CommandConfig, base_dir: &Path) -> Result<Self, String> {
+    pub fn new(name: &str, cfg: &CommandConfig, base_dir: &Path) -> Result<Self, SetupError> {
         let c = cfg.check(base_dir)?;
         let system_in_args = c.args.iter().any(|a| a.uses(Placeholder::SystemPrompt));
         let schema_file_in_args = c.args.iter().any(|a| a.uses(Placeholder::SchemaFile));
@@ -620,11 +646,11 @@ mod tests {
     #[case::missing_argv(json!({ "prompt": "stdin" }), "argv")]
     fn serde_errors(#[case] v: serde_json::Value, #[case] mention: &str) {
         let err = cfg(v).expect_err("invalid");
-        assert!(err.contains(mention), "{err}");
+        assert!(err.to_string().contains(mention), "{err}");
     }
 
     #[rstest]
-    #[case::empty(json!({ "argv": [] }), "argv is empty")]
+    #[case::empty(json!({ "argv": [] }), "argv: must not be empty")]
     #[case::unknown_placeholder(json!({ "argv": ["sh", "-c", "{promt}"] }), "argv[2]: unknown placeholder {promt}")]
     #[case::program_placeholder(json!({ "argv": ["{model}"] }), "argv[0]")]
     #[case::argv_without_prompt(json!({ "argv": ["sh"], "prompt": "argv" }), "no argument contains {prompt}")]
@@ -639,9 +665,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let c = cfg(v).expect("deserializes");
         let err = c.usable(dir.path()).expect_err("unusable");
-        assert!(err.contains(mention), "{err}");
+        assert!(err.to_string().contains(mention), "{err}");
         let err = CommandProvider::new("p", &c, dir.path()).expect_err("unusable");
-        assert!(err.contains(mention), "{err}");
+        assert!(err.to_string().contains(mention), "{err}");
     }
 
     #[test]
@@ -652,7 +678,7 @@ mod tests {
         std::fs::write(&p, "#!/bin/sh\n").expect("write");
         let c = CommandConfig::new(["./agent.sh"]);
         let err = c.usable(dir.path()).expect_err("not executable yet");
-        assert!(err.contains("not executable"), "{err}");
+        assert!(err.to_string().contains("not executable"), "{err}");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         let ok = c.usable(dir.path()).expect("usable");
         assert!(ok.contains("agent.sh") && ok.contains("stdin"), "{ok}");

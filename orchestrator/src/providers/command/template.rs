@@ -91,7 +91,7 @@ fn is_ident(s: &str) -> bool {
 
 impl ArgTemplate {
     /// Parses one argument; the error names the unknown placeholder.
-    pub fn parse(arg: &str) -> Result<ArgTemplate, String> {
+    pub(crate) fn parse(arg: &str) -> Result<ArgTemplate, String> {
         let mut pieces = Vec::new();
         let mut lit = String::new();
         let mut rest = arg;

@@ -87,7 +87,7 @@ fn sanitize(name: &str) -> String {
 impl Worktree {
     /// A fresh detached worktree of the repository containing `cwd`, made
     /// under `parent`. `child` (`<provider>-<n>`) names it.
-    pub async fn create(cwd: &Path, parent: &Path, child: &str) -> Result<Worktree, String> {
+    pub(crate) async fn create(cwd: &Path, parent: &Path, child: &str) -> Result<Worktree, String> {
         let top = git(cwd, &["rev-parse", "--show-toplevel", "--show-prefix"])
             .await
             .map_err(|e| {

@@ -233,7 +233,7 @@ fn reply_of(root: &Value, body: &[u8]) -> Result<Reply, String> {
 
 /// Parses a structured answer and validates it. `Err` is the list of
 /// problems, one a line, as it goes back to the model.
-pub fn check_answer(schema: &Value, reply: &Reply) -> Result<Value, String> {
+pub(crate) fn check_answer(schema: &Value, reply: &Reply) -> Result<Value, String> {
     let cut = if reply.finish_reason.as_deref() == Some("length") {
         " (the answer was cut off at the token limit)"
     } else {

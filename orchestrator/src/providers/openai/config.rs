@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::providers::SetupError;
+
 /// How a call with a `schema` asks the API for JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -152,8 +154,8 @@ impl OpenAiConfig {
     }
 
     /// Whether the provider can be used, without calling it: `Ok(detail)`
-    /// or `Err(problem and fix)`.
-    pub fn usable(&self) -> Result<String, String> {
+    /// or why not.
+    pub fn usable(&self) -> Result<String, SetupError> {
         self.check()?;
         if self.api_key_env.is_empty() {
             return Ok(format!("{} ({}), no key", self.base_url, self.model));
@@ -167,62 +169,73 @@ impl OpenAiConfig {
         }
     }
 
-    pub(crate) fn missing_key(&self) -> String {
-        format!(
-            "{} is not set; export it, or set api_key_env to the variable that holds the key \
-             (api_key_env = \"\" for an endpoint that takes none)",
-            self.api_key_env
-        )
+    pub(crate) fn missing_key(&self) -> SetupError {
+        SetupError::MissingKey {
+            env: self.api_key_env.clone(),
+        }
     }
 
     /// Checks the values (not the key): the base URL, the numbers, the
     /// headers.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), SetupError> {
+        let base_url = || format!("base_url {:?}", self.base_url);
         match reqwest::Url::parse(&self.base_url) {
             Ok(u) if matches!(u.scheme(), "http" | "https") && u.has_host() => {}
             Ok(_) => {
-                return Err(format!(
-                    "base_url {:?}: must be an http:// or https:// URL",
-                    self.base_url
+                return Err(SetupError::invalid(
+                    base_url(),
+                    "must be an http:// or https:// URL",
                 ));
             }
-            Err(e) => return Err(format!("base_url {:?}: {e}", self.base_url)),
+            Err(e) => return Err(SetupError::invalid(base_url(), e.to_string())),
         }
         if self.model.trim().is_empty() {
-            return Err("model: must not be empty".into());
+            return Err(SetupError::invalid("model", "must not be empty"));
         }
         if self.max_attempts == 0 || self.max_attempts > MAX_ATTEMPTS {
-            return Err(format!(
-                "max_attempts: must be between 1 and {MAX_ATTEMPTS}, got {}",
-                self.max_attempts
+            return Err(SetupError::invalid(
+                "max_attempts",
+                format!(
+                    "must be between 1 and {MAX_ATTEMPTS}, got {}",
+                    self.max_attempts
+                ),
             ));
         }
         if self.timeout.is_zero() {
-            return Err("timeout: must be longer than zero, e.g. \"120s\"".into());
+            return Err(SetupError::invalid(
+                "timeout",
+                "must be longer than zero, e.g. \"120s\"",
+            ));
         }
         if let Some(t) = self.temperature
             && !(t.is_finite() && t >= 0.0)
         {
-            return Err(format!("temperature: must be a number ≥ 0, got {t}"));
+            return Err(SetupError::invalid(
+                "temperature",
+                format!("must be a number ≥ 0, got {t}"),
+            ));
         }
         if self.max_tokens == Some(0) {
-            return Err("max_tokens: must be at least 1".into());
+            return Err(SetupError::invalid("max_tokens", "must be at least 1"));
         }
         for (name, value) in &self.headers {
             if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
-                return Err(format!("headers: {name:?} is not a valid HTTP header name"));
+                return Err(SetupError::invalid(
+                    "headers",
+                    format!("{name:?} is not a valid HTTP header name"),
+                ));
             }
             if reqwest::header::HeaderValue::from_str(value).is_err() {
-                return Err(format!(
-                    "headers.{name}: the value is not a valid HTTP header value"
+                return Err(SetupError::invalid(
+                    format!("headers.{name}"),
+                    "the value is not a valid HTTP header value",
                 ));
             }
             if name.eq_ignore_ascii_case("authorization") && !self.api_key_env.is_empty() {
-                return Err(
-                    "headers: Authorization is set from api_key_env; set api_key_env = \"\" \
-                     to send your own"
-                        .into(),
-                );
+                return Err(SetupError::invalid(
+                    "headers",
+                    "Authorization is set from api_key_env; set api_key_env = \"\" to send your own",
+                ));
             }
         }
         Ok(())
@@ -302,7 +315,10 @@ mod tests {
     #[case::bad_mode(json!({ "structured_output": "xml" }), "json_schema")]
     fn malformed_tables_are_refused(#[case] v: serde_json::Value, #[case] want: &str) {
         let err = parse(v).expect_err("invalid");
-        assert!(err.contains(want), "{err} should contain {want}");
+        assert!(
+            err.to_string().contains(want),
+            "{err} should contain {want}"
+        );
     }
 
     #[rstest]
@@ -317,7 +333,10 @@ mod tests {
     fn bad_values_are_named(#[case] v: serde_json::Value, #[case] want: &str) {
         let c = parse(v).expect("parses");
         let err = c.check().expect_err("invalid");
-        assert!(err.contains(want), "{err} should contain {want}");
+        assert!(
+            err.to_string().contains(want),
+            "{err} should contain {want}"
+        );
         assert_eq!(c.usable().expect_err("unusable"), err);
     }
 
@@ -329,7 +348,8 @@ mod tests {
         };
         let err = c.usable().expect_err("unset");
         assert!(
-            err.starts_with("DSH_TEST_SURELY_UNSET_OPENAI_KEY is not set; export it"),
+            err.to_string()
+                .starts_with("DSH_TEST_SURELY_UNSET_OPENAI_KEY is not set; export it"),
             "{err}"
         );
         // PATH is always set: it stands in for a key here.

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::api::excerpt;
 use super::config::{MAX_DELAY, OpenAiConfig};
+use crate::providers::SetupError;
 
 /// Largest successful response body read (a chat answer is far smaller).
 const MAX_BODY: usize = 16 << 20;
@@ -36,23 +37,31 @@ impl Endpoint {
     /// `key`: the API key (`None`: no `Authorization` header). The config
     /// must have passed [`OpenAiConfig::check`]; what it finds is reported
     /// here too rather than trusted.
-    pub fn new(cfg: &OpenAiConfig, key: Option<&str>) -> Result<Self, String> {
+    pub fn new(cfg: &OpenAiConfig, key: Option<&str>) -> Result<Self, SetupError> {
         let mut headers = HeaderMap::new();
         for (name, value) in &cfg.headers {
-            let n = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| format!("headers: {name:?} is not a valid HTTP header name"))?;
+            let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                SetupError::invalid(
+                    "headers",
+                    format!("{name:?} is not a valid HTTP header name"),
+                )
+            })?;
             let v = HeaderValue::from_str(value).map_err(|_| {
-                format!("headers.{name}: the value is not a valid HTTP header value")
+                SetupError::invalid(
+                    format!("headers.{name}"),
+                    "the value is not a valid HTTP header value",
+                )
             })?;
             headers.insert(n, v);
         }
         if let Some(key) = key {
             let mut v = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                format!(
-                    "the key in {} is not a valid HTTP header value (stray newline or \
-                     non-ASCII character?)",
-                    cfg.api_key_env
-                )
+                SetupError::BadKey {
+                    env: cfg.api_key_env.clone(),
+                    problem: "it is not a valid HTTP header value (stray newline or non-ASCII \
+                              character?)"
+                        .into(),
+                }
             })?;
             v.set_sensitive(true);
             headers.insert(AUTHORIZATION, v);
@@ -377,8 +386,11 @@ mod tests {
         let err = Endpoint::new(&cfg, Some("bad\nkey"))
             .err()
             .expect("refused");
-        assert!(err.contains("DEEPSEEK_API_KEY"), "{err}");
-        assert!(!err.contains("bad"), "the key is never shown: {err}");
+        assert!(err.to_string().contains("DEEPSEEK_API_KEY"), "{err}");
+        assert!(
+            !err.to_string().contains("bad"),
+            "the key is never shown: {err}"
+        );
         for (url, loopback) in [
             ("http://localhost:8080/v1", true),
             ("http://[::1]:8080", true),

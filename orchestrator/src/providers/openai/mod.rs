@@ -46,6 +46,7 @@ use crate::provider::{
     AgentRequest, ChildOutcome, ChildResult, ResultFault, StartRefused, Subagent, SubagentProvider,
     Usage,
 };
+use crate::providers::SetupError;
 
 /// How long `dispose()` waits for an aborted request task to be gone.
 const DISPOSE_WAIT: Duration = Duration::from_secs(2);
@@ -68,7 +69,7 @@ impl OpenAiProvider {
     /// Builds the provider named `name`, reading the key from the variable
     /// `cfg.api_key_env` names (none when that name is empty). Never calls
     /// the API.
-    pub fn new(name: &str, cfg: &OpenAiConfig) -> Result<Self, String> {
+    pub fn new(name: &str, cfg: &OpenAiConfig) -> Result<Self, SetupError> {
         cfg.check()?;
         if cfg.api_key_env.is_empty() {
             return Self::with_key(name, cfg, "");
@@ -76,17 +77,17 @@ impl OpenAiProvider {
         match std::env::var(&cfg.api_key_env) {
             Ok(key) if !key.is_empty() => Self::with_key(name, cfg, &key),
             Ok(_) | Err(std::env::VarError::NotPresent) => Err(cfg.missing_key()),
-            Err(std::env::VarError::NotUnicode(_)) => Err(format!(
-                "{} does not hold a valid key (it is not UTF-8)",
-                cfg.api_key_env
-            )),
+            Err(std::env::VarError::NotUnicode(_)) => Err(SetupError::BadKey {
+                env: cfg.api_key_env.clone(),
+                problem: "it is not UTF-8".into(),
+            }),
         }
     }
 
     /// Builds the provider with `key` given directly (embedders, tests);
     /// `api_key_env` is then only used in messages. An empty key sends no
     /// `Authorization` header.
-    pub fn with_key(name: &str, cfg: &OpenAiConfig, key: &str) -> Result<Self, String> {
+    pub fn with_key(name: &str, cfg: &OpenAiConfig, key: &str) -> Result<Self, SetupError> {
         cfg.check()?;
         let key = (!key.is_empty()).then_some(key);
         Ok(OpenAiProvider {

@@ -590,7 +590,8 @@ fn new_reads_the_key_from_the_environment() {
     };
     let err = OpenAiProvider::new("deepseek", &cfg).err().expect("no key");
     assert!(
-        err.starts_with("DSH_TEST_SURELY_UNSET_OPENAI_KEY is not set; export it"),
+        err.to_string()
+            .starts_with("DSH_TEST_SURELY_UNSET_OPENAI_KEY is not set; export it"),
         "{err}"
     );
     // PATH is always set; it stands in for a key.
