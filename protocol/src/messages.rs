@@ -199,15 +199,81 @@ pub struct Usage {
     pub output: u64,
 }
 
-/// How the body settled, as the worker saw it.
+/// How the body settled, as the worker saw it. Every `EndOutcome` is a
+/// legal end: a completed run carries a value, a failed or cancelled one an
+/// error, and nothing else can be expressed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EndResult {
-    pub stop: StopReason,
-    /// The return value as JSON text when completed.
-    pub value_json: Option<String>,
-    pub error: Option<WireError>,
+    pub outcome: EndOutcome,
     pub agents_started: u64,
     pub log_bytes_dropped: u64,
+}
+
+/// The three ways a body can settle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum EndOutcome {
+    /// The body returned; its value as JSON text.
+    Completed { value_json: String },
+    /// The body threw, was interrupted, or the worker could not run it.
+    Failed { error: WireError },
+    /// The run was cancelled (`CANCELLED`, or `TIMEOUT` for the wall budget).
+    Cancelled { error: WireError },
+}
+
+impl EndOutcome {
+    /// The body returned `value_json`.
+    pub fn completed(value_json: impl Into<String>) -> Self {
+        EndOutcome::Completed {
+            value_json: value_json.into(),
+        }
+    }
+
+    /// The run failed with `code`.
+    pub fn failed(code: ErrorCode, message: impl Into<String>) -> Self {
+        EndOutcome::Failed {
+            error: WireError::new(code, message),
+        }
+    }
+
+    /// The run was cancelled with `code`.
+    pub fn cancelled(code: ErrorCode, message: impl Into<String>) -> Self {
+        EndOutcome::Cancelled {
+            error: WireError::new(code, message),
+        }
+    }
+
+    /// The stop reason this outcome reports.
+    pub fn stop(&self) -> StopReason {
+        match self {
+            EndOutcome::Completed { .. } => StopReason::Completed,
+            EndOutcome::Failed { .. } => StopReason::Error,
+            EndOutcome::Cancelled { .. } => StopReason::Cancelled,
+        }
+    }
+
+    /// The error of a failed or cancelled run.
+    pub fn error(&self) -> Option<&WireError> {
+        match self {
+            EndOutcome::Completed { .. } => None,
+            EndOutcome::Failed { error } | EndOutcome::Cancelled { error } => Some(error),
+        }
+    }
+}
+
+impl EndResult {
+    /// An end with `outcome`, no log bytes dropped (yet).
+    pub fn new(outcome: EndOutcome, agents_started: u64) -> Self {
+        EndResult {
+            outcome,
+            agents_started,
+            log_bytes_dropped: 0,
+        }
+    }
+
+    /// The stop reason the outcome reports.
+    pub fn stop(&self) -> StopReason {
+        self.outcome.stop()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -232,4 +298,14 @@ impl StopReason {
 pub struct WireError {
     pub code: ErrorCode,
     pub message: String,
+}
+
+impl WireError {
+    /// An error with `code` and `message`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        WireError {
+            code,
+            message: message.into(),
+        }
+    }
 }

@@ -22,8 +22,7 @@ use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
 
 use dsh_protocol::{
-    DEFAULT_MAX_FRAME_BYTES, EndResult, ErrorCode, HostMsg, PROTOCOL_VERSION, StopReason,
-    WireError, WorkerMsg,
+    DEFAULT_MAX_FRAME_BYTES, EndOutcome, EndResult, ErrorCode, HostMsg, PROTOCOL_VERSION, WorkerMsg,
 };
 
 use channel::{Channel, ChannelError};
@@ -110,16 +109,10 @@ fn serve(mut chan: Channel, landlock_abi_override: Option<u32>) -> Result<(), Ch
         Ok(report) => report,
         Err(message) => {
             chan.send(&WorkerMsg::End {
-                result: EndResult {
-                    stop: StopReason::Error,
-                    value_json: None,
-                    error: Some(WireError {
-                        code: ErrorCode::SandboxUnavailable,
-                        message,
-                    }),
-                    agents_started: 0,
-                    log_bytes_dropped: 0,
-                },
+                result: EndResult::new(
+                    EndOutcome::failed(ErrorCode::SandboxUnavailable, message),
+                    0,
+                ),
             })?;
             return chan.flush();
         }

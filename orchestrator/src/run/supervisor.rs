@@ -13,8 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_protocol::{
-    CallId, CancelReason, ChildOutcome as WireOutcome, EndResult, ErrorCode, FrameBuffer, HostMsg,
-    Init, PROTOCOL_VERSION, SandboxReport, StopReason, WorkerMsg, encode, schema,
+    CallId, CancelReason, ChildOutcome as WireOutcome, EndOutcome, EndResult, ErrorCode,
+    FrameBuffer, HostMsg, Init, PROTOCOL_VERSION, SandboxReport, StopReason, WorkerMsg, encode,
+    schema,
 };
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -765,10 +766,11 @@ impl Supervisor {
     }
 
     fn result_from_end(&self, end: EndResult) -> RunResult {
-        let mut result = match end.stop {
-            StopReason::Completed => {
-                match end.value_json.as_deref().map(serde_json::from_str::<Value>) {
-                    Some(Ok(value)) => RunResult {
+        let stop = end.stop();
+        let mut result = match end.outcome {
+            EndOutcome::Completed { value_json } => {
+                match serde_json::from_str::<Value>(&value_json) {
+                    Ok(value) => RunResult {
                         value,
                         stop_reason: StopReason::Completed,
                         error: None,
@@ -776,7 +778,7 @@ impl Supervisor {
                         log_bytes_dropped: end.log_bytes_dropped,
                         sandbox: None,
                     },
-                    Some(Err(e)) => RunResult::failed(
+                    Err(e) => RunResult::failed(
                         StopReason::Error,
                         RunError::new(
                             ErrorCode::ResultUnserializable,
@@ -784,26 +786,10 @@ impl Supervisor {
                         ),
                         end.agents_started,
                     ),
-                    None => RunResult::failed(
-                        StopReason::Error,
-                        RunError::new(
-                            ErrorCode::WorkerExited,
-                            "protocol violation: End without a value",
-                        ),
-                        end.agents_started,
-                    ),
                 }
             }
-            stop => {
-                let error = end.error.map_or_else(
-                    || {
-                        RunError::new(
-                            ErrorCode::WorkerExited,
-                            "protocol violation: End without an error",
-                        )
-                    },
-                    |e| RunError::new(e.code, self.prepared.map_positions(&e.message)),
-                );
+            EndOutcome::Failed { error: e } | EndOutcome::Cancelled { error: e } => {
+                let error = RunError::new(e.code, self.prepared.map_positions(&e.message));
                 RunResult::failed(stop, error, end.agents_started)
             }
         };
