@@ -130,9 +130,59 @@ pub struct Limits {
 /// Which sandbox the worker must apply (issue: sandbox and budgets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SandboxPolicy {
+    /// Full confinement or the run fails with `SANDBOX_UNAVAILABLE`.
     Strict,
+    /// Every layer the kernel offers; the report names what is missing.
     BestEffort,
+    /// No sandbox.
     Off,
+}
+
+impl SandboxPolicy {
+    /// Every policy, in the order users see them listed.
+    pub const ALL: [SandboxPolicy; 3] = [
+        SandboxPolicy::Strict,
+        SandboxPolicy::BestEffort,
+        SandboxPolicy::Off,
+    ];
+
+    /// The policy's name as users spell it (`--sandbox`, `dsh.toml`):
+    /// `strict`, `best-effort` or `off`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxPolicy::Strict => "strict",
+            SandboxPolicy::BestEffort => "best-effort",
+            SandboxPolicy::Off => "off",
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A name that is not a [`SandboxPolicy`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown sandbox policy {name:?}: expected one of {}",
+    SandboxPolicy::ALL.map(SandboxPolicy::as_str).join(", ")
+)]
+pub struct UnknownSandboxPolicy {
+    /// The name as given.
+    pub name: String,
+}
+
+impl std::str::FromStr for SandboxPolicy {
+    type Err = UnknownSandboxPolicy;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SandboxPolicy::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| UnknownSandboxPolicy { name: s.into() })
+    }
 }
 
 /// The sandbox the worker actually reached.

@@ -111,6 +111,24 @@ fn end_outcomes_report_their_stop_reason_and_error() {
 }
 
 #[test]
+fn every_sandbox_policy_round_trips_through_its_name() {
+    let names: Vec<&str> = SandboxPolicy::ALL.iter().map(|p| p.as_str()).collect();
+    assert_eq!(names, ["strict", "best-effort", "off"]);
+    for policy in SandboxPolicy::ALL {
+        assert_eq!(policy.as_str().parse::<SandboxPolicy>(), Ok(policy));
+        assert_eq!(policy.to_string(), policy.as_str());
+    }
+    let err = "Strict"
+        .parse::<SandboxPolicy>()
+        .expect_err("names are lower case");
+    assert_eq!(err.name, "Strict");
+    let text = err.to_string();
+    for policy in SandboxPolicy::ALL {
+        assert!(text.contains(policy.as_str()), "{text}");
+    }
+}
+
+#[test]
 fn oversized_header_is_rejected_before_buffering_the_body() {
     let mut buf = FrameBuffer::new(1024);
     buf.push(&u32::MAX.to_le_bytes());

@@ -58,12 +58,7 @@ mod linux {
             let mut val = || it.next().ok_or_else(|| format!("{a} needs a value"));
             match a.as_str() {
                 "--policy" => {
-                    o.policy = Some(match val()?.as_str() {
-                        "strict" => SandboxPolicy::Strict,
-                        "best-effort" => SandboxPolicy::BestEffort,
-                        "off" => SandboxPolicy::Off,
-                        other => return Err(format!("--policy: unknown {other:?}")),
-                    })
+                    o.policy = Some(val()?.parse().map_err(|e| format!("--policy: {e}"))?)
                 }
                 "--only" => match val()?.as_str() {
                     "landlock" => o.only_landlock = true,

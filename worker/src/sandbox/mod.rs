@@ -97,10 +97,12 @@ pub fn apply(policy: SandboxPolicy, inputs: &Inputs) -> Result<SandboxReport, St
     let report = apply_layers(inputs);
     if policy == SandboxPolicy::Strict && report.level != SandboxLevel::Full {
         return Err(format!(
-            "sandbox policy \"strict\" requires full confinement, and this kernel/platform \
-             does not enforce: {}. Use --sandbox best-effort to run with what is available \
+            "sandbox policy \"{}\" requires full confinement, and this kernel/platform \
+             does not enforce: {}. Use --sandbox {} to run with what is available \
              (see docs/sandbox.md)",
-            report.missing.join("; ")
+            SandboxPolicy::Strict,
+            report.missing.join("; "),
+            SandboxPolicy::BestEffort,
         ));
     }
     Ok(report)
