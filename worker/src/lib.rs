@@ -66,9 +66,11 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
         );
         return EXIT_USAGE;
     };
-    // SAFETY: the host passes a connected unix socket at this descriptor and
-    // nothing else in this process owns it; checked with fstat below before
-    // any use beyond that.
+    // SAFETY: `--fd` names the descriptor the host left open for us (its end
+    // of the socket pair, moved to that number just before exec), and
+    // nothing else in this process owns it: the stream takes it over. std
+    // has no safe way to adopt an inherited descriptor. `peer_addr` below
+    // refuses anything that is not a connected socket before any other use.
     let stream = unsafe { UnixStream::from_raw_fd(fd) };
     if stream.peer_addr().is_err() {
         eprintln!("dsh-worker: --fd {fd} is not a connected socket");

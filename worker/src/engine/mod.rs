@@ -371,15 +371,13 @@ thread_local! {
 
 /// The process's peak resident set size in bytes (getrusage).
 fn peak_rss_bytes() -> u64 {
-    let mut ru = std::mem::MaybeUninit::<libc::rusage>::uninit();
-    // SAFETY: getrusage fills the struct it is given.
-    let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) } == 0;
-    if !ok {
-        return 0;
-    }
-    // SAFETY: initialized by the successful call above.
-    let kb = unsafe { ru.assume_init() }.ru_maxrss;
-    u64::try_from(kb).unwrap_or(0).saturating_mul(1024)
+    use nix::sys::resource::{UsageWho, getrusage};
+    // ru_maxrss is in kilobytes on Linux.
+    getrusage(UsageWho::RUSAGE_SELF).map_or(0, |usage| {
+        u64::try_from(usage.max_rss())
+            .unwrap_or(0)
+            .saturating_mul(1024)
+    })
 }
 
 enum Job<'js> {

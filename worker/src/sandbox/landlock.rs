@@ -16,7 +16,8 @@ use ::landlock::{
 use super::Tally;
 
 /// The Landlock ABI of the running kernel: 0 when Landlock is not built in
-/// or not enabled.
+/// or not enabled. A raw call: the landlock crate keeps its own query
+/// private, and the ruleset must be built for this ABI before it exists.
 pub fn kernel_abi() -> u32 {
     // SAFETY: landlock_create_ruleset(NULL, 0, VERSION) only returns a number.
     let v = unsafe {

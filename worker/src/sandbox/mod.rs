@@ -112,11 +112,9 @@ pub fn apply(policy: SandboxPolicy, inputs: &Inputs) -> Result<SandboxReport, St
 fn apply_layers(inputs: &Inputs) -> SandboxReport {
     let mut t = Tally::default();
     rlimits::apply(inputs, &mut t);
-    // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes no pointers.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == 0 {
-        t.enforced("no_new_privs");
-    } else {
-        t.missing("no_new_privs", std::io::Error::last_os_error());
+    match nix::sys::prctl::set_no_new_privs() {
+        Ok(()) => t.enforced("no_new_privs"),
+        Err(e) => t.missing("no_new_privs", std::io::Error::from(e)),
     }
     landlock::apply(inputs.landlock_abi_override, &mut t);
     seccomp::apply(&mut t);
