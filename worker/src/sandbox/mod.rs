@@ -67,8 +67,25 @@ impl Tally {
         self.missing.push(format!("{rule} ({why})"));
     }
 
+    /// A rule recorded as enforced that a later layer found not to be: it
+    /// moves to the missing list, with why.
+    pub fn revoke(&mut self, rule: &str, why: impl std::fmt::Display) {
+        self.enforced.retain(|r| r != rule);
+        self.missing(rule, why);
+    }
+
     pub fn set_landlock_abi(&mut self, abi: u32) {
         self.landlock_abi = Some(abi);
+    }
+
+    #[cfg(test)]
+    fn enforced_rules(&self) -> &[String] {
+        &self.enforced
+    }
+
+    #[cfg(test)]
+    fn missing_rules(&self) -> &[String] {
+        &self.missing
     }
 
     fn into_report(self) -> SandboxReport {
