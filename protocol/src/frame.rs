@@ -16,14 +16,33 @@ const HEADER: usize = 4;
 /// Why bytes could not become a message.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum FrameError {
+    /// A received header declares a body over the limit.
     #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
-    Oversized { len: usize, max: usize },
+    Oversized {
+        /// The declared body length.
+        len: usize,
+        /// The receiver's limit.
+        max: usize,
+    },
+    /// The stream ended inside a frame.
     #[error("stream ended inside a frame ({have} of {want} bytes received)")]
-    Truncated { have: usize, want: usize },
+    Truncated {
+        /// Bytes of the frame (header included) that arrived.
+        have: usize,
+        /// Bytes the frame needed (header included).
+        want: usize,
+    },
+    /// The body is not a valid message (or the message could not be encoded).
     #[error("undecodable frame: {0}")]
     Decode(String),
+    /// The message's encoding is over the sender's limit; nothing was sent.
     #[error("message of {len} bytes is too large to send (limit {max} bytes)")]
-    TooLargeToSend { len: usize, max: usize },
+    TooLargeToSend {
+        /// The encoded body length.
+        len: usize,
+        /// The sender's limit.
+        max: usize,
+    },
 }
 
 /// Encodes `msg` as one frame (header included). Fails when the encoding

@@ -14,6 +14,8 @@
 //! The host treats every byte from the worker as hostile: decoding never
 //! panics and never allocates more than the frame limit.
 
+#![warn(missing_docs)]
+
 pub mod codes;
 pub mod frame;
 pub mod messages;
