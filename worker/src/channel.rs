@@ -85,10 +85,6 @@ impl Channel {
         self.inbox.pop_front()
     }
 
-    pub fn has_pending(&self) -> bool {
-        !self.inbox.is_empty()
-    }
-
     /// Waits up to `timeout` (forever when `None`) for bytes and decodes
     /// whatever arrived into the inbox.
     pub fn wait(&mut self, timeout: Option<Duration>) -> Result<(), ChannelError> {

@@ -11,12 +11,12 @@
 //! network, `process`, `require` or module loader, on purpose.
 
 pub mod alloc;
-pub mod channel;
-pub mod clock;
+pub(crate) mod channel;
+pub(crate) mod clock;
 pub mod engine;
-pub mod logs;
+pub(crate) mod logs;
 pub mod sandbox;
-pub mod timers;
+pub(crate) mod timers;
 
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
@@ -28,9 +28,9 @@ use dsh_protocol::{
 use channel::{Channel, ChannelError};
 
 /// Exit status when the host went away or spoke nonsense.
-pub const EXIT_HOST_GONE: i32 = 3;
+pub(crate) const EXIT_HOST_GONE: i32 = 3;
 /// Exit status for a bad command line.
-pub const EXIT_USAGE: i32 = 2;
+pub(crate) const EXIT_USAGE: i32 = 2;
 /// Exit status when an allocation failed under the sandbox's data limit
 /// (the `memoryBytes` backstop); the host reports it as `MEMORY`.
 pub const EXIT_OUT_OF_MEMORY: i32 = dsh_protocol::WORKER_EXIT_OUT_OF_MEMORY;

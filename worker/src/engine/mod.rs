@@ -70,7 +70,7 @@ impl Shared {
 /// Runs the whole life of a worker after `Init`: build, Ready, wait for Go,
 /// run the body, End. Returns when `End` has been written (or the host is
 /// gone).
-pub fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(), ChannelError> {
+pub(crate) fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(), ChannelError> {
     let limits = &init.limits;
     let shared = Rc::new(Shared {
         chan: RefCell::new(chan),

@@ -26,7 +26,7 @@ struct JsRequest {
     isolation: Option<String>,
 }
 
-pub fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<Object<'js>> {
+pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<Object<'js>> {
     let n = Object::new(ctx.clone())?;
 
     let s = shared.clone();

@@ -26,13 +26,13 @@
 //! directory are set by the host when it spawns the worker.
 
 #[cfg(target_os = "linux")]
-pub mod caps;
+pub(crate) mod caps;
 #[cfg(target_os = "linux")]
 pub mod landlock;
 #[cfg(target_os = "linux")]
-pub mod rlimits;
+pub(crate) mod rlimits;
 #[cfg(target_os = "linux")]
-pub mod seccomp;
+pub(crate) mod seccomp;
 
 use dsh_protocol::{SandboxLevel, SandboxPolicy, SandboxReport};
 
@@ -49,7 +49,8 @@ pub struct Inputs {
     pub landlock_abi_override: Option<u32>,
 }
 
-/// Collects what each layer enforced and what it could not.
+/// Collects what each layer enforced and what it could not (start with
+/// `Tally::default()`; a layer such as [`landlock::apply`] records into it).
 #[derive(Debug, Default)]
 pub struct Tally {
     enforced: Vec<String>,
@@ -58,23 +59,23 @@ pub struct Tally {
 }
 
 impl Tally {
-    pub fn enforced(&mut self, rule: impl Into<String>) {
+    pub(crate) fn enforced(&mut self, rule: impl Into<String>) {
         self.enforced.push(rule.into());
     }
 
     /// A rule that is part of `full` but could not be enforced, and why.
-    pub fn missing(&mut self, rule: &str, why: impl std::fmt::Display) {
+    pub(crate) fn missing(&mut self, rule: &str, why: impl std::fmt::Display) {
         self.missing.push(format!("{rule} ({why})"));
     }
 
     /// A rule recorded as enforced that a later layer found not to be: it
     /// moves to the missing list, with why.
-    pub fn revoke(&mut self, rule: &str, why: impl std::fmt::Display) {
+    pub(crate) fn revoke(&mut self, rule: &str, why: impl std::fmt::Display) {
         self.enforced.retain(|r| r != rule);
         self.missing(rule, why);
     }
 
-    pub fn set_landlock_abi(&mut self, abi: u32) {
+    pub(crate) fn set_landlock_abi(&mut self, abi: u32) {
         self.landlock_abi = Some(abi);
     }
 
