@@ -2,8 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Every error code a run or the CLI can report.
+/// Every error code a run or the CLI can report. New codes may be added:
+/// match with a wildcard arm, or go through [`ErrorCode::ALL`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum ErrorCode {
     /// `SCRIPT_PARSE`: the script does not parse or uses unsupported syntax.
     ScriptParse,

@@ -15,6 +15,7 @@ const HEADER: usize = 4;
 
 /// Why bytes could not become a message.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FrameError {
     /// A received header declares a body over the limit.
     #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
