@@ -186,9 +186,9 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
     Ok(n)
 }
 
-/// An error code the prelude names. The prelude only passes codes it got
-/// from `ErrorCode::as_str` (through the init object, a host reply or its
-/// own constants), so an unknown one is a bug in the prelude: it degrades to
+/// An error code the prelude names: one of its own constants, one the host
+/// sent (`ErrorCode::as_str`), or whatever string a script wrote into the
+/// `code` of a fatal error it caught and rethrew. An unknown one degrades to
 /// `SCRIPT_ERROR` rather than failing the run's report.
 fn code_from_prelude(code: &str) -> ErrorCode {
     ErrorCode::parse(code).unwrap_or(ErrorCode::ScriptError)
