@@ -5,7 +5,7 @@
 use std::io::{IsTerminal, Write};
 
 use dsh_orchestrator::journal::{Durable, DurableOptions, Finished, JournalMode};
-use dsh_orchestrator::{ErrorCode, RunResult, SandboxLevel, StartRequest, StopReason};
+use dsh_orchestrator::{ErrorCode, RunResult, StartRequest, StopReason};
 
 use crate::error::{CliError, exit, print_error, warn};
 use crate::flags::{EventsMode, OutputMode, RunArgs, ShowFlags};
@@ -128,11 +128,7 @@ fn print_sandbox(result: &RunResult) {
                 || "Landlock not tried".to_string(),
                 |n| format!("Landlock ABI {n}"),
             );
-            let level = match s.level {
-                SandboxLevel::Full => "full",
-                SandboxLevel::Partial => "partial",
-                SandboxLevel::None => "none",
-            };
+            let level = s.level.as_str();
             let mut line = format!(
                 "dsh: sandbox {level} ({abi}); enforced: {}",
                 if s.enforced.is_empty() {

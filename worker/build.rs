@@ -4,6 +4,10 @@
 //! instead of 0.9 ms). If anything here fails, the worker is built without
 //! bytecode and parses the source at run time instead.
 
+// A build script reports what it cannot do (no OUT_DIR, an unwritable
+// output) by panicking with a message.
+#![allow(clippy::expect_used)]
+
 #[path = "src/engine/bytecode.rs"]
 #[allow(dead_code)]
 mod bytecode;

@@ -34,8 +34,6 @@ pub mod providers;
 pub mod result;
 pub mod run;
 pub mod script;
-#[doc(hidden)]
-pub mod tmp_policy;
 pub mod units;
 
 pub use dsh_protocol::{ErrorCode, SandboxLevel, SandboxPolicy, SandboxReport, StopReason, Usage};

@@ -78,17 +78,9 @@ impl RunResult {
 /// "missing": ["rule (why)"…] }` (docs/sandbox.md).
 pub fn sandbox_json(s: &SandboxReport) -> Value {
     serde_json::json!({
-        "level": sandbox_level_str(s.level),
+        "level": s.level.as_str(),
         "landlockAbi": s.landlock_abi,
         "enforced": s.enforced,
         "missing": s.missing,
     })
-}
-
-pub fn sandbox_level_str(level: dsh_protocol::SandboxLevel) -> &'static str {
-    match level {
-        dsh_protocol::SandboxLevel::Full => "full",
-        dsh_protocol::SandboxLevel::Partial => "partial",
-        dsh_protocol::SandboxLevel::None => "none",
-    }
 }

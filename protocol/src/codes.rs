@@ -2,30 +2,56 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Every error code a run or the CLI can report.
+/// Every error code a run or the CLI can report. New codes may be added:
+/// match with a wildcard arm, or go through [`ErrorCode::ALL`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum ErrorCode {
+    /// `SCRIPT_PARSE`: the script does not parse or uses unsupported syntax.
     ScriptParse,
+    /// `SCRIPT_ERROR`: the script threw or rejected and nothing caught it.
     ScriptError,
+    /// `META_INVALID`: `meta` is not a static literal or breaks its rules.
     MetaInvalid,
+    /// `INVALID_ARGUMENT`: a hook got malformed arguments.
     InvalidArgument,
+    /// `UNSUPPORTED_OPTION`: an unknown `agent()` option, or one the
+    /// provider cannot honour.
     UnsupportedOption,
+    /// `UNSUPPORTED_SCHEMA`: a `schema` outside the supported subset.
     UnsupportedSchema,
+    /// `AGENT_CAP`: more `agent()` calls than `maxTotalAgents`.
     AgentCap,
+    /// `ITEM_CAP`: more items in one `parallel`/`pipeline` call than
+    /// `maxItemsPerCall`.
     ItemCap,
+    /// `AGENT_START`: the provider refused or failed to start a child.
     AgentStart,
+    /// `AGENT_RESULT`: an infrastructure fault delivering a child's result.
     AgentResult,
+    /// `RESULT_UNSERIALIZABLE`: the return value is not plain JSON, or too
+    /// large for one frame.
     ResultUnserializable,
+    /// `BUDGET`: the output-token budget is spent.
     Budget,
+    /// `CANCELLED`: the run was cancelled.
     Cancelled,
+    /// `TIMEOUT`: a synchronous slice, the CPU budget or the wall clock ran out.
     Timeout,
+    /// `MEMORY`: the script exceeded its memory limit.
     Memory,
+    /// `WORKER_EXITED`: the worker died or broke the protocol before settling.
     WorkerExited,
+    /// `SANDBOX_UNAVAILABLE`: `strict` was asked for and cannot be enforced.
     SandboxUnavailable,
     // CLI-only codes (contract §12).
+    /// `USAGE`: bad command-line use (CLI only).
     Usage,
+    /// `CONFIG_INVALID`: a malformed configuration file (CLI only).
     ConfigInvalid,
+    /// `FIXTURE_INVALID`: a malformed fixture file (CLI only).
     FixtureInvalid,
+    /// `SCRIPT_TOO_LARGE`: the script is over `maxScriptBytes` (CLI only).
     ScriptTooLarge,
 }
 

@@ -15,15 +15,35 @@ const HEADER: usize = 4;
 
 /// Why bytes could not become a message.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FrameError {
+    /// A received header declares a body over the limit.
     #[error("frame of {len} bytes exceeds the limit of {max} bytes")]
-    Oversized { len: usize, max: usize },
+    Oversized {
+        /// The declared body length.
+        len: usize,
+        /// The receiver's limit.
+        max: usize,
+    },
+    /// The stream ended inside a frame.
     #[error("stream ended inside a frame ({have} of {want} bytes received)")]
-    Truncated { have: usize, want: usize },
+    Truncated {
+        /// Bytes of the frame (header included) that arrived.
+        have: usize,
+        /// Bytes the frame needed (header included).
+        want: usize,
+    },
+    /// The body is not a valid message (or the message could not be encoded).
     #[error("undecodable frame: {0}")]
     Decode(String),
+    /// The message's encoding is over the sender's limit; nothing was sent.
     #[error("message of {len} bytes is too large to send (limit {max} bytes)")]
-    TooLargeToSend { len: usize, max: usize },
+    TooLargeToSend {
+        /// The encoded body length.
+        len: usize,
+        /// The sender's limit.
+        max: usize,
+    },
 }
 
 /// Encodes `msg` as one frame (header included). Fails when the encoding
@@ -56,16 +76,26 @@ pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
 }
 
 /// Accumulates received bytes and yields whole frames.
+///
+/// Returned frames are not removed from the front of the buffer one by one
+/// (that moves every byte behind them, so a push holding many small frames
+/// would cost quadratic time): a read offset marks what was consumed, and
+/// the consumed prefix is dropped once per [`FrameBuffer::push`], before the
+/// new bytes are appended.
 #[derive(Debug)]
 pub struct FrameBuffer {
     buf: Vec<u8>,
+    /// Start of the unconsumed bytes in `buf`.
+    start: usize,
     max: usize,
 }
 
 impl FrameBuffer {
+    /// An empty buffer that rejects frames whose body exceeds `max` bytes.
     pub fn new(max: usize) -> Self {
         FrameBuffer {
             buf: Vec::new(),
+            start: 0,
             max,
         }
     }
@@ -74,26 +104,50 @@ impl FrameBuffer {
     /// returns `Ok(None)` after every push, so the buffer never holds more
     /// than one partial frame.
     pub fn push(&mut self, bytes: &[u8]) {
+        self.compact();
         self.buf.extend_from_slice(bytes);
+    }
+
+    /// Drops the consumed prefix: one move of the unconsumed bytes.
+    fn compact(&mut self) {
+        if self.start == self.buf.len() {
+            self.buf.clear();
+        } else if self.start > 0 {
+            self.buf.drain(..self.start);
+        }
+        self.start = 0;
+    }
+
+    /// The bytes received but not yet returned as frames.
+    fn pending(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    /// The body length the pending bytes declare, once their header is in.
+    fn declared_len(&self) -> Option<usize> {
+        let header: [u8; HEADER] = self.pending().get(..HEADER)?.try_into().ok()?;
+        Some(u32::from_le_bytes(header) as usize)
     }
 
     /// The next complete frame body, `Ok(None)` when more bytes are needed.
     /// An oversized declared length is an error as soon as the header is in.
     pub fn next_frame(&mut self) -> Result<Option<Vec<u8>>, FrameError> {
-        if self.buf.len() < HEADER {
+        let Some(len) = self.declared_len() else {
             return Ok(None);
-        }
-        let mut header = [0u8; HEADER];
-        header.copy_from_slice(&self.buf[..HEADER]);
-        let len = u32::from_le_bytes(header) as usize;
+        };
         if len > self.max {
             return Err(FrameError::Oversized { len, max: self.max });
         }
-        if self.buf.len() < HEADER + len {
+        let Some(body) = self.pending().get(HEADER..HEADER + len) else {
             return Ok(None);
+        };
+        let body = body.to_vec();
+        self.start += HEADER + len;
+        if self.start == self.buf.len() {
+            // Everything was consumed: reuse the allocation from the front.
+            self.buf.clear();
+            self.start = 0;
         }
-        let body = self.buf[HEADER..HEADER + len].to_vec();
-        self.buf.drain(..HEADER + len);
         Ok(Some(body))
     }
 
@@ -107,25 +161,71 @@ impl FrameBuffer {
 
     /// Call at end of stream: an error when a partial frame is left.
     pub fn finish(&self) -> Result<(), FrameError> {
-        if self.buf.is_empty() {
+        let have = self.buffered();
+        if have == 0 {
             return Ok(());
         }
-        let want = if self.buf.len() >= HEADER {
-            let mut header = [0u8; HEADER];
-            header.copy_from_slice(&self.buf[..HEADER]);
-            HEADER + u32::from_le_bytes(header) as usize
-        } else {
-            HEADER
-        };
-        Err(FrameError::Truncated {
-            have: self.buf.len(),
-            want,
-        })
+        let want = self
+            .declared_len()
+            .map_or(HEADER, |len| HEADER.saturating_add(len));
+        Err(FrameError::Truncated { have, want })
     }
 
-    /// How many bytes the buffer needs before the next frame could complete;
-    /// lets a reader size its next read without over-reading.
+    /// How many received bytes have not been returned as frames yet.
     pub fn buffered(&self) -> usize {
-        self.buf.len()
+        self.buf.len() - self.start
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Many small frames in one push (what a burst of `Log` frames looks
+    /// like) all come out, in order, with nothing left over. Before the read
+    /// offset each frame drained the buffer's front, moving every byte behind
+    /// it: quadratic in the number of frames per push.
+    #[test]
+    fn many_small_frames_in_one_push_decode_in_order() {
+        const N: u32 = 100_000;
+        let mut bytes = Vec::new();
+        for i in 0..N {
+            bytes.extend_from_slice(&encode(&i, 64).expect("encode"));
+        }
+        let mut buf = FrameBuffer::new(64);
+        buf.push(&bytes);
+        for i in 0..N {
+            assert_eq!(buf.next_msg::<u32>().expect("decode"), Some(i));
+        }
+        assert_eq!(buf.next_frame().expect("empty"), None);
+        assert_eq!(buf.buffered(), 0);
+        buf.finish().expect("nothing left over");
+    }
+
+    /// A partial frame left behind survives the compaction of the next push.
+    #[test]
+    fn a_partial_frame_survives_compaction() {
+        let one = encode(&"one", 64).expect("encode");
+        let two = encode(&"two", 64).expect("encode");
+        let mut first = one.clone();
+        first.extend_from_slice(&two[..3]);
+        let mut buf = FrameBuffer::new(64);
+        buf.push(&first);
+        assert_eq!(
+            buf.next_msg::<String>().expect("decode"),
+            Some("one".into())
+        );
+        assert_eq!(buf.next_frame().expect("partial"), None);
+        assert_eq!(buf.buffered(), 3);
+        assert!(matches!(
+            buf.finish(),
+            Err(FrameError::Truncated { have: 3, want: 4 })
+        ));
+        buf.push(&two[3..]);
+        assert_eq!(
+            buf.next_msg::<String>().expect("decode"),
+            Some("two".into())
+        );
+        assert_eq!(buf.buffered(), 0);
     }
 }

@@ -14,6 +14,8 @@
 //! The host treats every byte from the worker as hostile: decoding never
 //! panics and never allocates more than the frame limit.
 
+#![warn(missing_docs)]
+
 pub mod codes;
 pub mod frame;
 pub mod messages;
@@ -24,8 +26,9 @@ pub use frame::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, FrameError, decode, encode
 pub use messages::*;
 
 /// Version of this protocol. The worker announces it in [`WorkerMsg::Hello`];
-/// the host refuses a worker that speaks another one.
-pub const PROTOCOL_VERSION: u32 = 2;
+/// the host refuses a worker that speaks another one. Version 3 made
+/// [`EndResult`] carry an [`EndOutcome`].
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// The worker's exit status when an allocation failed under the sandbox's
 /// data limit: the host reports such a death as `MEMORY`.

@@ -31,25 +31,44 @@ pub enum WorkerMsg {
     /// First frame after connecting. The host checks `protocol_version`
     /// against [`crate::PROTOCOL_VERSION`] and `pid` against the process it
     /// spawned; a mismatch ends the run with `WORKER_EXITED`.
-    Hello { protocol_version: u32, pid: u32 },
+    Hello {
+        /// The [`crate::PROTOCOL_VERSION`] the worker was built with.
+        protocol_version: u32,
+        /// The worker's process id.
+        pid: u32,
+    },
     /// The engine is built and the body compiled; the worker waits for
     /// [`HostMsg::Go`] or [`HostMsg::Cancel`]. Sent exactly once, after
     /// [`HostMsg::Init`].
-    Ready { sandbox: SandboxReport },
+    Ready {
+        /// The sandbox the worker reached.
+        sandbox: SandboxReport,
+    },
     /// The script called `phase(title)`. The host emits `workflow/phase`.
-    Phase { title: String },
+    Phase {
+        /// The phase's title as the script gave it.
+        title: String,
+    },
     /// The script called `log()` or `console.*`. The host emits `workflow/log`.
-    Log { message: String },
+    Log {
+        /// The text, as the worker's `log_bytes` budget admitted it.
+        message: String,
+    },
     /// An `agent()` call got a concurrency slot: start a child. The host
     /// answers with exactly one of `ChildStarted` / `ChildStartError`, then
     /// (after `ChildStarted`) exactly one of `ChildSettled` / `ChildFailed`.
     ChildStart {
+        /// The call's number; every reply names it.
         call_id: CallId,
+        /// What to start.
         request: ChildRequest,
     },
     /// The body settled (returned, threw, was cancelled or interrupted).
     /// Sent exactly once; the worker exits right after.
-    End { result: EndResult },
+    End {
+        /// How the body settled.
+        result: EndResult,
+    },
 }
 
 /// Host → worker.
@@ -63,30 +82,50 @@ pub enum HostMsg {
     /// `agent()` calls reject, a script still spinning is interrupted. May
     /// arrive before `Go` (the body then never runs) and more than once (the
     /// first wins).
-    Cancel { reason: CancelReason },
+    Cancel {
+        /// Why; decides the code the run settles with.
+        reason: CancelReason,
+    },
     /// The provider started the child for `call_id`.
-    ChildStarted { call_id: CallId, child_id: String },
+    ChildStarted {
+        /// The call this answers.
+        call_id: CallId,
+        /// The provider's id of the child.
+        child_id: String,
+    },
     /// The provider refused to start the child: `agent()` rejects with `code`
     /// (normally `AGENT_START`).
     ChildStartError {
+        /// The call this answers.
         call_id: CallId,
+        /// The code `agent()` rejects with.
         code: ErrorCode,
+        /// The rejection's message.
         message: String,
     },
     /// The child settled on its own terms.
     ChildSettled {
+        /// The call this answers.
         call_id: CallId,
+        /// How the child ended.
         outcome: ChildOutcome,
+        /// The tokens the child reported, if it did.
         usage: Option<Usage>,
     },
     /// Infrastructure fault delivering the child's result: `agent()` rejects
     /// with `AGENT_RESULT`.
-    ChildFailed { call_id: CallId, message: String },
+    ChildFailed {
+        /// The call this answers.
+        call_id: CallId,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 /// The run's input and limits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Init {
+    /// The run's id (as in its events).
     pub run_id: String,
     /// The name used in messages and stack traces (the script path as given).
     pub script_name: String,
@@ -94,8 +133,11 @@ pub struct Init {
     pub script_js: String,
     /// The run's meta as JSON text.
     pub meta_json: String,
+    /// The script's `args` global.
     pub args: Args,
+    /// What the worker enforces.
     pub limits: Limits,
+    /// Which sandbox the worker applies before the engine exists.
     pub sandbox: SandboxPolicy,
 }
 
@@ -113,14 +155,22 @@ pub enum Args {
 /// Limits the worker enforces (contract §9).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Limits {
+    /// `agent()` calls running at once; later ones wait for a slot.
     pub max_concurrent_agents: u32,
+    /// `agent()` calls per run (`AGENT_CAP`).
     pub max_total_agents: u32,
+    /// Items in one `parallel`/`pipeline` call (`ITEM_CAP`).
     pub max_items_per_call: u32,
+    /// Longest synchronous slice of script code (`TIMEOUT`).
     pub sync_timeout_ms: u64,
     /// Output-token budget (`budget.total`), `None` for unlimited.
     pub budget_tokens: Option<u64>,
+    /// The script heap's limit (`MEMORY`); the sandbox's data limit is
+    /// derived from it.
     pub memory_bytes: u64,
+    /// The script's CPU-time budget (`TIMEOUT`), `None` for unlimited.
     pub compute_ms: Option<u64>,
+    /// Log text per run; later lines are dropped.
     pub log_bytes: u64,
     /// After a cancel, a synchronous slice still running after this long is
     /// interrupted in-process (the host's grace kill stays the backstop).
@@ -130,15 +180,68 @@ pub struct Limits {
 /// Which sandbox the worker must apply (issue: sandbox and budgets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SandboxPolicy {
+    /// Full confinement or the run fails with `SANDBOX_UNAVAILABLE`.
     Strict,
+    /// Every layer the kernel offers; the report names what is missing.
     BestEffort,
+    /// No sandbox.
     Off,
+}
+
+impl SandboxPolicy {
+    /// Every policy, in the order users see them listed.
+    pub const ALL: [SandboxPolicy; 3] = [
+        SandboxPolicy::Strict,
+        SandboxPolicy::BestEffort,
+        SandboxPolicy::Off,
+    ];
+
+    /// The policy's name as users spell it (`--sandbox`, `dsh.toml`):
+    /// `strict`, `best-effort` or `off`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxPolicy::Strict => "strict",
+            SandboxPolicy::BestEffort => "best-effort",
+            SandboxPolicy::Off => "off",
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A name that is not a [`SandboxPolicy`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown sandbox policy {name:?}: expected one of {}",
+    SandboxPolicy::ALL.map(SandboxPolicy::as_str).join(", ")
+)]
+pub struct UnknownSandboxPolicy {
+    /// The name as given.
+    pub name: String,
+}
+
+impl std::str::FromStr for SandboxPolicy {
+    type Err = UnknownSandboxPolicy;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SandboxPolicy::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| UnknownSandboxPolicy { name: s.into() })
+    }
 }
 
 /// The sandbox the worker actually reached.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxReport {
+    /// How much of the sandbox is in force.
     pub level: SandboxLevel,
+    /// The Landlock ABI the sandbox was built for (`Some(0)`: no Landlock);
+    /// `None` when no Landlock layer was attempted.
     pub landlock_abi: Option<u32>,
     /// Names of the rules that were enforced (docs/sandbox.md lists them).
     pub enforced: Vec<String>,
@@ -146,11 +249,26 @@ pub struct SandboxReport {
     pub missing: Vec<String>,
 }
 
+/// How much of the sandbox a worker reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SandboxLevel {
+    /// Every rule is enforced.
     Full,
+    /// Some rules are enforced; the report's `missing` names the others.
     Partial,
+    /// Nothing is enforced.
     None,
+}
+
+impl SandboxLevel {
+    /// `full`, `partial` or `none`, as reports and `--verbose` spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxLevel::Full => "full",
+            SandboxLevel::Partial => "partial",
+            SandboxLevel::None => "none",
+        }
+    }
 }
 
 /// Why a run was cancelled. Decides the error code the run settles with.
@@ -159,22 +277,33 @@ pub enum CancelReason {
     /// A library `cancel()`, SIGINT or SIGTERM. Settles `CANCELLED`.
     Requested(String),
     /// The wall-clock budget ran out. Settles `TIMEOUT`.
-    WallTimeout { limit_ms: u64 },
+    WallTimeout {
+        /// The wall-clock budget that ran out.
+        limit_ms: u64,
+    },
 }
 
 /// One `agent()` call as the host's provider sees it. Defaults (label,
 /// phase) are already resolved by the worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChildRequest {
+    /// The prompt text.
     pub prompt: String,
+    /// The call's label (the default already applied).
     pub label: String,
+    /// The phase the call belongs to (the current one by default).
     pub phase: Option<String>,
     /// The call's JSON Schema as JSON text, already checked against the subset.
     pub schema_json: Option<String>,
+    /// The `model` option.
     pub model: Option<String>,
+    /// The `provider` option.
     pub provider: Option<String>,
+    /// The `effort` option.
     pub effort: Option<String>,
+    /// The `agentType` option.
     pub agent_type: Option<String>,
+    /// The `isolation` option.
     pub isolation: Option<String>,
 }
 
@@ -195,29 +324,114 @@ pub enum ChildOutcome {
 /// Token usage a child reported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Usage {
+    /// Input tokens.
     pub input: u64,
+    /// Output tokens; these count against the budget.
     pub output: u64,
 }
 
-/// How the body settled, as the worker saw it.
+/// How the body settled, as the worker saw it. Every `EndOutcome` is a
+/// legal end: a completed run carries a value, a failed or cancelled one an
+/// error, and nothing else can be expressed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EndResult {
-    pub stop: StopReason,
-    /// The return value as JSON text when completed.
-    pub value_json: Option<String>,
-    pub error: Option<WireError>,
+    /// Completed, failed or cancelled, with what each carries.
+    pub outcome: EndOutcome,
+    /// `agent()` calls admitted during the run.
     pub agents_started: u64,
+    /// Log bytes dropped under the `log_bytes` budget.
     pub log_bytes_dropped: u64,
 }
 
+/// The three ways a body can settle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum EndOutcome {
+    /// The body returned; its value as JSON text.
+    Completed {
+        /// The return value as JSON text.
+        value_json: String,
+    },
+    /// The body threw, was interrupted, or the worker could not run it.
+    Failed {
+        /// Why.
+        error: WireError,
+    },
+    /// The run was cancelled (`CANCELLED`, or `TIMEOUT` for the wall budget).
+    Cancelled {
+        /// The cancel's code and message.
+        error: WireError,
+    },
+}
+
+impl EndOutcome {
+    /// The body returned `value_json`.
+    pub fn completed(value_json: impl Into<String>) -> Self {
+        EndOutcome::Completed {
+            value_json: value_json.into(),
+        }
+    }
+
+    /// The run failed with `code`.
+    pub fn failed(code: ErrorCode, message: impl Into<String>) -> Self {
+        EndOutcome::Failed {
+            error: WireError::new(code, message),
+        }
+    }
+
+    /// The run was cancelled with `code`.
+    pub fn cancelled(code: ErrorCode, message: impl Into<String>) -> Self {
+        EndOutcome::Cancelled {
+            error: WireError::new(code, message),
+        }
+    }
+
+    /// The stop reason this outcome reports.
+    pub fn stop(&self) -> StopReason {
+        match self {
+            EndOutcome::Completed { .. } => StopReason::Completed,
+            EndOutcome::Failed { .. } => StopReason::Error,
+            EndOutcome::Cancelled { .. } => StopReason::Cancelled,
+        }
+    }
+
+    /// The error of a failed or cancelled run.
+    pub fn error(&self) -> Option<&WireError> {
+        match self {
+            EndOutcome::Completed { .. } => None,
+            EndOutcome::Failed { error } | EndOutcome::Cancelled { error } => Some(error),
+        }
+    }
+}
+
+impl EndResult {
+    /// An end with `outcome`, no log bytes dropped (yet).
+    pub fn new(outcome: EndOutcome, agents_started: u64) -> Self {
+        EndResult {
+            outcome,
+            agents_started,
+            log_bytes_dropped: 0,
+        }
+    }
+
+    /// The stop reason the outcome reports.
+    pub fn stop(&self) -> StopReason {
+        self.outcome.stop()
+    }
+}
+
+/// How a run stopped, as its result and `workflow/end` report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum StopReason {
+    /// The body returned a value.
     Completed,
+    /// The run failed.
     Error,
+    /// The run was cancelled.
     Cancelled,
 }
 
 impl StopReason {
+    /// The reason as users see it: `completed`, `error` or `cancelled`.
     pub fn as_str(self) -> &'static str {
         match self {
             StopReason::Completed => "completed",
@@ -230,6 +444,18 @@ impl StopReason {
 /// An error as it crosses the wire.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WireError {
+    /// The error's code.
     pub code: ErrorCode,
+    /// The message for users.
     pub message: String,
+}
+
+impl WireError {
+    /// An error with `code` and `message`.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        WireError {
+            code,
+            message: message.into(),
+        }
+    }
 }

@@ -46,8 +46,9 @@ fn request() -> ChildRequest {
 #[case::phase(WorkerMsg::Phase { title: "Review ✓".into() })]
 #[case::log(WorkerMsg::Log { message: "line\nwith newline".into() })]
 #[case::child_start(WorkerMsg::ChildStart { call_id: 7, request: request() })]
-#[case::end_completed(WorkerMsg::End { result: EndResult { stop: StopReason::Completed, value_json: Some("[1,2]".into()), error: None, agents_started: 3, log_bytes_dropped: 0 } })]
-#[case::end_error(WorkerMsg::End { result: EndResult { stop: StopReason::Error, value_json: None, error: Some(WireError { code: ErrorCode::ScriptError, message: "boom".into() }), agents_started: 0, log_bytes_dropped: 9 } })]
+#[case::end_completed(WorkerMsg::End { result: EndResult { outcome: EndOutcome::Completed { value_json: "[1,2]".into() }, agents_started: 3, log_bytes_dropped: 0 } })]
+#[case::end_error(WorkerMsg::End { result: EndResult { outcome: EndOutcome::Failed { error: WireError { code: ErrorCode::ScriptError, message: "boom".into() } }, agents_started: 0, log_bytes_dropped: 9 } })]
+#[case::end_cancelled(WorkerMsg::End { result: EndResult { outcome: EndOutcome::Cancelled { error: WireError { code: ErrorCode::Timeout, message: "wall".into() } }, agents_started: 2, log_bytes_dropped: 0 } })]
 fn worker_messages_round_trip(#[case] msg: WorkerMsg) {
     let bytes = encode(&msg, DEFAULT_MAX_FRAME_BYTES).expect("encode");
     let mut buf = FrameBuffer::new(DEFAULT_MAX_FRAME_BYTES);
@@ -81,6 +82,49 @@ fn host_messages_round_trip(#[case] msg: HostMsg) {
         } else {
             assert_eq!(got, Some(msg.clone()));
         }
+    }
+}
+
+#[test]
+fn end_outcomes_report_their_stop_reason_and_error() {
+    let done = EndResult::new(EndOutcome::completed("1"), 4);
+    assert_eq!(done.stop(), StopReason::Completed);
+    assert_eq!(done.outcome.error(), None);
+    assert_eq!((done.agents_started, done.log_bytes_dropped), (4, 0));
+
+    let failed = EndOutcome::failed(ErrorCode::Memory, "full");
+    assert_eq!(failed.stop(), StopReason::Error);
+    assert_eq!(
+        failed.error(),
+        Some(&WireError {
+            code: ErrorCode::Memory,
+            message: "full".into()
+        })
+    );
+
+    let cancelled = EndOutcome::cancelled(ErrorCode::Cancelled, "user");
+    assert_eq!(cancelled.stop(), StopReason::Cancelled);
+    assert_eq!(
+        cancelled.error().map(|e| e.code),
+        Some(ErrorCode::Cancelled)
+    );
+}
+
+#[test]
+fn every_sandbox_policy_round_trips_through_its_name() {
+    let names: Vec<&str> = SandboxPolicy::ALL.iter().map(|p| p.as_str()).collect();
+    assert_eq!(names, ["strict", "best-effort", "off"]);
+    for policy in SandboxPolicy::ALL {
+        assert_eq!(policy.as_str().parse::<SandboxPolicy>(), Ok(policy));
+        assert_eq!(policy.to_string(), policy.as_str());
+    }
+    let err = "Strict"
+        .parse::<SandboxPolicy>()
+        .expect_err("names are lower case");
+    assert_eq!(err.name, "Strict");
+    let text = err.to_string();
+    for policy in SandboxPolicy::ALL {
+        assert!(text.contains(policy.as_str()), "{text}");
     }
 }
 

@@ -27,12 +27,13 @@ pub struct WorkerAlloc;
 fn failed(ptr: *mut u8) -> *mut u8 {
     if ARMED.load(Ordering::Relaxed) {
         const MSG: &[u8] = b"dsh-worker: out of memory (the sandbox's data limit)\n";
-        // SAFETY: write(2) and _exit(2) are async-signal-safe, allocate
-        // nothing, and MSG is a valid buffer.
-        unsafe {
-            libc::write(2, MSG.as_ptr().cast(), MSG.len());
-            libc::_exit(crate::EXIT_OUT_OF_MEMORY);
-        }
+        // One write(2) on descriptor 2: no lock, no allocation (`stderr()`
+        // is a handle to a static). A failed write changes nothing.
+        let _ = nix::unistd::write(std::io::stderr(), MSG);
+        // SAFETY: _exit(2) takes no pointers and ends the process at once,
+        // allocating nothing and running no exit handlers (which might
+        // allocate). There is no safe wrapper: std::process::exit runs them.
+        unsafe { libc::_exit(crate::EXIT_OUT_OF_MEMORY) }
     }
     ptr
 }

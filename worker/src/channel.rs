@@ -10,11 +10,13 @@
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use dsh_protocol::{FrameBuffer, FrameError, HostMsg, WorkerMsg, encode};
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 /// Why the connection to the host is unusable. The worker cannot report
 /// anything once this happens; it exits.
@@ -83,10 +85,6 @@ impl Channel {
         self.inbox.pop_front()
     }
 
-    pub fn has_pending(&self) -> bool {
-        !self.inbox.is_empty()
-    }
-
     /// Waits up to `timeout` (forever when `None`) for bytes and decodes
     /// whatever arrived into the inbox.
     pub fn wait(&mut self, timeout: Option<Duration>) -> Result<(), ChannelError> {
@@ -113,25 +111,17 @@ impl Channel {
     }
 
     fn readable(&self, timeout: Option<Duration>) -> Result<bool, ChannelError> {
-        let mut pfd = libc::pollfd {
-            fd: self.stream.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms: libc::c_int = match timeout {
-            None => -1,
-            Some(d) => d.as_millis().min(i32::MAX as u128) as libc::c_int,
+        // Longer than poll can say (about 24 days) waits as long as it can.
+        let timeout = match timeout {
+            None => PollTimeout::NONE,
+            Some(d) => PollTimeout::try_from(d).unwrap_or(PollTimeout::MAX),
         };
         loop {
-            // SAFETY: `pfd` is a valid pollfd for the duration of the call and
-            // the count (1) matches.
-            let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-            if n >= 0 {
-                return Ok(n > 0);
-            }
-            let err = std::io::Error::last_os_error();
-            if err.kind() != std::io::ErrorKind::Interrupted {
-                return Err(err.into());
+            let mut fds = [PollFd::new(self.stream.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, timeout) {
+                Ok(n) => return Ok(n > 0),
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(std::io::Error::from(e).into()),
             }
         }
     }

@@ -41,17 +41,12 @@ struct Compute {
 
 /// CPU time this process has used.
 pub fn process_cpu_time() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    if unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) } != 0 {
+    let Ok(ts) = nix::time::clock_gettime(nix::time::ClockId::CLOCK_PROCESS_CPUTIME_ID) else {
         return Duration::ZERO;
-    }
+    };
     Duration::new(
-        u64::try_from(ts.tv_sec).unwrap_or(0),
-        u32::try_from(ts.tv_nsec).unwrap_or(0),
+        u64::try_from(ts.tv_sec()).unwrap_or(0),
+        u32::try_from(ts.tv_nsec()).unwrap_or(0),
     )
 }
 

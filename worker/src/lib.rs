@@ -11,27 +11,26 @@
 //! network, `process`, `require` or module loader, on purpose.
 
 pub mod alloc;
-pub mod channel;
-pub mod clock;
+pub(crate) mod channel;
+pub(crate) mod clock;
 pub mod engine;
-pub mod logs;
+pub(crate) mod logs;
 pub mod sandbox;
-pub mod timers;
+pub(crate) mod timers;
 
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
 
 use dsh_protocol::{
-    DEFAULT_MAX_FRAME_BYTES, EndResult, ErrorCode, HostMsg, PROTOCOL_VERSION, StopReason,
-    WireError, WorkerMsg,
+    DEFAULT_MAX_FRAME_BYTES, EndOutcome, EndResult, ErrorCode, HostMsg, PROTOCOL_VERSION, WorkerMsg,
 };
 
 use channel::{Channel, ChannelError};
 
 /// Exit status when the host went away or spoke nonsense.
-pub const EXIT_HOST_GONE: i32 = 3;
+pub(crate) const EXIT_HOST_GONE: i32 = 3;
 /// Exit status for a bad command line.
-pub const EXIT_USAGE: i32 = 2;
+pub(crate) const EXIT_USAGE: i32 = 2;
 /// Exit status when an allocation failed under the sandbox's data limit
 /// (the `memoryBytes` backstop); the host reports it as `MEMORY`.
 pub const EXIT_OUT_OF_MEMORY: i32 = dsh_protocol::WORKER_EXIT_OUT_OF_MEMORY;
@@ -67,9 +66,11 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
         );
         return EXIT_USAGE;
     };
-    // SAFETY: the host passes a connected unix socket at this descriptor and
-    // nothing else in this process owns it; checked with fstat below before
-    // any use beyond that.
+    // SAFETY: `--fd` names the descriptor the host left open for us (its end
+    // of the socket pair, moved to that number just before exec), and
+    // nothing else in this process owns it: the stream takes it over. std
+    // has no safe way to adopt an inherited descriptor. `peer_addr` below
+    // refuses anything that is not a connected socket before any other use.
     let stream = unsafe { UnixStream::from_raw_fd(fd) };
     if stream.peer_addr().is_err() {
         eprintln!("dsh-worker: --fd {fd} is not a connected socket");
@@ -110,16 +111,10 @@ fn serve(mut chan: Channel, landlock_abi_override: Option<u32>) -> Result<(), Ch
         Ok(report) => report,
         Err(message) => {
             chan.send(&WorkerMsg::End {
-                result: EndResult {
-                    stop: StopReason::Error,
-                    value_json: None,
-                    error: Some(WireError {
-                        code: ErrorCode::SandboxUnavailable,
-                        message,
-                    }),
-                    agents_started: 0,
-                    log_bytes_dropped: 0,
-                },
+                result: EndResult::new(
+                    EndOutcome::failed(ErrorCode::SandboxUnavailable, message),
+                    0,
+                ),
             })?;
             return chan.flush();
         }

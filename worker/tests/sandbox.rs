@@ -5,6 +5,8 @@
 //! visibly and checks the report admits it (never a silent pass).
 
 #![cfg(target_os = "linux")]
+// Test code: a failed setup step should stop the test with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Read;
 use std::net::TcpListener;

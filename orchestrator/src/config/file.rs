@@ -282,17 +282,17 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             ),
         ));
     }
-    let sandbox = match w.sandbox.as_deref() {
+    let sandbox = match w
+        .sandbox
+        .as_deref()
+        .map(str::parse::<dsh_protocol::SandboxPolicy>)
+    {
         None => None,
-        Some("strict") => Some(dsh_protocol::SandboxPolicy::Strict),
-        Some("best-effort") => Some(dsh_protocol::SandboxPolicy::BestEffort),
-        Some("off") => Some(dsh_protocol::SandboxPolicy::Off),
-        Some(other) => {
+        Some(Ok(policy)) => Some(policy),
+        Some(Err(e)) => {
             return Err(ConfigError::at(
                 key_line("sandbox"),
-                format!(
-                    "workflow.sandbox: unknown policy {other:?}; use \"strict\", \"best-effort\" or \"off\""
-                ),
+                format!("workflow.sandbox: {e}"),
             ));
         }
     };

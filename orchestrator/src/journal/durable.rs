@@ -23,8 +23,6 @@ use crate::provider::SubagentProvider;
 use crate::result::RunResult;
 use crate::run::{StartError, StartRequest, WorkflowRun, new_run_id, start};
 use crate::script::Meta;
-#[allow(unused_imports)]
-use crate::tmp_policy::PolicyName;
 
 /// Whether a run keeps a run directory and journal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -428,7 +426,9 @@ impl StoredRun {
                 .validate()
                 .map_err(|e| run(format!("--timeout: {}", e.message)))?;
         }
-        let sandbox = crate::tmp_policy::parse(&info.sandbox)
+        let sandbox = info
+            .sandbox
+            .parse()
             .unwrap_or(dsh_protocol::SandboxPolicy::BestEffort);
         let provider = provider_for(&info.provider).map_err(ResumeError::Provider)?;
 

@@ -26,7 +26,12 @@ fn main() {
 #[cfg(target_os = "linux")]
 mod linux {
     use std::io::{Read, Write};
+    use std::os::fd::{FromRawFd, OwnedFd};
     use std::os::linux::net::SocketAddrExt;
+
+    use nix::sys::signal::kill;
+    use nix::sys::wait::waitpid;
+    use nix::unistd::{ForkResult, Pid, execve, fork};
 
     use dsh_protocol::SandboxPolicy;
     use dsh_worker::sandbox::{self, Inputs};
@@ -58,12 +63,7 @@ mod linux {
             let mut val = || it.next().ok_or_else(|| format!("{a} needs a value"));
             match a.as_str() {
                 "--policy" => {
-                    o.policy = Some(match val()?.as_str() {
-                        "strict" => SandboxPolicy::Strict,
-                        "best-effort" => SandboxPolicy::BestEffort,
-                        "off" => SandboxPolicy::Off,
-                        other => return Err(format!("--policy: unknown {other:?}")),
-                    })
+                    o.policy = Some(val()?.parse().map_err(|e| format!("--policy: {e}"))?)
                 }
                 "--only" => match val()?.as_str() {
                     "landlock" => o.only_landlock = true,
@@ -118,8 +118,7 @@ mod linux {
             // Landlock alone (with the no_new_privs it needs), to show that
             // its network and scope rules bite without seccomp's help.
             let mut t = sandbox::Tally::default();
-            // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes no pointers.
-            unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+            let _ = nix::sys::prctl::set_no_new_privs();
             sandbox::landlock::apply(o.inputs.landlock_abi_override, &mut t);
             println!("{}", json!({"tally": format!("{t:?}")}));
         } else {
@@ -161,15 +160,15 @@ mod linux {
             );
         }
         say("fork()", {
-            // SAFETY: the child only calls _exit.
-            match unsafe { libc::fork() } {
-                -1 => Err(last_err()),
-                0 => unsafe { libc::_exit(0) },
-                pid => {
-                    let mut st = 0;
-                    // SAFETY: reaping our own child.
-                    unsafe { libc::waitpid(pid, &mut st, 0) };
-                    Ok(format!("forked pid {pid}"))
+            // SAFETY: the probe is single-threaded, and the child only
+            // calls _exit.
+            match unsafe { fork() } {
+                Err(e) => Err(e.into()),
+                // SAFETY: _exit takes no pointers; it ends the child at once.
+                Ok(ForkResult::Child) => unsafe { libc::_exit(0) },
+                Ok(ForkResult::Parent { child }) => {
+                    let _ = waitpid(child, None);
+                    Ok(format!("forked pid {child}"))
                 }
             }
         });
@@ -192,15 +191,13 @@ mod linux {
             });
         }
         if let Some(pid) = o.kill_pid {
-            // Signal 0: the permission check without a signal.
-            // SAFETY: plain syscall.
-            say("kill() the test process", {
-                if unsafe { libc::kill(pid, 0) } == 0 {
-                    Ok("allowed".into())
-                } else {
-                    Err(last_err())
-                }
-            });
+            // No signal (signal 0): the permission check alone.
+            say(
+                "kill() the test process",
+                kill(Pid::from_raw(pid), None)
+                    .map(|()| "allowed".into())
+                    .map_err(Into::into),
+            );
         }
         if o.spin {
             // Burn CPU until the kernel's CPU limit stops the process.
@@ -214,9 +211,12 @@ mod linux {
             let mut params = [0u8; 120];
             // SAFETY: io_uring_setup writes into the params buffer it is given.
             let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, 1u32, params.as_mut_ptr()) };
-            if fd >= 0 {
-                // SAFETY: closing the descriptor we just got.
-                unsafe { libc::close(fd as libc::c_int) };
+            if let Ok(fd) = i32::try_from(fd)
+                && fd >= 0
+            {
+                // SAFETY: io_uring_setup just returned this descriptor, and
+                // nothing else owns it; dropping it closes it.
+                drop(unsafe { OwnedFd::from_raw_fd(fd) });
                 Ok("created an io_uring".into())
             } else {
                 Err(last_err())
@@ -229,11 +229,9 @@ mod linux {
         // Last, because success replaces this process.
         say("execute /bin/true", {
             let path = c"/bin/true";
-            let argv = [path.as_ptr(), std::ptr::null()];
-            let envp = [std::ptr::null()];
-            // SAFETY: NUL-terminated path, argv and envp arrays.
-            unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
-            Err::<String, _>(last_err())
+            let env: [&std::ffi::CStr; 0] = [];
+            let Err(e) = execve(path, &[path], &env);
+            Err::<String, _>(e.into())
         });
         0
     }

@@ -16,8 +16,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use dsh_protocol::{
-    Args, CancelReason, ChildOutcome, EndResult, ErrorCode, HostMsg, Init, SandboxReport,
-    StopReason, WireError, WorkerMsg,
+    Args, CancelReason, ChildOutcome, EndOutcome, EndResult, ErrorCode, HostMsg, Init,
+    SandboxReport, WorkerMsg,
 };
 use rquickjs::{Context, Ctx, Function, Object, Runtime, context::EvalOptions};
 
@@ -53,10 +53,12 @@ impl Shared {
         }
     }
 
-    fn set_end(&self, result: EndResult) {
+    /// Records how the body settled (the first call wins), with the number
+    /// of agents admitted so far.
+    fn set_end(&self, outcome: EndOutcome) {
         let mut end = self.end.borrow_mut();
         if end.is_none() {
-            *end = Some(result);
+            *end = Some(EndResult::new(outcome, self.agents_started.get()));
         }
     }
 
@@ -68,7 +70,7 @@ impl Shared {
 /// Runs the whole life of a worker after `Init`: build, Ready, wait for Go,
 /// run the body, End. Returns when `End` has been written (or the host is
 /// gone).
-pub fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(), ChannelError> {
+pub(crate) fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(), ChannelError> {
     let limits = &init.limits;
     let shared = Rc::new(Shared {
         chan: RefCell::new(chan),
@@ -125,18 +127,21 @@ pub fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(), Chan
             if let Some(result) = end {
                 let agents_started = result.agents_started;
                 let log_bytes_dropped = result.log_bytes_dropped;
-                let value_len = result.value_json.as_ref().map_or(0, String::len);
+                let value_len = match &result.outcome {
+                    EndOutcome::Completed { value_json } => value_json.len(),
+                    EndOutcome::Failed { .. } | EndOutcome::Cancelled { .. } => 0,
+                };
                 if let Err(ChannelError::Frame(FrameError::TooLargeToSend { max, .. })) =
                     chan.send(&WorkerMsg::End { result })
                 {
-                    let mut end = natives::end_result(
-                        "error",
-                        Some(ErrorCode::ResultUnserializable.as_str().into()),
-                        Some(format!(
-                            "value: the return value is {value_len} bytes of JSON, over the \
-                             protocol's frame limit of {max} bytes; return less, or a summary"
-                        )),
-                        None,
+                    let mut end = EndResult::new(
+                        EndOutcome::failed(
+                            ErrorCode::ResultUnserializable,
+                            format!(
+                                "value: the return value is {value_len} bytes of JSON, over the \
+                                 protocol's frame limit of {max} bytes; return less, or a summary"
+                            ),
+                        ),
                         agents_started,
                     );
                     end.log_bytes_dropped = log_bytes_dropped;
@@ -152,16 +157,7 @@ pub fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(), Chan
 fn fail_before_start(shared: &Shared, message: String) -> Result<(), ChannelError> {
     let mut chan = shared.chan.borrow_mut();
     chan.send(&WorkerMsg::End {
-        result: EndResult {
-            stop: StopReason::Error,
-            value_json: None,
-            error: Some(WireError {
-                code: ErrorCode::WorkerExited,
-                message,
-            }),
-            agents_started: 0,
-            log_bytes_dropped: 0,
-        },
+        result: EndResult::new(EndOutcome::failed(ErrorCode::WorkerExited, message), 0),
     })?;
     chan.flush()
 }
@@ -277,15 +273,12 @@ fn drive(
     let (internal, body) = match build(ctx, shared, init) {
         Ok(x) => x,
         Err(message) => {
-            shared.set_end(natives::end_result(
-                "error",
-                Some(ErrorCode::ScriptParse.as_str().into()),
-                Some(format!(
+            shared.set_end(EndOutcome::failed(
+                ErrorCode::ScriptParse,
+                format!(
                     "{}: the engine rejected the prepared script: {message}",
                     init.script_name
-                )),
-                None,
-                0,
+                ),
             ));
             return Ok(());
         }
@@ -312,13 +305,7 @@ fn drive(
             }
             Some(HostMsg::Cancel { reason }) => {
                 let (code, message) = cancel_text(&reason);
-                shared.set_end(natives::end_result(
-                    "cancelled",
-                    Some(code.into()),
-                    Some(message),
-                    None,
-                    0,
-                ));
+                shared.set_end(EndOutcome::cancelled(code, message));
                 return Ok(());
             }
             Some(_) | None => continue,
@@ -340,14 +327,18 @@ fn drive(
     lp.run()
 }
 
-fn cancel_text(reason: &CancelReason) -> (&'static str, String) {
+/// The code and message a cancelled run settles with.
+fn cancel_text(reason: &CancelReason) -> (ErrorCode, String) {
     match reason {
         CancelReason::Requested(why) if why.is_empty() => {
-            ("CANCELLED", "the run was cancelled".into())
+            (ErrorCode::Cancelled, "the run was cancelled".into())
         }
-        CancelReason::Requested(why) => ("CANCELLED", format!("the run was cancelled: {why}")),
+        CancelReason::Requested(why) => (
+            ErrorCode::Cancelled,
+            format!("the run was cancelled: {why}"),
+        ),
         CancelReason::WallTimeout { limit_ms } => (
-            "TIMEOUT",
+            ErrorCode::Timeout,
             format!("the run's wall-clock budget of {limit_ms} ms ran out"),
         ),
     }
@@ -380,15 +371,13 @@ thread_local! {
 
 /// The process's peak resident set size in bytes (getrusage).
 fn peak_rss_bytes() -> u64 {
-    let mut ru = std::mem::MaybeUninit::<libc::rusage>::uninit();
-    // SAFETY: getrusage fills the struct it is given.
-    let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) } == 0;
-    if !ok {
-        return 0;
-    }
-    // SAFETY: initialized by the successful call above.
-    let kb = unsafe { ru.assume_init() }.ru_maxrss;
-    u64::try_from(kb).unwrap_or(0).saturating_mul(1024)
+    use nix::sys::resource::{UsageWho, getrusage};
+    // ru_maxrss is in kilobytes on Linux.
+    getrusage(UsageWho::RUSAGE_SELF).map_or(0, |usage| {
+        u64::try_from(usage.max_rss())
+            .unwrap_or(0)
+            .saturating_mul(1024)
+    })
 }
 
 enum Job<'js> {
@@ -488,7 +477,7 @@ impl<'js> Loop<'_, 'js> {
         let out_of_memory = thrown.is_null() || message.as_deref() == Some("out of memory");
         let (code, text) = if out_of_memory {
             (
-                "MEMORY",
+                ErrorCode::Memory,
                 format!(
                     "the script exceeded its memory limit of {} bytes (memoryBytes)",
                     self.shared.memory_bytes
@@ -496,39 +485,31 @@ impl<'js> Loop<'_, 'js> {
             )
         } else {
             (
-                "SCRIPT_ERROR",
+                ErrorCode::ScriptError,
                 format!(
                     "the engine stopped the script: {}",
                     message.unwrap_or_else(|| "unknown engine error".into())
                 ),
             )
         };
-        self.shared.set_end(natives::end_result(
-            "error",
-            Some(code.into()),
-            Some(text),
-            None,
-            self.shared.agents_started.get(),
-        ));
+        self.shared.set_end(EndOutcome::failed(code, text));
     }
 
     fn interrupted(&self) -> bool {
         match self.shared.clock.fired() {
             None => false,
             Some(why) => {
-                let (stop, code, message) = match why {
-                    Interrupted::SyncTimeout => (
-                        "error",
-                        "TIMEOUT",
+                let outcome = match why {
+                    Interrupted::SyncTimeout => EndOutcome::failed(
+                        ErrorCode::Timeout,
                         format!(
                             "a synchronous slice of the script ran longer than syncTimeoutMs ({} ms); \
                              the script was stopped",
                             self.shared.clock_sync_ms()
                         ),
                     ),
-                    Interrupted::Compute => (
-                        "error",
-                        "TIMEOUT",
+                    Interrupted::Compute => EndOutcome::failed(
+                        ErrorCode::Timeout,
                         format!(
                             "the script used more than computeMs ({} ms) of CPU time; the \
                              script was stopped",
@@ -538,20 +519,12 @@ impl<'js> Loop<'_, 'js> {
                                 .map_or(0, |d| d.as_millis())
                         ),
                     ),
-                    Interrupted::Cancelled => (
-                        "cancelled",
-                        "CANCELLED",
-                        "the run was cancelled; the script kept running and was interrupted"
-                            .to_string(),
+                    Interrupted::Cancelled => EndOutcome::cancelled(
+                        ErrorCode::Cancelled,
+                        "the run was cancelled; the script kept running and was interrupted",
                     ),
                 };
-                self.shared.set_end(natives::end_result(
-                    stop,
-                    Some(code.into()),
-                    Some(message),
-                    None,
-                    self.shared.agents_started.get(),
-                ));
+                self.shared.set_end(outcome);
                 true
             }
         }
@@ -567,12 +540,7 @@ impl<'js> Loop<'_, 'js> {
                 {
                     // However the body ended, a cancelled run reports the cancel.
                     let (code, message) = cancel_text(reason);
-                    end.stop = StopReason::Cancelled;
-                    end.value_json = None;
-                    end.error = Some(WireError {
-                        code: ErrorCode::parse(code).unwrap_or(ErrorCode::Cancelled),
-                        message,
-                    });
+                    end.outcome = EndOutcome::cancelled(code, message);
                 }
                 return Ok(());
             }
@@ -610,16 +578,15 @@ impl<'js> Loop<'_, 'js> {
                 self.slice(|| {
                     self.internal
                         .cancel
-                        .call::<_, ()>(("CANCELLED", message.as_str()))
+                        .call::<_, ()>((ErrorCode::Cancelled.as_str(), message.as_str()))
                 });
                 // Whatever could still settle the body needed the host or a
                 // timer; both are gone now. End the run here.
                 if !self.shared.ended() && self.shared.clock.fired().is_none() {
-                    let _ = self.internal.force_end.call::<_, ()>((
-                        "cancelled",
-                        code,
-                        message.as_str(),
-                    ));
+                    let _ = self
+                        .internal
+                        .force_end
+                        .call::<_, ()>((code.as_str(), message.as_str()));
                 }
             }
             HostMsg::ChildStarted { call_id, child_id } => {

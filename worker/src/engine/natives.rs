@@ -5,7 +5,7 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use dsh_protocol::{ChildRequest, EndResult, ErrorCode, StopReason, WireError, WorkerMsg, schema};
+use dsh_protocol::{ChildRequest, EndOutcome, ErrorCode, WorkerMsg, schema};
 use rquickjs::{Ctx, Function, Object};
 use serde_json::Value;
 
@@ -26,7 +26,7 @@ struct JsRequest {
     isolation: Option<String>,
 }
 
-pub fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<Object<'js>> {
+pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<Object<'js>> {
     let n = Object::new(ctx.clone())?;
 
     let s = shared.clone();
@@ -93,15 +93,12 @@ pub fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<Obj
             if near {
                 // Write the End here: the prelude may not have the memory
                 // left to build its own.
-                s.set_end(end_result(
-                    "error",
-                    Some(ErrorCode::Memory.as_str().into()),
-                    Some(format!(
+                s.set_end(EndOutcome::failed(
+                    ErrorCode::Memory,
+                    format!(
                         "the script exceeded its memory limit of {} bytes (memoryBytes)",
                         s.memory_bytes
-                    )),
-                    None,
-                    s.agents_started.get(),
+                    ),
                 ));
             }
             near
@@ -160,57 +157,39 @@ pub fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<Obj
         })?,
     )?;
 
+    // How the body settled: one native per outcome, so the only thing
+    // that crosses from the prelude as text is the error code.
     let s = shared.clone();
     n.set(
-        "end",
-        Function::new(
-            ctx.clone(),
-            move |stop: String,
-                  code: Option<String>,
-                  message: Option<String>,
-                  value_json: Option<String>| {
-                s.set_end(end_result(
-                    &stop,
-                    code,
-                    message,
-                    value_json,
-                    s.agents_started.get(),
-                ));
-            },
-        )?,
+        "endCompleted",
+        Function::new(ctx.clone(), move |value_json: String| {
+            s.set_end(EndOutcome::completed(value_json));
+        })?,
+    )?;
+
+    let s = shared.clone();
+    n.set(
+        "endFailed",
+        Function::new(ctx.clone(), move |code: String, message: String| {
+            s.set_end(EndOutcome::failed(code_from_prelude(&code), message));
+        })?,
+    )?;
+
+    let s = shared.clone();
+    n.set(
+        "endCancelled",
+        Function::new(ctx.clone(), move |code: String, message: String| {
+            s.set_end(EndOutcome::cancelled(code_from_prelude(&code), message));
+        })?,
     )?;
 
     Ok(n)
 }
 
-/// Builds the `End` payload from the prelude's strings. An unknown code can
-/// only come from a bug in the prelude; it degrades to `SCRIPT_ERROR` rather
-/// than failing the run's report.
-pub fn end_result(
-    stop: &str,
-    code: Option<String>,
-    message: Option<String>,
-    value_json: Option<String>,
-    agents_started: u64,
-) -> EndResult {
-    let stop = match stop {
-        "completed" => StopReason::Completed,
-        "cancelled" => StopReason::Cancelled,
-        _ => StopReason::Error,
-    };
-    let error = code.map(|c| WireError {
-        code: ErrorCode::parse(&c).unwrap_or(ErrorCode::ScriptError),
-        message: message.unwrap_or_default(),
-    });
-    EndResult {
-        stop,
-        value_json: if stop == StopReason::Completed {
-            value_json
-        } else {
-            None
-        },
-        error,
-        agents_started,
-        log_bytes_dropped: 0,
-    }
+/// An error code the prelude names: one of its own constants, one the host
+/// sent (`ErrorCode::as_str`), or whatever string a script wrote into the
+/// `code` of a fatal error it caught and rethrew. An unknown one degrades to
+/// `SCRIPT_ERROR` rather than failing the run's report.
+fn code_from_prelude(code: &str) -> ErrorCode {
+    ErrorCode::parse(code).unwrap_or(ErrorCode::ScriptError)
 }

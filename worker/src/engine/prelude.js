@@ -1064,7 +1064,7 @@
     if (ended) return;
     ended = true;
     if (cancelled) {
-      N.end("cancelled", cancelCode, cancelMessage, null);
+      N.endCancelled(cancelCode, cancelMessage);
       return;
     }
     if (ok) {
@@ -1074,37 +1074,36 @@
       } catch (e) {
         if (isFatal(e)) {
           const parts = fatalParts(e);
-          N.end("error", parts.code, parts.message, null);
+          N.endFailed(parts.code, parts.message);
         } else if (isOutOfMemory(e)) {
           // The heap cap bit while the value was turned into JSON: a
           // memory limit, not a value that cannot be represented.
-          N.end(
-            "error",
+          N.endFailed(
             "MEMORY",
             "value: the script exceeded its memory limit of " + memoryBytes +
               " bytes (memoryBytes) while its return value was serialized; return less, or a summary",
-            null,
           );
         } else {
-          N.end("error", "RESULT_UNSERIALIZABLE", describeThrown(e), null);
+          N.endFailed("RESULT_UNSERIALIZABLE", describeThrown(e));
         }
         return;
       }
-      N.end("completed", null, null, json);
+      N.endCompleted(json);
       return;
     }
     if (isFatal(v)) {
       const parts = fatalParts(v);
-      N.end(parts.code === "CANCELLED" ? "cancelled" : "error", parts.code, parts.message, null);
+      if (parts.code === "CANCELLED") N.endCancelled(parts.code, parts.message);
+      else N.endFailed(parts.code, parts.message);
       return;
     }
     if (isOutOfMemory(v)) {
-      N.end("error", "MEMORY", "the script exceeded its memory limit of " + memoryBytes + " bytes (memoryBytes)");
+      N.endFailed("MEMORY", "the script exceeded its memory limit of " + memoryBytes + " bytes (memoryBytes)");
       return;
     }
     const where = v !== null && typeof v === "object" ? scriptPosition(v) : null;
     const text = describeThrown(v);
-    N.end("error", "SCRIPT_ERROR", where ? where + ": " + text : text, null);
+    N.endFailed("SCRIPT_ERROR", where ? where + ": " + text : text);
   }
 
   // QuickJS reports an exhausted heap as InternalError "out of memory", or
@@ -1164,12 +1163,12 @@
     return ended;
   }
 
-  // Called by the Rust loop when the body can no longer finish by itself
-  // (cancelled and parked, or interrupted).
-  function forceEnd(stop, code, message) {
+  // Called by the Rust loop when a cancelled body can no longer finish by
+  // itself (it is parked on the host or a timer, both gone).
+  function forceEnd(code, message) {
     if (ended) return;
     ended = true;
-    N.end(stop, code, message, null);
+    N.endCancelled(code, message);
   }
 
   // ---------------------------------------------------------------- locks

@@ -3,6 +3,8 @@
 //! rlimits, ignoring `RLIMIT_NPROC`). Dropping the effective, permitted and
 //! inheritable sets, and the ambient set, leaves it with none; with
 //! `no_new_privs` and exec denied it can never gain them back.
+//!
+//! Raw calls: nix wraps neither `PR_CAP_AMBIENT` nor `capset(2)`.
 
 use super::Tally;
 

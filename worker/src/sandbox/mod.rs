@@ -26,13 +26,13 @@
 //! directory are set by the host when it spawns the worker.
 
 #[cfg(target_os = "linux")]
-pub mod caps;
+pub(crate) mod caps;
 #[cfg(target_os = "linux")]
 pub mod landlock;
 #[cfg(target_os = "linux")]
-pub mod rlimits;
+pub(crate) mod rlimits;
 #[cfg(target_os = "linux")]
-pub mod seccomp;
+pub(crate) mod seccomp;
 
 use dsh_protocol::{SandboxLevel, SandboxPolicy, SandboxReport};
 
@@ -49,7 +49,8 @@ pub struct Inputs {
     pub landlock_abi_override: Option<u32>,
 }
 
-/// Collects what each layer enforced and what it could not.
+/// Collects what each layer enforced and what it could not (start with
+/// `Tally::default()`; a layer such as [`landlock::apply`] records into it).
 #[derive(Debug, Default)]
 pub struct Tally {
     enforced: Vec<String>,
@@ -58,17 +59,34 @@ pub struct Tally {
 }
 
 impl Tally {
-    pub fn enforced(&mut self, rule: impl Into<String>) {
+    pub(crate) fn enforced(&mut self, rule: impl Into<String>) {
         self.enforced.push(rule.into());
     }
 
     /// A rule that is part of `full` but could not be enforced, and why.
-    pub fn missing(&mut self, rule: &str, why: impl std::fmt::Display) {
+    pub(crate) fn missing(&mut self, rule: &str, why: impl std::fmt::Display) {
         self.missing.push(format!("{rule} ({why})"));
     }
 
-    pub fn set_landlock_abi(&mut self, abi: u32) {
+    /// A rule recorded as enforced that a later layer found not to be: it
+    /// moves to the missing list, with why.
+    pub(crate) fn revoke(&mut self, rule: &str, why: impl std::fmt::Display) {
+        self.enforced.retain(|r| r != rule);
+        self.missing(rule, why);
+    }
+
+    pub(crate) fn set_landlock_abi(&mut self, abi: u32) {
         self.landlock_abi = Some(abi);
+    }
+
+    #[cfg(test)]
+    fn enforced_rules(&self) -> &[String] {
+        &self.enforced
+    }
+
+    #[cfg(test)]
+    fn missing_rules(&self) -> &[String] {
+        &self.missing
     }
 
     fn into_report(self) -> SandboxReport {
@@ -97,10 +115,12 @@ pub fn apply(policy: SandboxPolicy, inputs: &Inputs) -> Result<SandboxReport, St
     let report = apply_layers(inputs);
     if policy == SandboxPolicy::Strict && report.level != SandboxLevel::Full {
         return Err(format!(
-            "sandbox policy \"strict\" requires full confinement, and this kernel/platform \
-             does not enforce: {}. Use --sandbox best-effort to run with what is available \
+            "sandbox policy \"{}\" requires full confinement, and this kernel/platform \
+             does not enforce: {}. Use --sandbox {} to run with what is available \
              (see docs/sandbox.md)",
-            report.missing.join("; ")
+            SandboxPolicy::Strict,
+            report.missing.join("; "),
+            SandboxPolicy::BestEffort,
         ));
     }
     Ok(report)
@@ -110,11 +130,9 @@ pub fn apply(policy: SandboxPolicy, inputs: &Inputs) -> Result<SandboxReport, St
 fn apply_layers(inputs: &Inputs) -> SandboxReport {
     let mut t = Tally::default();
     rlimits::apply(inputs, &mut t);
-    // SAFETY: prctl with PR_SET_NO_NEW_PRIVS takes no pointers.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } == 0 {
-        t.enforced("no_new_privs");
-    } else {
-        t.missing("no_new_privs", std::io::Error::last_os_error());
+    match nix::sys::prctl::set_no_new_privs() {
+        Ok(()) => t.enforced("no_new_privs"),
+        Err(e) => t.missing("no_new_privs", std::io::Error::from(e)),
     }
     landlock::apply(inputs.landlock_abi_override, &mut t);
     seccomp::apply(&mut t);

@@ -1,6 +1,8 @@
 //! Resource limits: the kernel's per-process ceilings, set soft = hard so
 //! that (with capabilities dropped afterwards) they can never be raised.
 
+use nix::sys::resource::{Resource, setrlimit};
+
 use super::{Inputs, Tally};
 
 /// Descriptors the worker may hold: 0–2 and the socket at 3 are already
@@ -29,29 +31,27 @@ pub fn cpu_limit_secs(compute_ms: u64) -> u64 {
 }
 
 pub fn apply(inputs: &Inputs, t: &mut Tally) {
-    let mut set = |rule: &str, resource, soft: u64, hard: u64| {
-        let lim = libc::rlimit {
-            rlim_cur: soft as libc::rlim_t,
-            rlim_max: hard as libc::rlim_t,
-        };
-        // SAFETY: setrlimit reads the struct it is given.
-        if unsafe { libc::setrlimit(resource, &lim) } == 0 {
-            t.enforced(rule);
-        } else {
-            t.missing(rule, std::io::Error::last_os_error());
-        }
+    let mut set = |rule: &str, resource, soft: u64, hard: u64| match setrlimit(resource, soft, hard)
+    {
+        Ok(()) => t.enforced(rule),
+        Err(e) => t.missing(rule, std::io::Error::from(e)),
     };
-    set("rlimit:core=0", libc::RLIMIT_CORE, 0, 0);
-    set("rlimit:fsize=0", libc::RLIMIT_FSIZE, 0, 0);
-    set("rlimit:nofile", libc::RLIMIT_NOFILE, NOFILE, NOFILE);
+    set("rlimit:core=0", Resource::RLIMIT_CORE, 0, 0);
+    set("rlimit:fsize=0", Resource::RLIMIT_FSIZE, 0, 0);
+    set("rlimit:nofile", Resource::RLIMIT_NOFILE, NOFILE, NOFILE);
     // Stops fork for ordinary users; root is exempt from this one, which
     // is why the seccomp layer denies fork/clone as well.
-    set("rlimit:nproc=0", libc::RLIMIT_NPROC, 0, 0);
+    set("rlimit:nproc=0", Resource::RLIMIT_NPROC, 0, 0);
     let data = data_limit(inputs.memory_bytes);
-    set("rlimit:data", libc::RLIMIT_DATA, data, data);
+    set("rlimit:data", Resource::RLIMIT_DATA, data, data);
     if let Some(ms) = inputs.compute_ms {
         let secs = cpu_limit_secs(ms);
-        set("rlimit:cpu", libc::RLIMIT_CPU, secs, secs.saturating_add(1));
+        set(
+            "rlimit:cpu",
+            Resource::RLIMIT_CPU,
+            secs,
+            secs.saturating_add(1),
+        );
     }
 }
 

@@ -57,6 +57,25 @@ pub fn denied() -> Vec<(&'static str, libc::c_long)> {
     v
 }
 
+/// The kernel's limit on a classic BPF program (linux/bpf_common.h).
+const BPF_MAXINSNS: usize = 4096;
+
+/// Why the filter could not be assembled. Only a change to the denied list
+/// can cause one; the report then names it instead of installing a filter
+/// whose jumps land somewhere else.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProgramError {
+    /// A conditional jump can skip at most 255 instructions.
+    #[error("the jump at instruction {from} to {to} is longer than classic BPF allows (255)")]
+    JumpTooFar { from: usize, to: usize },
+    /// Classic BPF only jumps forward.
+    #[error("the jump at instruction {from} to {to} would go backward")]
+    Backward { from: usize, to: usize },
+    /// The kernel refuses longer programs.
+    #[error("the filter has {len} instructions, over the kernel's limit of {BPF_MAXINSNS}")]
+    TooLong { len: usize },
+}
+
 fn stmt(code: u16, k: u32) -> libc::sock_filter {
     libc::sock_filter {
         code,
@@ -70,52 +89,79 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-/// The filter program. Layout: check arch, load nr, one `jeq` per denied
+/// The `jt`/`jf` that makes the jump at index `from` land on index `to`:
+/// a jump skips that many instructions after its own.
+fn offset(from: usize, to: usize) -> Result<u8, ProgramError> {
+    let skip = to
+        .checked_sub(from.saturating_add(1))
+        .ok_or(ProgramError::Backward { from, to })?;
+    u8::try_from(skip).map_err(|_| ProgramError::JumpTooFar { from, to })
+}
+
+/// Index of the instruction that loads the syscall number.
+const LOAD_NR: usize = 3;
+
+/// The filter program. Layout: check arch, load nr, one check per denied
 /// syscall jumping to the final `deny`, `allow` in between.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-pub fn program() -> Vec<libc::sock_filter> {
-    let deny = SECCOMP_RET_ERRNO | libc::EPERM as u32;
-    let nrs: Vec<u32> = denied()
-        .iter()
-        .filter_map(|(_, nr)| u32::try_from(*nr).ok())
-        .collect();
-    let mut p = vec![
-        stmt(BPF_LD_W_ABS, OFFSET_ARCH),
-        // Native arch: skip the next instruction.
-        jump(BPF_JEQ_K, AUDIT_ARCH, 1, 0),
-        stmt(BPF_RET_K, deny),
-        stmt(BPF_LD_W_ABS, OFFSET_NR),
-    ];
-    // Each check jumps forward to the deny at the end; `remaining` counts
-    // the instructions between the check and that deny.
-    let mut checks: Vec<u32> = Vec::new();
+pub fn program() -> Result<Vec<libc::sock_filter>, ProgramError> {
+    let nrs = denied()
+        .into_iter()
+        .filter_map(|(_, nr)| u32::try_from(nr).ok());
+    let mut checks: Vec<(u16, u32)> = Vec::new();
+    // x32 syscalls: every number at or above the x32 bit.
     #[cfg(target_arch = "x86_64")]
-    checks.push(X32_SYSCALL_BIT);
-    checks.extend(nrs);
-    let n = checks.len();
-    for (i, k) in checks.into_iter().enumerate() {
-        // After this check: (n - i - 1) more checks, then `allow`.
-        let to_deny = u8::try_from(n - i).unwrap_or(u8::MAX);
-        #[cfg(target_arch = "x86_64")]
-        let code = if i == 0 { BPF_JGE_K } else { BPF_JEQ_K };
-        #[cfg(not(target_arch = "x86_64"))]
-        let code = BPF_JEQ_K;
-        p.push(jump(code, k, to_deny, 0));
+    checks.push((BPF_JGE_K, X32_SYSCALL_BIT));
+    checks.extend(nrs.map(|nr| (BPF_JEQ_K, nr)));
+    assemble(&checks)
+}
+
+/// Assembles the program for `checks` (each a jump opcode and its
+/// constant; a match denies). Every jump offset is computed from the
+/// instruction's own index and its target's.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn assemble(checks: &[(u16, u32)]) -> Result<Vec<libc::sock_filter>, ProgramError> {
+    let deny = SECCOMP_RET_ERRNO | libc::EPERM as u32;
+    let first_check = LOAD_NR + 1;
+    let allow_at = first_check + checks.len();
+    let deny_at = allow_at + 1;
+    let len = deny_at + 1;
+    if len > BPF_MAXINSNS {
+        return Err(ProgramError::TooLong { len });
+    }
+    let mut p = Vec::with_capacity(len);
+    p.push(stmt(BPF_LD_W_ABS, OFFSET_ARCH));
+    // Native arch: skip the deny below, on to loading the number.
+    p.push(jump(BPF_JEQ_K, AUDIT_ARCH, offset(p.len(), LOAD_NR)?, 0));
+    p.push(stmt(BPF_RET_K, deny));
+    p.push(stmt(BPF_LD_W_ABS, OFFSET_NR));
+    for &(code, k) in checks {
+        p.push(jump(code, k, offset(p.len(), deny_at)?, 0));
     }
     p.push(stmt(BPF_RET_K, SECCOMP_RET_ALLOW));
     p.push(stmt(BPF_RET_K, deny));
-    p
+    debug_assert_eq!(p.len(), len);
+    Ok(p)
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub fn apply(t: &mut Tally) {
-    let prog = program();
+    const RULE: &str = "seccomp:no-fork-exec-socket";
+    let prog = match program() {
+        Ok(prog) => prog,
+        Err(e) => return t.missing(RULE, e),
+    };
+    let Ok(len) = u16::try_from(prog.len()) else {
+        return t.missing(RULE, ProgramError::TooLong { len: prog.len() });
+    };
     let fprog = libc::sock_fprog {
-        len: u16::try_from(prog.len()).unwrap_or(u16::MAX),
+        len,
         filter: prog.as_ptr().cast_mut(),
     };
-    // SAFETY: `fprog` points at `prog`, which outlives the call; the kernel
-    // copies the program. Requires no_new_privs (set before) or CAP_SYS_ADMIN.
+    // SAFETY: `fprog` points at `prog` and holds its length; both outlive
+    // the call, and the kernel only reads (copies) the program. No safe
+    // wrapper exists (nix has none for seccomp). Requires no_new_privs (set
+    // before) or CAP_SYS_ADMIN; without them the call fails, it does no harm.
     let rc = unsafe {
         libc::prctl(
             libc::PR_SET_SECCOMP,
@@ -124,12 +170,9 @@ pub fn apply(t: &mut Tally) {
         )
     };
     if rc == 0 {
-        t.enforced("seccomp:no-fork-exec-socket");
+        t.enforced(RULE);
     } else {
-        t.missing(
-            "seccomp:no-fork-exec-socket",
-            std::io::Error::last_os_error(),
-        );
+        t.missing(RULE, std::io::Error::last_os_error());
     }
 }
 
@@ -147,13 +190,13 @@ mod tests {
 
     #[test]
     fn every_check_jumps_to_the_final_deny() {
-        let p = program();
+        let p = program().expect("the filter assembles");
         let deny = p.len() - 1;
         assert_eq!(p[deny].code, BPF_RET_K);
         assert_eq!(p[deny].k, SECCOMP_RET_ERRNO | libc::EPERM as u32);
         assert_eq!(p[deny - 1].k, SECCOMP_RET_ALLOW);
         let mut checks = 0;
-        for (i, ins) in p.iter().enumerate().skip(4) {
+        for (i, ins) in p.iter().enumerate().skip(LOAD_NR + 1) {
             if ins.code == BPF_JEQ_K || ins.code == BPF_JGE_K {
                 assert_eq!(i + 1 + usize::from(ins.jt), deny, "instruction {i}");
                 assert_eq!(ins.jf, 0);
@@ -161,5 +204,52 @@ mod tests {
             }
         }
         assert!(checks >= denied().len());
+    }
+
+    #[test]
+    fn the_arch_check_lands_on_loading_the_number() {
+        let p = program().expect("the filter assembles");
+        assert_eq!((p[0].code, p[0].k), (BPF_LD_W_ABS, OFFSET_ARCH));
+        assert_eq!((p[1].code, p[1].k), (BPF_JEQ_K, AUDIT_ARCH));
+        let target = 1 + 1 + usize::from(p[1].jt);
+        assert_eq!(target, LOAD_NR);
+        assert_eq!((p[target].code, p[target].k), (BPF_LD_W_ABS, OFFSET_NR));
+        // Not the native arch: fall through to the deny.
+        assert_eq!(p[2].code, BPF_RET_K);
+        assert_eq!(p[2].k, SECCOMP_RET_ERRNO | libc::EPERM as u32);
+    }
+
+    #[test]
+    fn offsets_are_computed_and_checked() {
+        assert_eq!(offset(1, 3), Ok(1));
+        assert_eq!(offset(4, 5), Ok(0));
+        assert_eq!(offset(4, 4 + 256), Ok(255));
+        assert_eq!(
+            offset(4, 4 + 257),
+            Err(ProgramError::JumpTooFar { from: 4, to: 261 })
+        );
+        assert_eq!(offset(5, 5), Err(ProgramError::Backward { from: 5, to: 5 }));
+    }
+
+    #[test]
+    fn a_list_too_long_for_the_jumps_is_a_typed_error() {
+        // 255 checks: the first jumps 254 checks plus `allow`, 255 in all.
+        let fits = vec![(BPF_JEQ_K, 1); 255];
+        let p = assemble(&fits).expect("the longest list that fits");
+        assert_eq!(p[LOAD_NR + 1].jt, u8::MAX);
+        let too_many = vec![(BPF_JEQ_K, 1); 256];
+        assert_eq!(
+            assemble(&too_many),
+            Err(ProgramError::JumpTooFar {
+                from: LOAD_NR + 1,
+                to: LOAD_NR + 1 + 256 + 1
+            })
+        );
+        assert_eq!(
+            assemble(&vec![(BPF_JEQ_K, 1); BPF_MAXINSNS]),
+            Err(ProgramError::TooLong {
+                len: BPF_MAXINSNS + 6
+            })
+        );
     }
 }

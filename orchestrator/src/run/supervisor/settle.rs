@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use dsh_protocol::{CallId, EndResult, ErrorCode, StopReason};
+use dsh_protocol::{CallId, EndOutcome, EndResult, ErrorCode, StopReason};
 use serde_json::Value;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -139,10 +139,11 @@ impl Supervisor {
     }
 
     fn result_from_end(&self, end: EndResult) -> RunResult {
-        let mut result = match end.stop {
-            StopReason::Completed => {
-                match end.value_json.as_deref().map(serde_json::from_str::<Value>) {
-                    Some(Ok(value)) => RunResult {
+        let stop = end.stop();
+        let mut result = match end.outcome {
+            EndOutcome::Completed { value_json } => {
+                match serde_json::from_str::<Value>(&value_json) {
+                    Ok(value) => RunResult {
                         value,
                         stop_reason: StopReason::Completed,
                         error: None,
@@ -150,7 +151,7 @@ impl Supervisor {
                         log_bytes_dropped: end.log_bytes_dropped,
                         sandbox: None,
                     },
-                    Some(Err(e)) => RunResult::failed(
+                    Err(e) => RunResult::failed(
                         StopReason::Error,
                         RunError::new(
                             ErrorCode::ResultUnserializable,
@@ -158,26 +159,10 @@ impl Supervisor {
                         ),
                         end.agents_started,
                     ),
-                    None => RunResult::failed(
-                        StopReason::Error,
-                        RunError::new(
-                            ErrorCode::WorkerExited,
-                            "protocol violation: End without a value",
-                        ),
-                        end.agents_started,
-                    ),
                 }
             }
-            stop => {
-                let error = end.error.map_or_else(
-                    || {
-                        RunError::new(
-                            ErrorCode::WorkerExited,
-                            "protocol violation: End without an error",
-                        )
-                    },
-                    |e| RunError::new(e.code, self.prepared.map_positions(&e.message)),
-                );
+            EndOutcome::Failed { error: e } | EndOutcome::Cancelled { error: e } => {
+                let error = RunError::new(e.code, self.prepared.map_positions(&e.message));
                 RunResult::failed(stop, error, end.agents_started)
             }
         };
