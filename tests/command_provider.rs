@@ -682,10 +682,8 @@ async fn worktree_isolation_outside_a_repository_refuses_to_start() {
 async fn other_isolation_values_are_unsupported() {
     let s = Scratch::new();
     let p = s.provider(json!({ "argv": ["cat"] }));
-    let req = AgentRequest {
-        isolation: Some("container".into()),
-        ..AgentRequest::new(1, "x", "x")
-    };
+    let mut req = AgentRequest::new(1, "x", "x");
+    req.options.isolation = Some("container".into());
     let Err(refused) = p.start(req, CancellationToken::new()).await else {
         panic!("isolation \"container\" must be refused");
     };

@@ -29,7 +29,7 @@ impl SubagentProvider for Shout {
         request: AgentRequest,
         _cancel: CancellationToken,
     ) -> Result<Arc<dyn Subagent>, StartRefused> {
-        if request.isolation.is_some() {
+        if request.options.isolation.is_some() {
             return Err(StartRefused {
                 code: dsh_orchestrator::ErrorCode::UnsupportedOption,
                 message: "this provider cannot run children in a worktree".into(),

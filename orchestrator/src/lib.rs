@@ -41,8 +41,8 @@ pub use events::{AgentOutcomeKind, Event, EventKind, EventStream};
 pub use limits::Limits;
 pub use pool::WorkerPool;
 pub use provider::{
-    AgentRequest, ChildOrigin, ChildOutcome, ChildResult, KeptWorktree, ResultFault, StartRefused,
-    Subagent, SubagentProvider,
+    AgentOptions, AgentRequest, ChildOrigin, ChildOutcome, ChildResult, KeptWorktree, ResultFault,
+    StartRefused, Subagent, SubagentProvider,
 };
 pub use result::{RunError, RunResult};
 pub use run::{

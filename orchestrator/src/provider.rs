@@ -14,7 +14,7 @@ use dsh_protocol::ErrorCode;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use dsh_protocol::Usage;
+pub use dsh_protocol::{AgentOptions, Usage};
 
 /// One `agent()` call, as a provider sees it. Defaults are resolved.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,11 +26,9 @@ pub struct AgentRequest {
     pub phase: Option<String>,
     /// The call's schema, already checked against the supported subset.
     pub schema: Option<Value>,
-    pub model: Option<String>,
-    pub provider: Option<String>,
-    pub effort: Option<String>,
-    pub agent_type: Option<String>,
-    pub isolation: Option<String>,
+    /// `model`, `provider`, `effort`, `agentType`, `isolation`: as the
+    /// script gave them, the agent type's defaults filled in by the router.
+    pub options: AgentOptions,
     /// A system prompt from the configuration (`[agent_types.NAME]`), set
     /// by the router; never from the script.
     pub system_prompt: Option<String>,
@@ -47,11 +45,7 @@ impl AgentRequest {
             label: label.into(),
             phase: None,
             schema: None,
-            model: None,
-            provider: None,
-            effort: None,
-            agent_type: None,
-            isolation: None,
+            options: AgentOptions::default(),
             system_prompt: None,
         }
     }

@@ -283,9 +283,11 @@ pub enum CancelReason {
     },
 }
 
-/// One `agent()` call as the host's provider sees it. Defaults (label,
-/// phase) are already resolved by the worker.
+/// One `agent()` call as the worker sends it. Defaults (label, phase) are
+/// already resolved by the worker. The prelude writes it as camelCase JSON
+/// (`schema`, `options.agentType`), which is why it also has JSON names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ChildRequest {
     /// The prompt text.
     pub prompt: String,
@@ -294,7 +296,17 @@ pub struct ChildRequest {
     /// The phase the call belongs to (the current one by default).
     pub phase: Option<String>,
     /// The call's JSON Schema as JSON text, already checked against the subset.
+    #[serde(rename = "schema")]
     pub schema_json: Option<String>,
+    /// The options that route and shape the call.
+    pub options: AgentOptions,
+}
+
+/// The options of an `agent()` call that say who answers it and how, as
+/// the script gave them (the host's router may fill in defaults).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentOptions {
     /// The `model` option.
     pub model: Option<String>,
     /// The `provider` option.
@@ -303,7 +315,7 @@ pub struct ChildRequest {
     pub effort: Option<String>,
     /// The `agentType` option.
     pub agent_type: Option<String>,
-    /// The `isolation` option.
+    /// The `isolation` option (`"worktree"`).
     pub isolation: Option<String>,
 }
 

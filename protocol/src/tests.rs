@@ -32,12 +32,25 @@ fn request() -> ChildRequest {
         label: "a.rs".into(),
         phase: Some("Review".into()),
         schema_json: Some(r#"{"type":"object"}"#.into()),
-        model: Some("haiku".into()),
-        provider: None,
-        effort: Some("low".into()),
-        agent_type: Some("x:y".into()),
-        isolation: None,
+        options: AgentOptions {
+            model: Some("haiku".into()),
+            provider: None,
+            effort: Some("low".into()),
+            agent_type: Some("x:y".into()),
+            isolation: None,
+        },
     }
+}
+
+/// The prelude's JSON spelling of a request reads into the same struct
+/// the wire carries.
+#[test]
+fn a_request_reads_from_the_preludes_json() {
+    let json = r#"{"prompt":"Review a.rs","label":"a.rs","phase":"Review",
+        "schema":"{\"type\":\"object\"}",
+        "options":{"model":"haiku","provider":null,"effort":"low","agentType":"x:y","isolation":null}}"#;
+    let parsed: ChildRequest = serde_json::from_str(json).expect("prelude JSON");
+    assert_eq!(parsed, request());
 }
 
 #[rstest]

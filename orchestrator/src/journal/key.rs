@@ -15,11 +15,11 @@ pub fn call_key(r: &AgentRequest) -> String {
         "dsh-call-key/1",
         r.prompt,
         r.schema.as_ref().map(canonical_json),
-        r.model,
-        r.effort,
-        r.agent_type,
-        r.provider,
-        r.isolation,
+        r.options.model,
+        r.options.effort,
+        r.options.agent_type,
+        r.options.provider,
+        r.options.isolation,
         r.system_prompt,
     ]);
     let digest = Sha256::digest(canonical.to_string().as_bytes());
@@ -68,7 +68,7 @@ mod tests {
         let base = call_key(&req("p"));
         assert_ne!(base, call_key(&req("q")));
         let mut m = req("p");
-        m.model = Some("m".into());
+        m.options.model = Some("m".into());
         assert_ne!(base, call_key(&m));
         let mut s = req("p");
         s.schema = Some(json!({"type": "object"}));

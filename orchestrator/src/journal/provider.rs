@@ -149,7 +149,7 @@ impl Journaling {
                     seq: request.seq,
                     prompt: request.prompt.clone(),
                     schema: request.schema.clone(),
-                    model: request.model.clone(),
+                    model: request.options.model.clone(),
                     outcome,
                     usage,
                 },

@@ -119,15 +119,16 @@ impl Router {
 impl SubagentProvider for Router {
     fn prepare(&self, request: &mut AgentRequest) {
         if let Some(r) = request
+            .options
             .agent_type
             .as_ref()
             .and_then(|t| self.agent_types.get(t))
         {
-            if request.model.is_none() {
-                request.model = r.model.clone();
+            if request.options.model.is_none() {
+                request.options.model = r.model.clone();
             }
-            if request.effort.is_none() {
-                request.effort = r.effort.clone();
+            if request.options.effort.is_none() {
+                request.options.effort = r.effort.clone();
             }
             if request.system_prompt.is_none() {
                 request.system_prompt = r.system_prompt.clone();
@@ -143,7 +144,7 @@ impl SubagentProvider for Router {
         // Contract §3: an unknown agent type is AGENT_START listing the
         // known ones. A type only meant to reach a command provider's
         // {agentType} is declared with an empty [agent_types.NAME] table.
-        if let Some(t) = &request.agent_type
+        if let Some(t) = &request.options.agent_type
             && !self.agent_types.contains_key(t)
         {
             let known: Vec<&str> = self.agent_types.keys().map(String::as_str).collect();
@@ -160,11 +161,13 @@ impl SubagentProvider for Router {
             )));
         }
         let route = request
+            .options
             .agent_type
             .as_ref()
             .and_then(|t| self.agent_types.get(t))
             .cloned();
         let name = request
+            .options
             .provider
             .clone()
             .or_else(|| route.as_ref().and_then(|r| r.provider.clone()))

@@ -59,10 +59,10 @@ impl Matcher {
                 .is_none_or(|re| re.is_match(&r.prompt))
             && self.label.as_ref().is_none_or(|l| *l == r.label)
             && eq(&self.phase, &r.phase)
-            && eq(&self.model, &r.model)
-            && eq(&self.effort, &r.effort)
-            && eq(&self.agent_type, &r.agent_type)
-            && eq(&self.provider, &r.provider)
+            && eq(&self.model, &r.options.model)
+            && eq(&self.effort, &r.options.effort)
+            && eq(&self.agent_type, &r.options.agent_type)
+            && eq(&self.provider, &r.options.provider)
             && self
                 .schema
                 .as_ref()
@@ -444,7 +444,10 @@ mod tests {
     fn req(prompt: &str, label: &str) -> AgentRequest {
         AgentRequest {
             phase: Some("Review".into()),
-            model: Some("m1".into()),
+            options: crate::AgentOptions {
+                model: Some("m1".into()),
+                ..crate::AgentOptions::default()
+            },
             ..AgentRequest::new(1, prompt, label)
         }
     }

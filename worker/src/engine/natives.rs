@@ -11,21 +11,6 @@ use serde_json::Value;
 
 use super::Shared;
 
-/// The request as the prelude serializes it (camelCase JSON).
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct JsRequest {
-    prompt: String,
-    label: String,
-    phase: Option<String>,
-    schema: Option<String>,
-    model: Option<String>,
-    provider: Option<String>,
-    effort: Option<String>,
-    agent_type: Option<String>,
-    isolation: Option<String>,
-}
-
 pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<Object<'js>> {
     let n = Object::new(ctx.clone())?;
 
@@ -63,22 +48,13 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
         Function::new(
             ctx.clone(),
             move |ctx: Ctx<'_>, id: f64, request: String| -> rquickjs::Result<()> {
-                let req: JsRequest = serde_json::from_str(&request).map_err(|e| {
+                // The prelude writes the wire struct's JSON spelling.
+                let request: ChildRequest = serde_json::from_str(&request).map_err(|e| {
                     rquickjs::Exception::throw_internal(&ctx, &format!("bad agent request: {e}"))
                 })?;
                 s.send(&WorkerMsg::ChildStart {
                     call_id: id as u64,
-                    request: ChildRequest {
-                        prompt: req.prompt,
-                        label: req.label,
-                        phase: req.phase,
-                        schema_json: req.schema,
-                        model: req.model,
-                        provider: req.provider,
-                        effort: req.effort,
-                        agent_type: req.agent_type,
-                        isolation: req.isolation,
-                    },
+                    request,
                 });
                 Ok(())
             },

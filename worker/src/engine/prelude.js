@@ -745,11 +745,14 @@
         label: "label" in plain ? plain.label : defaultLabel(prompt),
         phase: "phase" in plain ? plain.phase : currentPhase,
         schema: schemaJson,
-        model: "model" in plain ? plain.model : null,
-        provider: "provider" in plain ? plain.provider : null,
-        effort: "effort" in plain ? plain.effort : null,
-        agentType: "agentType" in plain ? plain.agentType : null,
-        isolation: "isolation" in plain ? plain.isolation : null,
+        options: {
+          __proto__: null,
+          model: "model" in plain ? plain.model : null,
+          provider: "provider" in plain ? plain.provider : null,
+          effort: "effort" in plain ? plain.effort : null,
+          agentType: "agentType" in plain ? plain.agentType : null,
+          isolation: "isolation" in plain ? plain.isolation : null,
+        },
       };
       const requestJson = plainJson(request);
       // UTF-16 length × 3 bounds the UTF-8 size; ask for the exact size only near the limit.

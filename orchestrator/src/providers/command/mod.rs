@@ -486,7 +486,7 @@ impl SubagentProvider for CommandProvider {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let id = format!("{}-{n}", self.name);
 
-        let worktree = match request.isolation.as_deref() {
+        let worktree = match request.options.isolation.as_deref() {
             None => None,
             Some("worktree") => Some(
                 Worktree::create(&self.cwd, &self.worktree_dir, &id)
@@ -531,9 +531,9 @@ impl SubagentProvider for CommandProvider {
             .filter_map(|t| {
                 t.render(|p| match p {
                     Placeholder::Prompt => Some(prompt.as_str()),
-                    Placeholder::Model => request.model.as_deref(),
-                    Placeholder::Effort => request.effort.as_deref(),
-                    Placeholder::AgentType => request.agent_type.as_deref(),
+                    Placeholder::Model => request.options.model.as_deref(),
+                    Placeholder::Effort => request.options.effort.as_deref(),
+                    Placeholder::AgentType => request.options.agent_type.as_deref(),
                     Placeholder::SystemPrompt => request.system_prompt.as_deref(),
                     Placeholder::Schema => schema.as_deref(),
                     Placeholder::SchemaFile => schema_path.as_deref(),

@@ -127,7 +127,7 @@ impl OpenAiProvider {
         request: AgentRequest,
         cancel: CancellationToken,
     ) -> Result<Arc<OpenAiChild>, StartRefused> {
-        if let Some(isolation) = &request.isolation {
+        if let Some(isolation) = &request.options.isolation {
             return Err(StartRefused {
                 code: ErrorCode::UnsupportedOption,
                 message: format!(
@@ -177,9 +177,9 @@ impl OpenAiProvider {
 impl Shared {
     /// Runs one call to its end.
     async fn answer(&self, req: AgentRequest, usage: &Mutex<Option<Usage>>) -> ChildResult {
-        let model = req.model.as_deref().unwrap_or(&self.cfg.model);
+        let model = req.options.model.as_deref().unwrap_or(&self.cfg.model);
         let schema = req.schema.as_ref();
-        let effort = req.effort.as_deref();
+        let effort = req.options.effort.as_deref();
         let mut messages = api::opening_messages(req.system_prompt.as_deref(), schema, &req.prompt);
         let first = match self.exchange(model, &messages, schema, effort, usage).await {
             Ok(r) => r,

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::test_server::{BOUND, Reply, TestServer};
 use super::*;
+use crate::AgentOptions;
 
 fn config(server: &TestServer) -> OpenAiConfig {
     OpenAiConfig {
@@ -119,9 +120,12 @@ async fn request_shape(
     };
     let req = AgentRequest {
         system_prompt: system_prompt.map(str::to_string),
-        model: model.map(str::to_string),
         schema: with_schema.then(schema),
-        effort: effort.map(str::to_string),
+        options: AgentOptions {
+            model: model.map(str::to_string),
+            effort: effort.map(str::to_string),
+            ..AgentOptions::default()
+        },
         ..request("Say hi")
     };
     let out = outcome(&provider(&cfg), req).await;
@@ -548,7 +552,10 @@ async fn isolation_is_refused_as_unsupported() {
     let server = TestServer::start(vec![]).await;
     let p = provider(&config(&server));
     let req = AgentRequest {
-        isolation: Some("worktree".into()),
+        options: AgentOptions {
+            isolation: Some("worktree".into()),
+            ..AgentOptions::default()
+        },
         ..request("hi")
     };
     let refused = p

@@ -113,11 +113,7 @@ impl Supervisor {
             label: req.label.clone(),
             phase: req.phase.clone(),
             schema: schema.clone(),
-            model: req.model,
-            provider: req.provider,
-            effort: req.effort,
-            agent_type: req.agent_type,
-            isolation: req.isolation,
+            options: req.options,
             system_prompt: None,
         };
         self.ledger.pending.insert(
