@@ -2,6 +2,9 @@
 //! §11, §12), run through the real `dsh` binary with the `scripted` fixture
 //! provider. Every run's events are checked against the §8 guarantees.
 
+// A test stops with a message where something it set up fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{

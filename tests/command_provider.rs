@@ -6,6 +6,9 @@
 //! file a fake agent writes, an event, a process leaving /proc); time
 //! bounds are generous upper limits only.
 
+// A test stops with a message where something it set up fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -4,6 +4,9 @@
 //! Providers here are `kind = "fixture"` so everything runs offline; the
 //! `openai` and `command` providers have their own tests.
 
+// A test stops with a message where something it set up fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{Workspace, assert_event_guarantees, assert_mentions, dsh_in, events_of, fixture};

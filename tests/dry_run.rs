@@ -3,6 +3,9 @@
 //! calls, the smallest valid value for schema calls — and the children's
 //! events carry `"dryRun": true`.
 
+// A test stops with a message where something it set up fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{assert_event_guarantees, dsh_in, events_of, fixture, run_plain, run_ts};

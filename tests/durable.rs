@@ -2,6 +2,9 @@
 //! directory and its journal, `kill -9` of the host and `resume`, torn
 //! journals, changed scripts, concurrent resumes, `runs` and `show`.
 
+// A test stops with a message where something it set up fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::path::{Path, PathBuf};

@@ -3,6 +3,9 @@
 //! worker process gone afterwards. Tampering with built-ins is covered in
 //! tests/tamper.rs, the sandbox's kernel rules in worker/tests/sandbox.rs.
 
+// A test stops with a message where something it set up fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::sync::Arc;

@@ -3,6 +3,9 @@
 //! worker. Every run's events are checked against the §8 guarantees and
 //! every worker process must be gone afterwards.
 
+// A test stops with a message where something it set up fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -5,6 +5,9 @@
 //! gone afterwards. Waits synchronize on run events and on what the server
 //! saw; time bounds are upper limits only.
 
+// A test stops with a message where something it set up fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 #[path = "../orchestrator/src/providers/openai/test_server.rs"]
 mod http_server;

@@ -3,6 +3,9 @@
 //! (the whole library suite also runs with `DSH_TEST_WARM_POOL=1` in CI),
 //! a dead idle worker is skipped, and dropping the pool leaves no process.
 
+// A test stops with a message where something it set up fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::time::{Duration, Instant};

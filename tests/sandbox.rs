@@ -7,6 +7,8 @@
 //! What each sandbox rule denies is tried one by one in
 //! worker/tests/sandbox.rs.
 
+// A test stops with a message where something it set up fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(target_os = "linux")]
 
 mod common;

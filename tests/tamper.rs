@@ -9,6 +9,9 @@
 //! `Promise.prototype`): assigning those ends the run as a clean
 //! `SCRIPT_ERROR` that names the lock.
 
+// A test stops with a message where something it set up fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::sync::OnceLock;

@@ -2,6 +2,9 @@
 //! sibling fixture are run and compared with their `X.expected.json`;
 //! `--update` writes those files; `-j N` runs several at once.
 
+// A test stops with a message where something it set up fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::collections::BTreeMap;

@@ -2,6 +2,9 @@
 //! a guard against the bench rotting, not a measurement. Speed is checked
 //! by running the bench (docs/performance.md), never by timed tests.
 
+// A test stops with a message where something it set up fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::Path;
 use std::process::Command;
 

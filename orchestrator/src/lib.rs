@@ -23,6 +23,8 @@
 //! # Ok(()) }
 //! ```
 
+#![allow(missing_docs)]
+
 pub mod config;
 pub mod events;
 pub mod journal;
