@@ -39,6 +39,7 @@ pub enum JournalMode {
 pub struct DurableOptions {
     /// Where run directories go (the CLI's default is [`rundir::DEFAULT_RUNS_DIR`]).
     pub runs_dir: PathBuf,
+    /// Whether to keep a run directory and journal.
     pub journal: JournalMode,
     /// Also write this attempt's answers as a fixture file here.
     pub record: Option<PathBuf>,
@@ -52,16 +53,28 @@ pub enum JournalWarning {
     #[error(
         "{problem}; this run keeps no journal and cannot be resumed (pass --runs-dir DIR, or --no-journal to silence this)"
     )]
-    NoJournal { problem: String },
+    NoJournal {
+        /// Why the run directory could not be made.
+        problem: String,
+    },
     /// The run directory could not be locked or written once the run started.
     #[error("cannot keep the run directory ({problem}); this run cannot be resumed")]
-    NoRunDir { problem: String },
+    NoRunDir {
+        /// What failed.
+        problem: String,
+    },
     /// `result.json` could not be written.
     #[error("cannot write the run's result ({problem})")]
-    NoResult { problem: String },
+    NoResult {
+        /// What failed.
+        problem: String,
+    },
     /// A crash cut the journal's last line; it is ignored.
     #[error("{path}: the last line was cut off by a crash and is ignored")]
-    TornLine { path: String },
+    TornLine {
+        /// The journal file, as displayed.
+        path: String,
+    },
 }
 
 /// The run directory, journal and recording of one run (or resume), before
@@ -248,6 +261,7 @@ pub struct DurableRun {
 /// What [`DurableRun::finish`] reports.
 #[derive(Debug)]
 pub struct Finished {
+    /// How the run settled.
     pub result: RunResult,
     /// Calls answered from the journal of an earlier attempt.
     pub replayed: u64,
@@ -273,9 +287,11 @@ impl DurableRun {
         self.durable.take_warnings()
     }
 
-    /// Disposes the run ([`WorkflowRun::dispose`]), then syncs the journal,
-    /// writes `result.json` and the recording.
+    /// Waits for the run to settle (cancel it through [`DurableRun::run`]
+    /// to stop it sooner), disposes it ([`WorkflowRun::dispose`]), then
+    /// syncs the journal and writes `result.json` and the recording.
     pub async fn finish(self) -> Finished {
+        self.run.result().await;
         let result = self.run.dispose().await;
         let d = &self.durable;
         let mut finished = Finished {
