@@ -72,21 +72,28 @@ pub enum OutputMode {
     Result,
 }
 
-/// `--sandbox`: the worker's sandbox policy (docs/sandbox.md).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
-pub enum SandboxArg {
-    Strict,
-    BestEffort,
-    Off,
-}
+/// `--sandbox`: the worker's sandbox policy (docs/sandbox.md), parsed by
+/// clap like `--events`, with the names `dsh-protocol` gives the policies.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SandboxArg(pub SandboxPolicy);
 
-impl From<SandboxArg> for SandboxPolicy {
-    fn from(a: SandboxArg) -> SandboxPolicy {
-        match a {
-            SandboxArg::Strict => SandboxPolicy::Strict,
-            SandboxArg::BestEffort => SandboxPolicy::BestEffort,
-            SandboxArg::Off => SandboxPolicy::Off,
-        }
+impl ValueEnum for SandboxArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        const N: usize = SandboxPolicy::ALL.len();
+        const ALL: [SandboxArg; N] = {
+            let mut out = [SandboxArg(SandboxPolicy::ALL[0]); N];
+            let mut i = 0;
+            while i < N {
+                out[i] = SandboxArg(SandboxPolicy::ALL[i]);
+                i += 1;
+            }
+            out
+        };
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.0.as_str()))
     }
 }
 

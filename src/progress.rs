@@ -56,6 +56,11 @@ pub fn line(event: &Event, color: bool) -> String {
                 .unwrap_or_default(),
             if *agents_started == 1 { "" } else { "s" }
         ),
+        // A kind this build does not render yet: its type, as in JSON.
+        _ => format!(
+            "{t} {}",
+            event.to_json()["type"].as_str().unwrap_or("event")
+        ),
     }
 }
 

@@ -59,7 +59,7 @@ pub fn build(a: &RunArgs) -> Result<(StartRequest, ProviderSpec), CliError> {
     let config = load_config(a.config.as_deref())?;
     let sandbox = a
         .sandbox
-        .map(SandboxPolicy::from)
+        .map(|a| a.0)
         .or(config.workflow.sandbox)
         .unwrap_or(SandboxPolicy::BestEffort);
     let limits = limits(a, config.workflow.limits())?;
@@ -199,6 +199,12 @@ pub fn resume_provider(
             }
             let config = load_config(config.as_deref().map(Path::new))?;
             Some(Arc::new(providers_router(&config, provider.clone())?))
+        }
+        (None, other) => {
+            return Err(CliError::usage(format!(
+                "the run was answered by a provider this dsh does not know how to make again \
+                 ({other:?}); pass --fixture FILE to answer the calls that are not replayed"
+            )));
         }
     })
 }

@@ -19,13 +19,22 @@ use dsh_protocol::StopReason;
 
 /// How an `agent-end` reports the child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AgentOutcomeKind {
+    /// The child answered (text, or a structured answer that matches the
+    /// call's schema).
     Completed,
+    /// The child failed, or its answer did not match the schema: `agent()`
+    /// resolves `null`.
     Failed,
+    /// The child was cancelled (also every child still running when the
+    /// run settles).
     Cancelled,
 }
 
 impl AgentOutcomeKind {
+    /// The `outcome` field as events spell it: `completed`, `failed` or
+    /// `cancelled`.
     pub fn as_str(self) -> &'static str {
         match self {
             AgentOutcomeKind::Completed => "completed",
@@ -37,29 +46,52 @@ impl AgentOutcomeKind {
 
 /// The payload of one event.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum EventKind {
+    /// `workflow/start`: the run started; always the first event.
     Start {
+        /// The script's `meta`.
         meta: Meta,
     },
+    /// `workflow/phase`: the script called `phase(title)`.
     Phase {
+        /// The phase's title, as the script gave it.
         title: String,
     },
+    /// `workflow/log`: the script logged a line (`log()`, `console`).
     Log {
+        /// The logged text.
         message: String,
     },
+    /// `workflow/agent-start`: a child was started for an `agent()` call.
     AgentStart {
+        /// The call's number in the run (1, 2, 3 …), as in
+        /// [`AgentRequest::seq`](crate::AgentRequest::seq).
         seq: u64,
+        /// The call's display label (`label`, or from the prompt's first
+        /// line).
         label: String,
+        /// The phase the call belongs to; `None` when there is none.
         phase: Option<String>,
+        /// The child's id, from [`Subagent::id`](crate::Subagent::id).
         child_id: String,
+        /// Whether the answer is live, replayed or a dry run.
         origin: ChildOrigin,
     },
+    /// `workflow/agent-end`: the child of an `agent-start` settled; every
+    /// `agent-start` gets exactly one, before `workflow/end`.
     AgentEnd {
+        /// The call's number, as in its `agent-start`.
         seq: u64,
+        /// The call's display label, as in its `agent-start`.
         label: String,
+        /// The call's phase, as in its `agent-start`.
         phase: Option<String>,
+        /// The child's id, as in its `agent-start`.
         child_id: String,
+        /// How the child ended.
         outcome: AgentOutcomeKind,
+        /// Whether the answer was live, replayed or a dry run.
         origin: ChildOrigin,
         /// Tokens the child reported, when it did.
         usage: Option<dsh_protocol::Usage>,
@@ -68,10 +100,16 @@ pub enum EventKind {
         /// A worktree the child changed, kept for the user.
         worktree: Option<crate::provider::KeptWorktree>,
     },
+    /// `workflow/end`: the run settled; always the last event, carrying
+    /// the same fields as the [`RunResult`](crate::RunResult).
     End {
+        /// How the run stopped.
         stop_reason: StopReason,
+        /// Why, when it did not complete; `None` when it completed.
         error: Option<RunError>,
+        /// `agent()` calls admitted during the run.
         agents_started: u64,
+        /// Log bytes dropped under the run's log limit.
         log_bytes_dropped: u64,
     },
 }
@@ -79,9 +117,11 @@ pub enum EventKind {
 /// One event of one run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
+    /// The id of the run that emitted it (`runId`).
     pub run_id: Arc<str>,
     /// Milliseconds since the run started.
     pub t: u64,
+    /// What happened.
     pub kind: EventKind,
 }
 
@@ -217,6 +257,8 @@ pub struct Hub {
 }
 
 impl Hub {
+    /// A hub for run `run_id` with no events yet; events' `t` counts from
+    /// `epoch`.
     pub fn new(run_id: Arc<str>, epoch: Instant) -> Self {
         Hub {
             run_id,
@@ -253,6 +295,8 @@ impl Hub {
         }
     }
 
+    /// A new subscription: the events so far, then each later one; a
+    /// stream taken after `workflow/end` holds the history only.
     pub fn subscribe(&self) -> EventStream {
         let (tx, rx) = mpsc::unbounded_channel();
         if let Ok(mut st) = self.state.lock() {

@@ -6,7 +6,7 @@
 //! per-run supervisor, cancellation, cleanup), answers the script's
 //! `agent()` calls through the subagent seam ([`provider`], with the
 //! built-in [`providers`]), and reports [`events`] and a [`result`].
-//! The `dsh` command line lives in [`cli`].
+//! The `dsh` command line lives in the `dsh` package (the workspace root).
 //!
 //! It is not a JavaScript engine (that is `dsh-worker`) and not a wire
 //! format (that is `dsh-protocol`).
@@ -23,7 +23,7 @@
 //! # Ok(()) }
 //! ```
 
-#![allow(missing_docs)]
+#![warn(missing_docs)]
 
 pub mod config;
 pub mod events;

@@ -16,17 +16,36 @@ pub const DEFAULT_MAX_TOTAL_AGENTS: u32 = 1000;
 /// Limits of one run. `Limits::default()` is the contract's defaults.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limits {
+    /// `agent()` calls running at once; later ones wait for a slot
+    /// (default 16).
     pub max_concurrent_agents: u32,
+    /// `agent()` calls per run; one more fails with `AGENT_CAP` (default
+    /// [`DEFAULT_MAX_TOTAL_AGENTS`]).
     pub max_total_agents: u32,
     /// The configured ceiling `max_total_agents` may not exceed.
     pub max_total_agents_ceiling: u32,
+    /// Items in one `parallel`/`pipeline` call; more fail with `ITEM_CAP`
+    /// (default 4096).
     pub max_items_per_call: u32,
+    /// The longest synchronous slice of script code before `TIMEOUT`
+    /// (default 30 s).
     pub sync_timeout: Duration,
+    /// The largest script source accepted, in bytes (default 1 MiB).
     pub max_script_bytes: usize,
+    /// Time from a cancel to the forced settle and kill of the worker
+    /// (default 5 s).
     pub dispose_grace: Duration,
+    /// The wall-clock budget of the whole run; when it runs out the run is
+    /// cancelled with `TIMEOUT`. `None` (the default) is no limit.
     pub wall_timeout: Option<Duration>,
+    /// The CPU time the script may use (`TIMEOUT`); `None` (the default) is
+    /// no limit.
     pub compute: Option<Duration>,
+    /// The script heap's limit in bytes (`MEMORY`); at least 1 MiB
+    /// (default 256 MiB).
     pub memory_bytes: u64,
+    /// Log text per run, in bytes; later lines are dropped and counted
+    /// (default 1 MiB).
     pub log_bytes: u64,
     /// Output-token budget (`budget.total`); `None` is unlimited.
     pub budget_tokens: Option<u64>,
@@ -55,11 +74,15 @@ impl Default for Limits {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{knob}: {message}")]
 pub struct LimitError {
+    /// The limit, as the contract spells it (`maxConcurrentAgents`,
+    /// `syncTimeoutMs` …).
     pub knob: &'static str,
+    /// What is wrong with its value and how to fix it.
     pub message: String,
 }
 
 impl LimitError {
+    /// The error code of an invalid limit: always `USAGE`.
     pub fn code(&self) -> ErrorCode {
         ErrorCode::Usage
     }

@@ -21,8 +21,13 @@ pub use dsh_protocol::{AgentOptions, Usage};
 pub struct AgentRequest {
     /// The call's `seq` in events (1, 2, 3 … per run).
     pub seq: u64,
+    /// The prompt, as the script gave it.
     pub prompt: String,
+    /// The display label: the `label` option, else from the prompt's first
+    /// line.
     pub label: String,
+    /// The `phase` option, else the script's current phase; `None` when
+    /// there is neither.
     pub phase: Option<String>,
     /// The call's schema, already checked against the supported subset.
     pub schema: Option<Value>,
@@ -53,6 +58,7 @@ impl AgentRequest {
 
 /// How a child ended on its own terms.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ChildResult {
     /// Final text.
     Text(String),
@@ -68,7 +74,9 @@ pub enum ChildResult {
 /// A settled child: its result and the tokens it reported.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChildOutcome {
+    /// How the child ended.
     pub result: ChildResult,
+    /// The tokens the child reported; `None` when it reported none.
     pub usage: Option<Usage>,
 }
 
@@ -76,6 +84,7 @@ pub struct ChildOutcome {
 /// child's `agent-start`/`agent-end` events (`"replayed": true`,
 /// `"dryRun": true`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum ChildOrigin {
     /// Answered by the provider now.
     #[default]
@@ -91,7 +100,9 @@ pub enum ChildOrigin {
 /// `agent-end` event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeptWorktree {
+    /// The worktree's directory.
     pub path: std::path::PathBuf,
+    /// The git branch that holds the child's changes.
     pub branch: String,
 }
 
@@ -102,10 +113,12 @@ pub struct StartRefused {
     /// `AGENT_START`, or `UNSUPPORTED_OPTION` for an option the provider
     /// cannot honour (e.g. `isolation`).
     pub code: ErrorCode,
+    /// Why, for the user: `agent()` rejects with it.
     pub message: String,
 }
 
 impl StartRefused {
+    /// A refusal with code `AGENT_START` and `message`.
     pub fn agent_start(message: impl Into<String>) -> Self {
         StartRefused {
             code: ErrorCode::AgentStart,

@@ -8,11 +8,15 @@ use crate::events::error_json;
 /// The `error` of a result that did not complete.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunError {
+    /// The error's code (`SCRIPT_ERROR`, `TIMEOUT`, `CANCELLED` …).
     pub code: ErrorCode,
+    /// What went wrong, for the user; script positions are those of the
+    /// original source.
     pub message: String,
 }
 
 impl RunError {
+    /// An error with `code` and `message`.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         RunError {
             code,
@@ -20,6 +24,8 @@ impl RunError {
         }
     }
 
+    /// The `error` object of results and `workflow/end`: `{ "code",
+    /// "message" }`.
     pub fn to_json(&self) -> Value {
         error_json(self.code.as_str(), &self.message)
     }
@@ -30,9 +36,14 @@ impl RunError {
 pub struct RunResult {
     /// The return value when completed, else `null`.
     pub value: Value,
+    /// How the run stopped: completed, error or cancelled.
     pub stop_reason: StopReason,
+    /// Why the run did not complete; `None` when it completed.
     pub error: Option<RunError>,
+    /// `agent()` calls admitted during the run.
     pub agents_started: u64,
+    /// Log bytes dropped under the run's log limit
+    /// ([`Limits::log_bytes`](crate::Limits::log_bytes)).
     pub log_bytes_dropped: u64,
     /// The sandbox the worker reached, when it got that far.
     pub sandbox: Option<SandboxReport>,
@@ -68,6 +79,7 @@ impl RunResult {
         Value::Object(m)
     }
 
+    /// Whether the run completed (`stopReason: completed`).
     pub fn is_completed(&self) -> bool {
         self.stop_reason == StopReason::Completed
     }

@@ -33,16 +33,23 @@ use crate::providers::openai::OpenAiConfig;
 
 /// What a `[providers.NAME]` table configures.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum ProviderKind {
+    /// `kind = "openai"`: an OpenAI-compatible chat-completions API.
     Openai(OpenAiConfig),
+    /// `kind = "command"`: a program (an agent CLI or any other) runs once
+    /// per call and answers on stdout.
     Command(CommandConfig),
     /// A fixture file answers (the `scripted` provider).
     Fixture {
+        /// The fixture file; a relative `path` in the file is resolved
+        /// against the directory of `dsh.toml`.
         path: PathBuf,
     },
 }
 
 impl ProviderKind {
+    /// The `kind` as `dsh.toml` spells it: `openai`, `command` or `fixture`.
     pub fn kind_name(&self) -> &'static str {
         match self {
             ProviderKind::Openai(_) => "openai",

@@ -35,7 +35,10 @@ pub enum ConfigError {
         "--config: {}: no such file; check the path, or drop --config to use {FILE_NAME} from the working directory upward",
         path.display()
     )]
-    MissingFile { path: PathBuf },
+    MissingFile {
+        /// The path given to `--config`.
+        path: PathBuf,
+    },
     /// The file is there but wrong: `file:line: key: problem; fix`.
     #[error("{location}: {message}")]
     Invalid {
@@ -66,7 +69,10 @@ impl ConfigError {
 /// A provider the configuration knows, built-in or from the file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderEntry {
+    /// The provider's name, as in `[providers.NAME]` (or a built-in's:
+    /// `deepseek`, `openai`).
     pub name: String,
+    /// Which provider it is and its checked settings.
     pub kind: ProviderKind,
     /// Where it was defined (`dsh.toml:12`, or `built-in`).
     pub defined_at: String,
@@ -77,16 +83,34 @@ pub struct ProviderEntry {
 /// `[workflow]` defaults, already checked.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct WorkflowDefaults {
+    /// `provider`: the name of the default provider (a key of
+    /// [`Config::providers`]); `None` when the file names none.
     pub provider: Option<String>,
+    /// `sandbox`: the sandbox policy; `None` when not set.
     pub sandbox: Option<SandboxPolicy>,
+    /// `max_concurrent_agents`: `agent()` calls running at once; `None`
+    /// keeps the default.
     pub max_concurrent_agents: Option<u32>,
+    /// `max_total_agents`: `agent()` calls per run, also the ceiling a run
+    /// may not raise; `None` keeps the default.
     pub max_total_agents: Option<u32>,
+    /// `timeout`: the wall-clock budget of the whole run; `None` is no limit.
     pub timeout: Option<Duration>,
+    /// `grace`: time from a cancel to the forced settle and kill of the
+    /// worker; `None` keeps the default.
     pub grace: Option<Duration>,
+    /// `sync_timeout`: the longest synchronous slice of script code; `None`
+    /// keeps the default.
     pub sync_timeout: Option<Duration>,
+    /// `compute_timeout`: the CPU time the script may use; `None` is no
+    /// limit.
     pub compute_timeout: Option<Duration>,
+    /// `memory`: the script's heap limit, in bytes; `None` keeps the default.
     pub memory: Option<u64>,
+    /// `log_limit`: log text per run, in bytes; `None` keeps the default.
     pub log_limit: Option<u64>,
+    /// `budget`: the output-token budget (`budget.total`); `None` is
+    /// unlimited.
     pub budget: Option<u64>,
 }
 
@@ -126,10 +150,12 @@ impl WorkflowDefaults {
 pub struct Config {
     /// The file it came from; `None` when there is none.
     pub path: Option<PathBuf>,
+    /// The `[workflow]` table (all `None` when there is no file or table).
     pub workflow: WorkflowDefaults,
     /// By name, built-in ones included (a file entry of the same name
     /// replaces a built-in one).
     pub providers: BTreeMap<String, ProviderEntry>,
+    /// The `[agent_types.NAME]` routes, by `NAME`.
     pub agent_types: BTreeMap<String, AgentTypeRoute>,
 }
 

@@ -16,44 +16,71 @@ use serde_json::Value;
 
 use crate::provider::{AgentRequest, ChildOutcome, ChildResult, ResultFault, StartRefused, Usage};
 
+/// One line of `journal.jsonl`, tagged by its `type`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
 pub enum Line {
     /// A run or a resume of it began.
-    Attempt { attempt: u32, pid: u32, at: u64 },
+    Attempt {
+        /// 1 for the run, one more for each resume.
+        attempt: u32,
+        /// The process id of the `dsh` process that made this attempt.
+        pid: u32,
+        /// When, in milliseconds since the Unix epoch.
+        at: u64,
+    },
     /// An `agent()` call was handed to the provider (or replayed).
     #[serde(rename_all = "camelCase")]
     Start {
+        /// The call's `seq` in this attempt (1, 2, 3 …).
         seq: u64,
+        /// The call's key ([`call_key`](super::call_key)).
         key: String,
+        /// The call's display label.
         label: String,
+        /// The call's prompt.
         prompt: String,
+        /// The call's schema; `None` for a text call.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         schema: Option<Value>,
+        /// The `model` option; `None` when not given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
+        /// The `effort` option; `None` when not given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         effort: Option<String>,
+        /// The `agentType` option; `None` when not given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         agent_type: Option<String>,
+        /// The `provider` option; `None` when not given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         provider: Option<String>,
+        /// The `isolation` option; `None` when not given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         isolation: Option<String>,
+        /// Answered from the journal of an earlier attempt (no `settled`
+        /// line follows).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         replayed: bool,
+        /// When, in milliseconds since the Unix epoch.
         at: u64,
     },
     /// A live call settled.
     #[serde(rename_all = "camelCase")]
     Settled {
+        /// The `seq` of the call's `start` line.
         seq: u64,
+        /// The call's key, as in its `start` line.
         key: String,
+        /// The child's id; `None` when the provider refused to start one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         child_id: Option<String>,
+        /// How the call ended.
         outcome: Outcome,
+        /// The tokens the child reported; `None` when it reported none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
+        /// When, in milliseconds since the Unix epoch.
         at: u64,
     },
 }
@@ -62,16 +89,23 @@ pub enum Line {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Outcome {
+    /// The child's final text.
     Text(String),
+    /// The child's structured answer.
     Structured(Value),
+    /// The child failed, with this reason.
     Fail(String),
+    /// The provider refused to start a child, with this message.
     StartError(String),
+    /// An infrastructure fault delivering the result, with this message.
     ResultError(String),
     /// Cancelled before it answered: nothing to replay.
     Cancelled,
 }
 
 impl Outcome {
+    /// The outcome and usage to journal for a child's result (a fault
+    /// becomes [`Outcome::ResultError`], without usage).
     pub fn from_result(r: &Result<ChildOutcome, ResultFault>) -> (Outcome, Option<Usage>) {
         match r {
             Ok(o) => {
@@ -87,6 +121,7 @@ impl Outcome {
         }
     }
 
+    /// The outcome to journal for a refused start.
     pub fn from_refusal(r: &StartRefused) -> Outcome {
         Outcome::StartError(r.message.clone())
     }
@@ -112,6 +147,7 @@ impl Outcome {
 }
 
 impl Line {
+    /// The `start` line of request `r` with call key `key`, stamped now.
     pub fn start(r: &AgentRequest, key: &str, replayed: bool) -> Line {
         Line::Start {
             seq: r.seq,

@@ -40,27 +40,50 @@ pub use summary::{CallState, CallSummary, RunStatus, RunSummary};
 
 /// A journal or run-directory problem, naming the file and the fix.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum JournalError {
+    /// Reading or writing a file of the run directory failed.
     #[error("{path}: {source}")]
     Io {
+        /// The file or directory, as displayed.
         path: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// A journal line before the last one does not parse (a torn last
+    /// line is not an error: it is ignored).
     #[error(
         "{path}:{line}: not a journal line ({message}); the journal is damaged before its last line, so it cannot be replayed safely — start a new run instead"
     )]
     Corrupt {
+        /// The journal file, as displayed.
         path: String,
+        /// The bad line's number, 1-based.
         line: usize,
+        /// Why it does not parse.
         message: String,
     },
+    /// A run directory's `run.json` is not one this version reads, or no
+    /// run of that path or id exists.
     #[error("{path}: {message}")]
-    Invalid { path: String, message: String },
+    Invalid {
+        /// The file, or the run as the caller named it.
+        path: String,
+        /// The problem and the fix.
+        message: String,
+    },
+    /// Another process holds the run's lock (it is running or resuming).
     #[error(
         "run {id} is in use by another dsh process{pid}; wait for it to finish or stop it, then resume"
     )]
-    Locked { id: String, pid: String },
+    Locked {
+        /// The run's id.
+        id: String,
+        /// ` (pid N)` with the holder's pid when the lock file names one,
+        /// else empty.
+        pid: String,
+    },
 }
 
 impl JournalError {

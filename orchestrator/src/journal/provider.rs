@@ -165,6 +165,8 @@ pub struct JournalingProvider {
 }
 
 impl JournalingProvider {
+    /// Journals and replays through `state`; calls that are not replayed
+    /// go to `inner` (with `None`, they are refused with `AGENT_START`).
     pub fn new(inner: Option<Arc<dyn SubagentProvider>>, state: Arc<Journaling>) -> Self {
         JournalingProvider { inner, state }
     }

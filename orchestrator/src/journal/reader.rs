@@ -9,6 +9,7 @@ use super::{JournalError, Line};
 /// A journal as read from disk.
 #[derive(Debug, Default)]
 pub struct Journal {
+    /// The complete lines, in file order.
     pub lines: Vec<Line>,
     /// Bytes up to the end of the last complete line: where appending
     /// continues.
@@ -37,6 +38,7 @@ pub fn read(path: &Path) -> Result<Journal, JournalError> {
     parse(path, &bytes)
 }
 
+/// Parses the bytes of a journal; `path` is only named in errors.
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, JournalError> {
     let mut j = Journal::default();
     let mut offset = 0usize;

@@ -14,11 +14,18 @@ use crate::provider::Usage;
 /// One call as recorded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recorded {
+    /// The call's `seq` in the attempt.
     pub seq: u64,
+    /// The call's prompt (matched exactly by the fixture entry).
     pub prompt: String,
+    /// The call's schema, matched too; `None` for a text call.
     pub schema: Option<Value>,
+    /// The `model` option, matched too; `None` when not given.
     pub model: Option<String>,
+    /// How the call ended ([`Outcome::Cancelled`] while it is open; it is
+    /// recorded as `hang`).
     pub outcome: Outcome,
+    /// The tokens the child reported; `None` when it reported none.
     pub usage: Option<Usage>,
 }
 

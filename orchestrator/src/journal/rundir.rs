@@ -12,7 +12,6 @@
 //!   dies, even by `kill -9`.
 
 use std::io::Write;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -23,8 +22,11 @@ use super::JournalError;
 use crate::Limits;
 use crate::run::ArgsInput;
 
+/// The run's description ([`RunInfo`]) inside a run directory.
 pub const RUN_FILE: &str = "run.json";
+/// The journal of agent calls inside a run directory.
 pub const JOURNAL_FILE: &str = "journal.jsonl";
+/// The result, once an attempt settled, inside a run directory.
 pub const RESULT_FILE: &str = "result.json";
 const LOCK_FILE: &str = "lock";
 
@@ -34,6 +36,7 @@ pub const DEFAULT_RUNS_DIR: &str = ".dsh/runs";
 /// Which provider answered the run, so a resume can use it again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum ProviderSpec {
     /// No provider: every call fails to start.
     None,
@@ -45,7 +48,10 @@ pub enum ProviderSpec {
     /// `None` for the built-ins only) and the default provider.
     #[serde(rename_all = "camelCase")]
     Configured {
+        /// The configuration file, absolute; `None` for the built-ins only.
         config: Option<String>,
+        /// The default provider's name (`--provider`); `None` for the
+        /// configuration's own default.
         provider: Option<String>,
     },
 }
@@ -54,21 +60,32 @@ pub enum ProviderSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RunInfo {
+    /// The version of this format (1).
     pub version: u32,
+    /// The run's id, also the run directory's name.
     pub id: String,
+    /// The script's `meta.name`; empty until the run started.
     pub name: String,
     /// The script as the user named it, made absolute.
     pub script: String,
     /// The copy's file name inside the run directory.
     pub script_copy: String,
+    /// Hex SHA-256 of the script source; a resume refuses a changed
+    /// script unless allowed.
     pub script_hash: String,
     /// `{"json": v}`, `{"text": s}` or `null`.
     pub args: Value,
+    /// Hex SHA-256 of `args` as JSON text.
     pub args_hash: String,
+    /// The script's `meta` as JSON; `null` until the run started.
     pub meta: Value,
+    /// The resolved limits, as [`limits_to_json`] writes them.
     pub limits: Value,
+    /// The sandbox policy's name (`strict`, `best-effort`, `off`).
     pub sandbox: String,
+    /// Which provider answers the calls.
     pub provider: ProviderSpec,
+    /// When the run was created, in milliseconds since the Unix epoch.
     pub started_at: u64,
 }
 
@@ -80,6 +97,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
+/// The args as `run.json` keeps them: `{"json": v}`, `{"text": s}` or
+/// `null`.
 pub fn args_to_json(args: &ArgsInput) -> Value {
     match args {
         ArgsInput::None => Value::Null,
@@ -88,6 +107,7 @@ pub fn args_to_json(args: &ArgsInput) -> Value {
     }
 }
 
+/// The args from their `run.json` form; `None` when `v` is not one.
 pub fn args_from_json(v: &Value) -> Option<ArgsInput> {
     match v {
         Value::Null => Some(ArgsInput::None),
@@ -123,6 +143,8 @@ pub fn limits_to_json(l: &Limits) -> Value {
     })
 }
 
+/// The limits from [`limits_to_json`]'s form; `None` when a knob is
+/// missing or out of range.
 pub fn limits_from_json(v: &Value) -> Option<Limits> {
     use std::time::Duration;
     let u = |k: &str| v.get(k).and_then(Value::as_u64);
@@ -152,7 +174,9 @@ pub fn limits_from_json(v: &Value) -> Option<Limits> {
 /// An open, locked run directory.
 #[derive(Debug)]
 pub struct RunDir {
+    /// The run directory, `<runs-dir>/<run-id>/`.
     pub path: PathBuf,
+    /// Its `run.json`.
     pub info: RunInfo,
     /// Held for as long as this value lives.
     _lock: std::fs::File,
@@ -187,6 +211,7 @@ impl RunDir {
         })
     }
 
+    /// The journal file, `journal.jsonl` in the run directory.
     pub fn journal_path(&self) -> PathBuf {
         self.path.join(JOURNAL_FILE)
     }
@@ -241,9 +266,8 @@ pub fn is_locked(dir: &Path) -> bool {
     else {
         return false;
     };
-    // SAFETY: flock on a descriptor we own.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    rc != 0
+    // Taken for an instant and dropped with `f`.
+    matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock))
 }
 
 fn lock(dir: &Path, id: &str) -> Result<std::fs::File, JournalError> {
@@ -258,32 +282,28 @@ fn lock(dir: &Path, id: &str) -> Result<std::fs::File, JournalError> {
     // `dsh workflow runs` takes and drops the lock for an instant to see
     // whether a run is live: a few short retries keep that from refusing a
     // resume. A real holder keeps it for the whole run.
-    let mut rc = -1;
-    for attempt in 0..5 {
-        // SAFETY: flock on a descriptor we own.
-        rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EWOULDBLOCK) {
-            break;
+    let mut attempt = 0;
+    loop {
+        match f.try_lock() {
+            Ok(()) => break,
+            Err(std::fs::TryLockError::WouldBlock) if attempt < 4 => {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let pid = std::fs::read_to_string(&path)
+                    .ok()
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .map(|p| format!(" (pid {p})"))
+                    .unwrap_or_default();
+                return Err(JournalError::Locked {
+                    id: id.to_string(),
+                    pid,
+                });
+            }
+            Err(std::fs::TryLockError::Error(err)) => return Err(JournalError::io(&path, err)),
         }
-        if attempt < 4 {
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-    }
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            let pid = std::fs::read_to_string(&path)
-                .ok()
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .map(|p| format!(" (pid {p})"))
-                .unwrap_or_default();
-            return Err(JournalError::Locked {
-                id: id.to_string(),
-                pid,
-            });
-        }
-        return Err(JournalError::io(&path, err));
     }
     let _ = f.set_len(0);
     let _ = writeln!(f, "{}", std::process::id());

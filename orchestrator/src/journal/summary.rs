@@ -13,10 +13,14 @@ use super::{JournalError, Line, Outcome, reader};
 
 /// Where a run stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RunStatus {
     /// A dsh process holds its lock; `last` is the stop reason of an
     /// earlier attempt, if one settled.
-    Running { last: Option<String> },
+    Running {
+        /// The stop reason in `result.json`; `None` when no attempt settled.
+        last: Option<String>,
+    },
     /// It settled with this stop reason.
     Settled(String),
     /// No process holds it and it has no result: it was killed.
@@ -36,15 +40,21 @@ impl fmt::Display for RunStatus {
 
 /// What became of one call in the last attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CallState {
     /// Answered from the journal of an earlier attempt.
     Replayed,
     /// Started, not settled.
     Running,
+    /// Answered with text or a structured answer.
     Completed,
+    /// The child failed.
     Failed,
+    /// The provider refused to start a child.
     StartError,
+    /// An infrastructure fault delivering the result.
     ResultError,
+    /// Cancelled before it answered.
     Cancelled,
 }
 
@@ -76,8 +86,11 @@ impl CallState {
 /// One call of the last attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallSummary {
+    /// The call's `seq` in the attempt.
     pub seq: u64,
+    /// The call's display label.
     pub label: String,
+    /// What became of it.
     pub state: CallState,
     /// Its answer came from the journal.
     pub replayed: bool,
@@ -86,13 +99,20 @@ pub struct CallSummary {
 /// What `runs` and `show` say about one run directory.
 #[derive(Debug, Clone)]
 pub struct RunSummary {
+    /// Its `run.json`.
     pub info: RunInfo,
+    /// Where it stands.
     pub status: RunStatus,
     /// `result.json`, once an attempt settled.
     pub result: Option<Value>,
+    /// Calls of the last attempt that completed live.
     pub done: u64,
+    /// Calls of the last attempt that failed, were refused or faulted.
     pub failed: u64,
+    /// Calls of the last attempt answered from the journal.
     pub replayed: u64,
+    /// Milliseconds from the run's creation to the end of its last settled
+    /// attempt; `None` without a result.
     pub elapsed_ms: Option<u64>,
     /// The calls of the last attempt, in call order.
     pub calls: Vec<CallSummary>,

@@ -15,6 +15,10 @@
 use std::process::ExitStatus;
 use std::time::Duration;
 
+use nix::errno::Errno;
+use nix::sys::signal::{self, Signal};
+use nix::sys::wait::{self, Id, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
 use tokio::process::Child;
 
 /// How long to wait for the leader after SIGKILL before giving up on it
@@ -25,6 +29,7 @@ const EXIT_POLL: Duration = Duration::from_millis(20);
 
 /// How a child ended when its owner stopped it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Termination {
     /// It had exited on its own before any signal.
     Exited(ExitStatus),
@@ -113,18 +118,16 @@ impl ProcessGroup {
     }
 
     /// Sends `sig` to the group and to the leader (in case it left the
-    /// group), unless the leader is reaped.
-    pub fn signal(&self, sig: libc::c_int) {
+    /// group), unless the leader is reaped: until then its pid — the group
+    /// id — still names it and its group and cannot have been reused.
+    pub fn signal(&self, sig: Signal) {
         if self.status.is_some() {
             return;
         }
-        // SAFETY: plain syscalls without pointers. The leader is not
-        // reaped, so its pid — the group id — still names it and its group
-        // and cannot have been reused.
-        unsafe {
-            libc::killpg(self.pid, sig);
-            libc::kill(self.pid, sig);
-        }
+        let pid = Pid::from_raw(self.pid);
+        // A group or leader that is already gone (ESRCH) is what we want.
+        let _ = signal::killpg(pid, sig);
+        let _ = signal::kill(pid, sig);
     }
 
     /// Once the leader has exited: SIGKILLs what is left of its group, then
@@ -140,7 +143,7 @@ impl ProcessGroup {
         {
             return None;
         }
-        self.signal(libc::SIGKILL);
+        self.signal(Signal::SIGKILL);
         match tokio::time::timeout(KILL_WAIT, self.child.wait()).await {
             Ok(Ok(st)) => {
                 self.status = Some(st);
@@ -156,7 +159,7 @@ impl ProcessGroup {
         if self.has_exited() {
             return self.reaped(Termination::Exited).await;
         }
-        self.signal(libc::SIGTERM);
+        self.signal(Signal::SIGTERM);
         if tokio::time::timeout(grace, self.exited()).await.is_ok() {
             return self.reaped(Termination::Terminated).await;
         }
@@ -168,7 +171,7 @@ impl ProcessGroup {
         if self.has_exited() {
             return self.reaped(Termination::Exited).await;
         }
-        self.signal(libc::SIGKILL);
+        self.signal(Signal::SIGKILL);
         self.reaped(Termination::Killed).await
     }
 
@@ -182,7 +185,7 @@ impl ProcessGroup {
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
-        self.signal(libc::SIGKILL);
+        self.signal(Signal::SIGKILL);
     }
 }
 
@@ -257,27 +260,13 @@ async fn poll_exit(pid: libc::pid_t) {
 /// unreaped. An error (it is not our child any more) counts as exited, so
 /// nothing waits forever.
 fn has_exited(pid: libc::pid_t) -> bool {
-    let Ok(id) = libc::id_t::try_from(pid) else {
-        return true;
-    };
-    // SAFETY: siginfo_t is plain data; zeroed is a valid value.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
     loop {
-        // SAFETY: plain syscall writing into `info`, which outlives it.
-        let rc = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                id,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            )
-        };
-        if rc == 0 {
-            // SAFETY: waitid filled `info` (or left it zeroed: no event).
-            return unsafe { info.si_pid() } != 0;
-        }
-        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
-            return true;
+        match wait::waitid(Id::Pid(Pid::from_raw(pid)), flags) {
+            Ok(WaitStatus::StillAlive) => return false,
+            Ok(_) => return true,
+            Err(Errno::EINTR) => continue,
+            Err(_) => return true,
         }
     }
 }

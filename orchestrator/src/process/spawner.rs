@@ -123,24 +123,10 @@ pub(crate) async fn spawn(cmd: std::process::Command) -> std::io::Result<Process
 /// exit at once (status 111) if that already happened before the signal
 /// was armed. Only async-signal-safe calls.
 fn die_with_parent(parent_pid: u32) -> std::io::Result<()> {
+    // Plain syscalls (prctl, getppid), async-signal-safe.
     #[cfg(target_os = "linux")]
-    {
-        // SAFETY: prctl(PR_SET_PDEATHSIG) takes no pointers; it is
-        // async-signal-safe (a plain syscall).
-        if unsafe {
-            libc::prctl(
-                libc::PR_SET_PDEATHSIG,
-                libc::SIGKILL as libc::c_ulong,
-                0,
-                0,
-                0,
-            )
-        } != 0
-        {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    // getppid is a plain syscall (std::os::unix::process::parent_id).
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+        .map_err(std::io::Error::from)?;
     if std::os::unix::process::parent_id() != parent_pid {
         // SAFETY: _exit is async-signal-safe and ends the forked child
         // without running the parent's atexit handlers or destructors.

@@ -10,18 +10,8 @@ pub fn describe_status(st: ExitStatus) -> String {
         return format!("exited with status {code}");
     }
     if let Some(sig) = st.signal() {
-        let name = match sig {
-            libc::SIGKILL => "SIGKILL".to_string(),
-            libc::SIGTERM => "SIGTERM".to_string(),
-            libc::SIGINT => "SIGINT".to_string(),
-            libc::SIGHUP => "SIGHUP".to_string(),
-            libc::SIGPIPE => "SIGPIPE".to_string(),
-            libc::SIGSEGV => "SIGSEGV".to_string(),
-            libc::SIGABRT => "SIGABRT".to_string(),
-            libc::SIGXCPU => "SIGXCPU".to_string(),
-            libc::SIGBUS => "SIGBUS".to_string(),
-            n => format!("signal {n}"),
-        };
+        let name = nix::sys::signal::Signal::try_from(sig)
+            .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string());
         return format!("was killed by {name}");
     }
     "ended".into()

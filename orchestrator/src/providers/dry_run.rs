@@ -40,6 +40,7 @@ pub struct DryRunProvider {
 }
 
 impl DryRunProvider {
+    /// A dry-run provider; its children are `dry-run-1`, `dry-run-2` …
     pub fn new() -> Self {
         DryRunProvider {
             next_child: AtomicU64::new(1),

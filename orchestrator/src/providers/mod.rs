@@ -16,27 +16,44 @@ pub enum SetupError {
     Invalid {
         /// The key, as written in `dsh.toml` (`base_url`, `argv[0]`, `env[2]`).
         key: String,
+        /// What is wrong with the value, and the fix.
         problem: String,
     },
     /// The variable that should hold the API key is not set (or empty).
     #[error(
         "{env} is not set; export it, or set api_key_env to the variable that holds the key (api_key_env = \"\" for an endpoint that takes none)"
     )]
-    MissingKey { env: String },
+    MissingKey {
+        /// The environment variable's name (`api_key_env`).
+        env: String,
+    },
     /// The API key cannot be sent.
     #[error("the key in {env} cannot be used: {problem}")]
-    BadKey { env: String, problem: String },
+    BadKey {
+        /// The environment variable's name (`api_key_env`).
+        env: String,
+        /// Why the key cannot be sent (not UTF-8, not a valid header value).
+        problem: String,
+    },
     /// A fixture provider's file.
     #[error(transparent)]
     Fixture(#[from] scripted::FixtureError),
     /// No provider of that name.
     #[error("unknown provider {name:?}; known providers: {}", known.join(", "))]
-    UnknownProvider { name: String, known: Vec<String> },
+    UnknownProvider {
+        /// The name asked for.
+        name: String,
+        /// The names the configuration knows, sorted.
+        known: Vec<String>,
+    },
     /// The provider exists but cannot be built.
     #[error("provider {name:?} (defined at {defined_at}) cannot be used: {source}")]
     Unusable {
+        /// The provider's name, as in `[providers.NAME]`.
         name: String,
+        /// Where it was defined (`dsh.toml:12`, or `built-in`).
         defined_at: String,
+        /// Why it cannot be built.
         source: Box<SetupError>,
     },
 }

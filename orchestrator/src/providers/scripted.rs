@@ -24,7 +24,10 @@ use crate::provider::{
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{file}: {message}")]
 pub struct FixtureError {
+    /// The fixture file as displayed (`fixture` for one given as a JSON
+    /// value).
     pub file: String,
+    /// The entry, the problem and the fix.
     pub message: String,
 }
 

@@ -2,7 +2,8 @@
 //!
 //! `start()` is synchronous and cheap: it prepares the script (parse, strip,
 //! meta), validates the limits, spawns the worker, emits `workflow/start`
-//! and hands the rest to the run's [`supervisor`] task.
+//! and hands the rest to the run's supervisor task (the private
+//! `supervisor` module).
 
 mod supervisor;
 pub(crate) mod worker;
@@ -45,23 +46,30 @@ pub enum ArgsInput {
 pub struct StartRequest {
     /// The name used in messages (normally the path as the user gave it).
     pub script_name: String,
+    /// The script's text.
     pub source: String,
+    /// TypeScript or JavaScript: how `source` is parsed.
     pub kind: ScriptKind,
     /// Meta from the caller; required when the file has none.
     pub meta: Option<Meta>,
     /// Meta used only when neither the caller nor the file gives one (the
     /// CLI's "file stem" default).
     pub meta_fallback: Option<Meta>,
+    /// The script's `args` (default: `undefined`).
     pub args: ArgsInput,
     /// Sandbox policy for the worker.
     pub sandbox: dsh_protocol::SandboxPolicy,
+    /// The run's limits (default: [`Limits::default`]).
     pub limits: Limits,
+    /// Answers the script's `agent()` calls; with `None` every call fails
+    /// to start (`AGENT_START`).
     pub provider: Option<Arc<dyn SubagentProvider>>,
     /// How to start the worker; resolved from the environment when `None`.
     pub worker: Option<WorkerCommand>,
     /// A warm pool to take the worker from (used when its worker command
     /// is the run's; a cold start when it is empty).
     pub pool: Option<Arc<crate::pool::WorkerPool>>,
+    /// The run's id; a fresh one is made when `None`.
     pub run_id: Option<String>,
 }
 
@@ -116,18 +124,22 @@ impl StartRequest {
         Ok(req)
     }
 
+    /// Gives the script's meta (used over the file's own `meta`).
     pub fn with_meta(mut self, meta: Meta) -> Self {
         self.meta = Some(meta);
         self
     }
+    /// Sets the script's `args`.
     pub fn with_args(mut self, args: ArgsInput) -> Self {
         self.args = args;
         self
     }
+    /// Sets the run's limits (checked by [`start`]).
     pub fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
     }
+    /// Sets the provider that answers `agent()` calls.
     pub fn with_provider(mut self, provider: Arc<dyn SubagentProvider>) -> Self {
         self.provider = Some(provider);
         self
@@ -151,6 +163,8 @@ impl StartRequest {
         self
     }
 
+    /// Starts the worker with `worker` instead of resolving one from the
+    /// environment ([`WorkerCommand::resolve`]).
     pub fn with_worker(mut self, worker: WorkerCommand) -> Self {
         self.worker = Some(worker);
         self
@@ -159,33 +173,56 @@ impl StartRequest {
 
 /// Everything that prevents a run from existing.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StartError {
+    /// The script does not parse, or its meta is invalid (`SCRIPT_PARSE`,
+    /// `META_INVALID`).
     #[error("{0}")]
     Script(#[from] ScriptError),
+    /// The script is over `maxScriptBytes` (`SCRIPT_TOO_LARGE`).
     #[error(
         "{name}: the script is {bytes} bytes, over the limit of {limit} bytes (maxScriptBytes)"
     )]
     TooLarge {
+        /// The script's name, as in [`StartRequest::script_name`].
         name: String,
+        /// The script's size in bytes.
         bytes: u64,
+        /// The limit in bytes ([`Limits::max_script_bytes`]).
         limit: usize,
     },
+    /// Neither the file, the request nor the fallback gives a meta
+    /// (`META_INVALID`).
     #[error(
         "{name}: the script has no `export const meta` and the request gives none; add meta to the file or pass it with StartRequest::with_meta"
     )]
-    MissingMeta { name: String },
+    MissingMeta {
+        /// The script's name, as in [`StartRequest::script_name`].
+        name: String,
+    },
+    /// A limit is invalid (`USAGE`).
     #[error("invalid limit {0}")]
     Limits(#[from] LimitError),
+    /// The script file cannot be used: a wrong extension, or it cannot be
+    /// read (`USAGE`).
     #[error("{message}")]
-    Usage { message: String },
+    Usage {
+        /// The file, the problem and the fix.
+        message: String,
+    },
+    /// No worker program was found (`WORKER_EXITED`).
     #[error(transparent)]
     WorkerMissing(#[from] WorkerMissing),
+    /// The worker program could not be started (`WORKER_EXITED`).
     #[error("cannot start the worker {program}: {source}")]
     Spawn {
+        /// The worker program's path, as displayed.
         program: String,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// [`start`] was called outside a tokio runtime (`WORKER_EXITED`).
     #[error("start() must be called inside a tokio runtime")]
     NoRuntime,
 }
@@ -350,10 +387,13 @@ pub struct WorkflowRun {
 const DISPOSE_SLACK: Duration = Duration::from_secs(5);
 
 impl WorkflowRun {
+    /// The run's id (`runId` in events).
     pub fn id(&self) -> &str {
         &self.id
     }
 
+    /// The meta the run started with (the request's, the file's, or the
+    /// fallback).
     pub fn meta(&self) -> &Meta {
         &self.meta
     }

@@ -20,11 +20,15 @@ const WORKER_FD: RawFd = 3;
 /// How to start a worker: a program and the arguments before `--fd 3`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerCommand {
+    /// The executable to run.
     pub program: PathBuf,
+    /// Arguments given before `--fd 3` (`__worker` for a `dsh` binary).
     pub args: Vec<String>,
 }
 
 impl WorkerCommand {
+    /// Runs `program` with no arguments before `--fd 3` (a `dsh-worker`
+    /// executable).
     pub fn new(program: impl Into<PathBuf>) -> Self {
         WorkerCommand {
             program: program.into(),
@@ -83,13 +87,19 @@ pub enum WorkerMissing {
         "DSH_WORKER={} is not a file; point it at a dsh-worker executable or unset it",
         path.display()
     )]
-    NotAFile { path: PathBuf },
+    NotAFile {
+        /// The value of `DSH_WORKER`.
+        path: PathBuf,
+    },
     /// None of the usual places has one; `looked` lists them.
     #[error(
         "cannot find the dsh-worker executable; looked at: {}. Set DSH_WORKER to its path or pass a worker command to the StartRequest",
         looked.join("; ")
     )]
-    NotFound { looked: Vec<String> },
+    NotFound {
+        /// Each place looked at, with why it did not do.
+        looked: Vec<String>,
+    },
 }
 
 /// A freshly spawned worker and the host's end of the socket.

@@ -167,6 +167,7 @@ impl PreparedScript {
 
 /// Why a workflow file cannot run.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ScriptError {
     /// `SCRIPT_PARSE`: the body does not parse, or uses module syntax or
     /// decorators.

@@ -249,7 +249,7 @@ impl Running {
         let mut leader_exited = ending.is_none();
         if !leader_exited {
             sink.keep_out = false;
-            self.group.signal(libc::SIGTERM);
+            self.group.signal(nix::sys::signal::Signal::SIGTERM);
             let term_deadline = Instant::now() + limits.grace;
             let mut killed = false;
             let mut kill_deadline = None;
@@ -261,7 +261,7 @@ impl Running {
                         break;
                     }
                     _ = tokio::time::sleep_until(term_deadline), if !killed => {
-                        self.group.signal(libc::SIGKILL);
+                        self.group.signal(nix::sys::signal::Signal::SIGKILL);
                         killed = true;
                         kill_deadline = Some(Instant::now() + KILL_WAIT);
                     }
@@ -280,7 +280,7 @@ impl Running {
 
         // 3. The leader is a zombie (or stuck): nothing of its group may
         //    outlive it.
-        self.group.signal(libc::SIGKILL);
+        self.group.signal(nix::sys::signal::Signal::SIGKILL);
         // Its stdin is of no use any more (and may never be read).
         drop(stdin_fut);
 

@@ -24,6 +24,8 @@ pub enum StructuredOutput {
 }
 
 impl StructuredOutput {
+    /// The value as `dsh.toml` spells it: `json_schema`, `json_object` or
+    /// `none`.
     pub fn as_str(self) -> &'static str {
         match self {
             StructuredOutput::JsonSchema => "json_schema",

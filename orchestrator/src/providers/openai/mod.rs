@@ -8,7 +8,7 @@
 //! the prompt. A text call answers `choices[0].message.content`; a schema
 //! call parses and validates it, and an invalid answer gets exactly one
 //! corrective retry that shows the model its validation errors. 429, 5xx,
-//! timeouts and connection errors are retried ([`http`]); every other
+//! timeouts and connection errors are retried (the `http` module); every other
 //! failure ends the child with a reason (`agent()` resolves `null`).
 //!
 //! Cancelling the child (or the run) drops the in-flight request at once;
@@ -100,10 +100,12 @@ impl OpenAiProvider {
         })
     }
 
+    /// The name it was built with (the `NAME` of `[providers.NAME]`).
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    /// The configuration it was built from.
     pub fn config(&self) -> &OpenAiConfig {
         &self.shared.cfg
     }
