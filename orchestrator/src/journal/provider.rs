@@ -20,6 +20,7 @@ use crate::provider::{
     AgentRequest, ChildOrigin, ChildOutcome, ResultFault, StartRefused, Subagent, SubagentProvider,
     Usage,
 };
+use crate::providers::answered::AnsweredChild;
 
 /// A journaled answer waiting to be replayed.
 #[derive(Debug, Clone)]
@@ -197,16 +198,17 @@ impl SubagentProvider for JournalingProvider {
             let result = answer.outcome.to_child_result().ok_or_else(|| {
                 StartRefused::agent_start("journal: an unreplayable answer was queued for replay")
             })?;
-            return Ok(Arc::new(ReplayedChild {
-                id: format!(
-                    "replayed:{}",
-                    answer.child_id.unwrap_or_else(|| request.seq.to_string())
-                ),
-                outcome: ChildOutcome {
-                    result,
-                    usage: answer.usage,
-                },
-            }));
+            let id = format!(
+                "replayed:{}",
+                answer.child_id.unwrap_or_else(|| request.seq.to_string())
+            );
+            let outcome = ChildOutcome {
+                result,
+                usage: answer.usage,
+            };
+            return Ok(Arc::new(
+                AnsweredChild::new(id, ChildOrigin::Replayed, Ok(outcome)).answer_stands(),
+            ));
         }
         self.state.append(&Line::start(&request, &key, false));
         self.state.live.fetch_add(1, Ordering::Relaxed);
@@ -279,31 +281,6 @@ impl Subagent for JournaledChild {
 
     fn kept_worktree(&self) -> Option<crate::provider::KeptWorktree> {
         self.inner.kept_worktree()
-    }
-}
-
-/// A call answered from the journal: settled from the start.
-struct ReplayedChild {
-    id: String,
-    outcome: ChildOutcome,
-}
-
-#[async_trait]
-impl Subagent for ReplayedChild {
-    fn id(&self) -> &str {
-        &self.id
-    }
-
-    async fn result(&self) -> Result<ChildOutcome, ResultFault> {
-        Ok(self.outcome.clone())
-    }
-
-    fn cancel(&self) {}
-
-    async fn dispose(&self) {}
-
-    fn origin(&self) -> ChildOrigin {
-        ChildOrigin::Replayed
     }
 }
 

@@ -25,9 +25,9 @@ use serde_json::{Map, Number, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::{
-    AgentRequest, ChildOrigin, ChildOutcome, ChildResult, ResultFault, StartRefused, Subagent,
-    SubagentProvider,
+    AgentRequest, ChildOrigin, ChildOutcome, ChildResult, StartRefused, Subagent, SubagentProvider,
 };
+use crate::providers::answered::AnsweredChild;
 
 /// Deepest schema nesting the generator walks; the same bound as the
 /// validator's, so a schema the validator accepts is never cut short here.
@@ -84,48 +84,14 @@ impl SubagentProvider for DryRunProvider {
         _cancel: CancellationToken,
     ) -> Result<Arc<dyn Subagent>, StartRefused> {
         let n = self.next_child.fetch_add(1, Ordering::Relaxed);
-        Ok(Arc::new(DryRunChild {
-            id: format!("dry-run-{n}"),
-            result: answer(&request),
-            cancel: CancellationToken::new(),
-        }))
-    }
-}
-
-struct DryRunChild {
-    id: String,
-    result: ChildResult,
-    cancel: CancellationToken,
-}
-
-#[async_trait]
-impl Subagent for DryRunChild {
-    fn id(&self) -> &str {
-        &self.id
-    }
-
-    async fn result(&self) -> Result<ChildOutcome, ResultFault> {
-        let result = if self.cancel.is_cancelled() {
-            ChildResult::Cancelled
-        } else {
-            self.result.clone()
-        };
-        Ok(ChildOutcome {
-            result,
-            usage: None,
-        })
-    }
-
-    fn cancel(&self) {
-        self.cancel.cancel();
-    }
-
-    async fn dispose(&self) {
-        self.cancel.cancel();
-    }
-
-    fn origin(&self) -> ChildOrigin {
-        ChildOrigin::DryRun
+        Ok(Arc::new(AnsweredChild::new(
+            format!("dry-run-{n}"),
+            ChildOrigin::DryRun,
+            Ok(ChildOutcome {
+                result: answer(&request),
+                usage: None,
+            }),
+        )))
     }
 }
 

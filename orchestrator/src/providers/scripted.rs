@@ -16,9 +16,10 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::provider::{
-    AgentRequest, ChildOutcome, ChildResult, ResultFault, StartRefused, Subagent, SubagentProvider,
-    Usage,
+    AgentRequest, ChildOrigin, ChildOutcome, ChildResult, ResultFault, StartRefused, Subagent,
+    SubagentProvider, Usage,
 };
+use crate::providers::answered::AnsweredChild;
 
 /// A fixture that cannot be used; the message names the entry and the fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -374,68 +375,35 @@ impl SubagentProvider for ScriptedProvider {
             return Err(StartRefused::agent_start(msg.clone()));
         }
         let n = self.next_child.fetch_add(1, Ordering::Relaxed);
-        Ok(Arc::new(ScriptedChild {
-            id: format!("scripted-{n}"),
-            outcome: answer.outcome.clone(),
-            delay: answer.delay,
-            usage: answer.usage,
-            cancel: CancellationToken::new(),
-        }))
-    }
-}
-
-struct ScriptedChild {
-    id: String,
-    outcome: Outcome,
-    delay: Duration,
-    usage: Option<Usage>,
-    cancel: CancellationToken,
-}
-
-#[async_trait]
-impl Subagent for ScriptedChild {
-    fn id(&self) -> &str {
-        &self.id
-    }
-
-    async fn result(&self) -> Result<ChildOutcome, ResultFault> {
-        let cancelled = ChildOutcome {
-            result: ChildResult::Cancelled,
-            usage: None,
+        let id = format!("scripted-{n}");
+        let given = |result| {
+            Ok(ChildOutcome {
+                result,
+                usage: answer.usage,
+            })
         };
-        if !self.delay.is_zero() {
-            tokio::select! {
-                _ = tokio::time::sleep(self.delay) => {}
-                _ = self.cancel.cancelled() => return Ok(cancelled),
+        let child = match &answer.outcome {
+            Outcome::Text(t) => {
+                AnsweredChild::new(id, ChildOrigin::Live, given(ChildResult::Text(t.clone())))
             }
-        }
-        if self.cancel.is_cancelled() {
-            return Ok(cancelled);
-        }
-        let result = match &self.outcome {
-            Outcome::Text(t) => ChildResult::Text(t.clone()),
-            Outcome::Structured(v) => ChildResult::Structured(v.clone()),
-            Outcome::Fail(r) => ChildResult::Failed(r.clone()),
-            Outcome::ResultError(m) => return Err(ResultFault(m.clone())),
-            Outcome::Hang => {
-                self.cancel.cancelled().await;
-                return Ok(cancelled);
+            Outcome::Structured(v) => AnsweredChild::new(
+                id,
+                ChildOrigin::Live,
+                given(ChildResult::Structured(v.clone())),
+            ),
+            Outcome::Fail(r) => {
+                AnsweredChild::new(id, ChildOrigin::Live, given(ChildResult::Failed(r.clone())))
             }
-            // Refused in start(); never constructed as a child.
-            Outcome::StartError(m) => ChildResult::Failed(m.clone()),
+            Outcome::ResultError(m) => {
+                AnsweredChild::new(id, ChildOrigin::Live, Err(ResultFault(m.clone())))
+            }
+            Outcome::Hang => AnsweredChild::hanging(id, ChildOrigin::Live),
+            // Refused above; never a child.
+            Outcome::StartError(m) => {
+                AnsweredChild::new(id, ChildOrigin::Live, given(ChildResult::Failed(m.clone())))
+            }
         };
-        Ok(ChildOutcome {
-            result,
-            usage: self.usage,
-        })
-    }
-
-    fn cancel(&self) {
-        self.cancel.cancel();
-    }
-
-    async fn dispose(&self) {
-        self.cancel.cancel();
+        Ok(Arc::new(child.after(answer.delay)))
     }
 }
 
