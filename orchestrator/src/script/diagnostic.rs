@@ -43,8 +43,15 @@ fn single_line(message: &str) -> String {
         .join(" ")
 }
 
+/// Diagnostics reported for one file at most. Each keeps its source line,
+/// so an unbounded list made memory grow with problems × line length (8,000
+/// unknown meta fields on one 71 KB line took 570 MB); the first ones are
+/// what a user fixes first anyway.
+pub(crate) const MAX_DIAGNOSTICS: usize = 20;
+
 /// Turns located problems into diagnostics of `file`, in file order, without
-/// exact duplicates.
+/// exact duplicates, at most [`MAX_DIAGNOSTICS`] of them; the last one then
+/// says how many more there are.
 pub(crate) fn build(
     file: &str,
     source: &str,
@@ -52,6 +59,17 @@ pub(crate) fn build(
     mut problems: Vec<Located>,
 ) -> Vec<Diagnostic> {
     problems.sort_by_key(|p| p.offset);
+    problems.dedup_by(|a, b| a.offset == b.offset && a.message == b.message);
+    let more = problems.len().saturating_sub(MAX_DIAGNOSTICS);
+    problems.truncate(MAX_DIAGNOSTICS);
+    if more > 0
+        && let Some(last) = problems.last_mut()
+    {
+        last.message.push_str(&format!(
+            " ({more} more problem{} not shown; fix these first)",
+            if more == 1 { "" } else { "s" }
+        ));
+    }
     let mut diagnostics: Vec<Diagnostic> = problems
         .into_iter()
         .map(|p| {

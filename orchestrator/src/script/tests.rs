@@ -735,6 +735,43 @@ fn meta_invalid_lists_every_violation_in_file_order() {
     assert_eq!(diagnostics[0].file, "review.ts");
 }
 
+/// 8,000 unknown fields on one 71 KB line: the first 20 are reported, the
+/// last of them says how many more there are. Each diagnostic keeps its
+/// source line, so the unbounded list took 570 MB (issue: hardening).
+#[test]
+fn meta_violations_are_bounded() {
+    let fields: Vec<String> = (0..8000).map(|i| format!("f{i}: 1")).collect();
+    let source = format!(
+        "export const meta = {{ name: \"x\", description: \"y\", {} }};\nreturn 1;\n",
+        fields.join(", ")
+    );
+    let err = prepare("m.ts", &source, TS).unwrap_err();
+    let ScriptError::MetaInvalid(diagnostics) = &err else {
+        panic!("not META_INVALID: {err}")
+    };
+    assert_eq!(diagnostics.len(), diagnostic::MAX_DIAGNOSTICS);
+    assert!(diagnostics[0].message.starts_with("meta.f0: unknown field"));
+    let last = &diagnostics[diagnostic::MAX_DIAGNOSTICS - 1].message;
+    assert!(
+        last.starts_with("meta.f19: unknown field")
+            && last.ends_with("(7980 more problems not shown; fix these first)"),
+        "{last}"
+    );
+    assert_eq!(err.to_string().lines().count(), diagnostic::MAX_DIAGNOSTICS);
+}
+
+/// Parse errors are bounded the same way.
+#[test]
+fn parse_errors_are_bounded() {
+    let source = "const = 1;\n".repeat(500);
+    let diagnostics = parse_error("p.ts", &source, TS);
+    assert!(
+        diagnostics.len() <= diagnostic::MAX_DIAGNOSTICS,
+        "{}",
+        diagnostics.len()
+    );
+}
+
 #[test]
 fn meta_is_never_evaluated() {
     // A getter or call would run code if meta were evaluated; neither is.
