@@ -32,17 +32,27 @@ pub async fn resume(a: ResumeArgs) -> Result<i32, CliError> {
             ResumeError::Run(message) => CliError::usage(message),
             ResumeError::Provider(e) => e,
         })?;
+    // A torn journal line is news before anything else can fail.
+    for w in durable.take_warnings() {
+        crate::error::warn(&w.to_string());
+    }
     let req = req.with_worker(request::worker()?);
     let events_file = open_events_file(&a.show)?;
     Ok(execute(req, durable, &a.show, events_file).await)
 }
 
-/// `2026-11-30 04:38:12Z` for milliseconds since the epoch (UTC).
+/// `2026-11-30 04:38:12Z` for milliseconds since the epoch (UTC); the raw
+/// number for a time humantime cannot show (after the year 9999: a
+/// damaged or edited `run.json` must not take `runs` down).
 fn utc(ms: u64) -> String {
-    let at = UNIX_EPOCH + Duration::from_millis(ms);
-    humantime::format_rfc3339_seconds(at)
-        .to_string()
-        .replacen('T', " ", 1)
+    use std::fmt::Write;
+    let mut out = String::new();
+    match UNIX_EPOCH.checked_add(Duration::from_millis(ms)) {
+        Some(at) if write!(out, "{}", humantime::format_rfc3339_seconds(at)).is_ok() => {
+            out.replacen('T', " ", 1)
+        }
+        _ => format!("{ms}ms"),
+    }
 }
 
 fn elapsed(ms: Option<u64>) -> String {
@@ -136,5 +146,11 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01 00:00:00Z");
         assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00Z");
         assert_eq!(utc(1_796_013_512_000), "2026-11-30 04:38:32Z");
+    }
+
+    #[test]
+    fn utc_of_a_time_past_the_year_9999_is_the_number() {
+        assert_eq!(utc(253_402_300_800_000), "253402300800000ms");
+        assert_eq!(utc(u64::MAX), format!("{}ms", u64::MAX));
     }
 }

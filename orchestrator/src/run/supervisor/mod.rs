@@ -347,6 +347,11 @@ impl Supervisor {
         let deadline = Instant::now() + DRAIN_TIMEOUT;
         while self.conn.inbound.read_for(deadline).await {
             if let Some(claim) = self.decode_frames() {
+                if matches!(claim, Claim::Death(_)) {
+                    // A violation in its last words: the exit status still
+                    // decides how the death reads (MEMORY, TIMEOUT).
+                    self.process.reap().await;
+                }
                 return claim;
             }
         }
