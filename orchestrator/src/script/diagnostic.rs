@@ -110,17 +110,40 @@ pub(crate) fn caret_line(source_line: &str, column: u32) -> String {
     caret
 }
 
-/// `SCRIPT_PARSE` rendering: header, source line, caret line per diagnostic.
+/// Characters of a source line shown on each side of the column when the
+/// line is too long to print whole.
+const EXCERPT_HALF: usize = 60;
+
+/// The part of `line` an error shows, and the column in it: the whole line
+/// when it is short, else a window around `column` marked with `…`.
+fn excerpt(line: &str, column: u32) -> (String, u32) {
+    let chars = line.chars().count();
+    if chars <= 2 * EXCERPT_HALF + 20 {
+        return (line.to_string(), column);
+    }
+    let at = (column as usize).saturating_sub(1).min(chars);
+    let start = at.saturating_sub(EXCERPT_HALF);
+    let end = (at + EXCERPT_HALF).min(chars);
+    let mut out = String::new();
+    if start > 0 {
+        out.push('…');
+    }
+    out.extend(line.chars().skip(start).take(end - start));
+    if end < chars {
+        out.push('…');
+    }
+    let column = at - start + 1 + usize::from(start > 0);
+    (out, u32::try_from(column).unwrap_or(u32::MAX))
+}
+
+/// `SCRIPT_PARSE` rendering: header, source line (a window of it when it is
+/// long), caret line per diagnostic.
 pub(crate) fn render_with_carets(diagnostics: &[Diagnostic]) -> String {
     diagnostics
         .iter()
         .map(|d| {
-            format!(
-                "{}\n{}\n{}",
-                header(d),
-                d.source_line,
-                caret_line(&d.source_line, d.column)
-            )
+            let (line, column) = excerpt(&d.source_line, d.column);
+            format!("{}\n{}\n{}", header(d), line, caret_line(&line, column))
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -133,4 +156,22 @@ pub(crate) fn render_plain(diagnostics: &[Diagnostic]) -> String {
         .map(header)
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_line_is_shown_around_the_column() {
+        let line = format!("{}X{}", "a".repeat(500), "b".repeat(500));
+        let (shown, column) = excerpt(&line, 501);
+        assert!(shown.starts_with('…') && shown.ends_with('…'), "{shown}");
+        assert_eq!(shown.chars().nth(column as usize - 1), Some('X'));
+        assert!(shown.chars().count() <= 2 * EXCERPT_HALF + 2);
+        let short = "const x = ;";
+        assert_eq!(excerpt(short, 11), (short.to_string(), 11));
+        let (start, column) = excerpt(&line, 1);
+        assert!(!start.starts_with('…') && column == 1);
+    }
 }

@@ -41,6 +41,7 @@ mod diagnostic;
 mod forbidden;
 mod literal;
 mod meta;
+mod nesting;
 mod parse;
 mod positions;
 mod strip;
@@ -216,23 +217,48 @@ pub fn prepare(
     source: &str,
     kind: ScriptKind,
 ) -> Result<PreparedScript, ScriptError> {
-    // oxc is not expected to panic, but a library bug must not take the host
-    // down with it: it becomes a SCRIPT_PARSE naming the start of the file.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        prepare_unguarded(display_name, source, kind)
-    }))
-    .unwrap_or_else(|_| {
+    let failed = |problem: Located| {
         let index = LineIndex::new(source);
-        let problem = Located::new(
-            0usize,
-            "internal error: the script could not be prepared (the parser failed unexpectedly)",
-        );
         Err(ScriptError::Parse(diagnostic::build(
             display_name,
             source,
             &index,
             vec![problem],
         )))
+    };
+    // The parser and the passes after it recurse: bound the nesting first
+    // (a stack overflow is an abort), and give a deep script a stack of
+    // its own, whichever thread (main, a runtime worker) asked.
+    let depth = match nesting::check(source) {
+        Ok(depth) => depth,
+        Err(problem) => return failed(problem),
+    };
+    // oxc is not expected to panic, but a library bug must not take the host
+    // down with it: it becomes a SCRIPT_PARSE naming the start of the file.
+    let guarded = || {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            prepare_unguarded(display_name, source, kind)
+        }))
+        .ok()
+    };
+    let prepared = if depth <= nesting::INLINE_NESTING {
+        guarded()
+    } else {
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("dsh-prepare".into())
+                .stack_size(nesting::PREPARE_STACK)
+                .spawn_scoped(scope, guarded)
+                .ok()
+                .and_then(|t| t.join().ok())
+                .flatten()
+        })
+    };
+    prepared.unwrap_or_else(|| {
+        failed(Located::new(
+            0usize,
+            "internal error: the script could not be prepared (the parser failed unexpectedly)",
+        ))
     })
 }
 

@@ -1,0 +1,525 @@
+//! A bound on how deeply a script nests, checked before the parser sees it.
+//!
+//! The parser, the type strip and the code generator are recursive: a
+//! script such as `return [[[[…]]]]` 20,000 deep, 200,000 parentheses or a
+//! chain of arrows `x => x => x => …` overflows the host's stack, which is
+//! an abort, not an error anyone can report. So one linear scan estimates
+//! the deepest recursion the script can cause and refuses more than
+//! [`MAX_NESTING`] levels with a `SCRIPT_PARSE` error at the place it
+//! happens. The engine itself stops far earlier (QuickJS reports "Maximum
+//! call stack size exceeded" a few thousand levels deep), so no script that
+//! could run is refused.
+//!
+//! The scan is a small lexer, not a parser: it skips comments, strings,
+//! template text and regular expressions (a `/` starts one where a value
+//! is expected, as in every JavaScript lexer), and counts
+//! - brackets `(` `[` `{` and type arguments `<` as levels, and
+//! - the tokens that make the grammar recurse without a bracket — prefix
+//!   operators (`!`, `~`, `typeof`, `await`, `new`, …), `=>`, `?`,
+//!   assignments, `**` — as one level each until the next `,` or `;` of
+//!   the same bracket, or its closing.
+//!
+//! It errs towards counting more (a `<` that was a comparison, an operator
+//! that was not nested): the estimate only has to be an upper bound of what
+//! the parser's recursion can reach, and real scripts stay far below the
+//! limit.
+
+use super::diagnostic::Located;
+
+/// Deepest nesting accepted: far above what a real workflow needs, far
+/// below what the host's stack holds (the preparation runs on a thread
+/// with [`PREPARE_STACK`] of stack when a script nests deeper than
+/// [`INLINE_NESTING`]).
+pub(crate) const MAX_NESTING: usize = 1000;
+
+/// Scripts that nest at most this deep are prepared on the caller's
+/// thread (any tokio worker has room for that).
+pub(crate) const INLINE_NESTING: usize = 100;
+
+/// Stack of the thread that prepares a deeply nesting script: a generous
+/// bound for [`MAX_NESTING`] levels even in a debug build.
+pub(crate) const PREPARE_STACK: usize = 256 << 20;
+
+/// One open level: its bracket (or none for the top) and the chain tokens
+/// counted in it since its last `,` or `;`.
+struct Level {
+    bracket: u8,
+    chain: usize,
+}
+
+/// Where a `/` would start a regular expression: after an operator, an
+/// opening bracket, a keyword that precedes an expression, or at the start.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Slash {
+    Regex,
+    Divide,
+}
+
+/// The deepest nesting the scan finds, or where it passes [`MAX_NESTING`].
+pub(crate) fn check(source: &str) -> Result<usize, Located> {
+    let b = source.as_bytes();
+    let mut stack: Vec<Level> = vec![Level {
+        bracket: 0,
+        chain: 0,
+    }];
+    // Sum over `stack` of (1 per bracket + its chain tokens), kept current.
+    let mut depth: usize = 0;
+    let mut deepest = 0;
+    let mut slash = Slash::Regex;
+    // A line break since the last token: where a value ends a line and a
+    // word starts the next, automatic semicolon insertion ends the
+    // statement, and with it the chain.
+    let mut line_break = false;
+    let mut i = 0;
+    let too_deep = |at: usize| {
+        Located::new(
+            at,
+            format!(
+                "the script nests deeper than {MAX_NESTING} levels here (brackets, arrows, \
+                 operators); flatten it, e.g. build deep data in a loop"
+            ),
+        )
+    };
+    macro_rules! deeper {
+        ($at:expr) => {{
+            depth += 1;
+            if depth > MAX_NESTING {
+                return Err(too_deep($at));
+            }
+            deepest = deepest.max(depth);
+        }};
+    }
+    macro_rules! chain {
+        ($at:expr) => {{
+            if let Some(top) = stack.last_mut() {
+                top.chain += 1;
+            }
+            deeper!($at);
+        }};
+    }
+    // Drops the chain tokens of the innermost level (a `,` or `;`).
+    macro_rules! end_chain {
+        () => {{
+            if let Some(top) = stack.last_mut() {
+                depth -= top.chain;
+                top.chain = 0;
+            }
+        }};
+    }
+    while i < b.len() {
+        let c = b[i];
+        if c == b'\n' {
+            line_break = true;
+            i += 1;
+            continue;
+        }
+        if c == b' ' || c == b'\t' || c == b'\r' {
+            i += 1;
+            continue;
+        }
+        if std::mem::take(&mut line_break) && slash == Slash::Divide && starts_statement(b, i) {
+            end_chain!();
+        }
+        match c {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                i = skip_line(b, i);
+                line_break = true;
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i = skip_block_comment(b, i);
+                continue;
+            }
+            b'/' if slash == Slash::Regex => {
+                i = skip_regex(b, i);
+                slash = Slash::Divide;
+                continue;
+            }
+            b'\'' | b'"' => {
+                i = skip_string(b, i);
+                slash = Slash::Divide;
+                continue;
+            }
+            b'`' => {
+                // Template text; `${` opens an expression level that the
+                // matching `}` closes, back into the text.
+                i += 1;
+                deeper!(i);
+                stack.push(Level {
+                    bracket: b'`',
+                    chain: 0,
+                });
+                i = skip_template_text(b, i);
+                if b.get(i) == Some(&b'`') {
+                    // The template ended without an expression.
+                    if let Some(level) = stack.pop() {
+                        depth -= 1 + level.chain;
+                    }
+                    i += 1;
+                    slash = Slash::Divide;
+                } else {
+                    // At `${`.
+                    i += 2;
+                    deeper!(i);
+                    stack.push(Level {
+                        bracket: b'$',
+                        chain: 0,
+                    });
+                    slash = Slash::Regex;
+                }
+                continue;
+            }
+            b'(' | b'[' | b'{' => {
+                deeper!(i);
+                stack.push(Level {
+                    bracket: c,
+                    chain: 0,
+                });
+                slash = Slash::Regex;
+            }
+            b'<' if matches!(b.get(i + 1), Some(b'=' | b'<')) => {
+                // `<=`, `<<`, `<<=`: operators.
+                i += if b.get(i + 2) == Some(&b'=') { 3 } else { 2 };
+                slash = Slash::Regex;
+                continue;
+            }
+            b'<' => {
+                // A type argument list or a comparison: counted either way.
+                deeper!(i);
+                stack.push(Level {
+                    bracket: b'<',
+                    chain: 0,
+                });
+                slash = Slash::Regex;
+            }
+            b')' | b']' | b'}' | b'>' => {
+                let open = match c {
+                    b')' => b'(',
+                    b']' => b'[',
+                    b'}' => b'{',
+                    _ => b'<',
+                };
+                if c == b'>' && b.get(i + 1) == Some(&b'=') {
+                    // `>=`: an operator, not a closing.
+                    i += 2;
+                    slash = Slash::Regex;
+                    continue;
+                }
+                if c == b'}' && stack.last().is_some_and(|l| l.bracket == b'$') {
+                    // The end of a template expression: back into its text.
+                    if let Some(level) = stack.pop() {
+                        depth -= 1 + level.chain;
+                    }
+                    i = skip_template_text(b, i + 1);
+                    if b.get(i) == Some(&b'`') {
+                        if let Some(level) = stack.pop() {
+                            depth -= 1 + level.chain;
+                        }
+                        i += 1;
+                        slash = Slash::Divide;
+                    } else {
+                        i += 2;
+                        deeper!(i);
+                        stack.push(Level {
+                            bracket: b'$',
+                            chain: 0,
+                        });
+                        slash = Slash::Regex;
+                    }
+                    continue;
+                }
+                // Close up to the matching opener; `<`s left open on the way
+                // were comparisons. A closer with no opener is ignored.
+                if let Some(pos) = stack.iter().rposition(|l| l.bracket == open)
+                    && pos > 0
+                {
+                    for level in stack.drain(pos..) {
+                        depth -= 1 + level.chain;
+                    }
+                }
+                slash = if c == b'>' {
+                    Slash::Regex
+                } else {
+                    Slash::Divide
+                };
+            }
+            b',' => {
+                end_chain!();
+                slash = Slash::Regex;
+            }
+            b';' => {
+                // A statement ends: `<`s still open were comparisons.
+                while stack.len() > 1 && stack.last().is_some_and(|l| l.bracket == b'<') {
+                    if let Some(level) = stack.pop() {
+                        depth -= 1 + level.chain;
+                    }
+                }
+                end_chain!();
+                slash = Slash::Regex;
+            }
+            b'=' if b.get(i + 1) == Some(&b'>') => {
+                chain!(i);
+                i += 2;
+                slash = Slash::Regex;
+                continue;
+            }
+            b'=' if b.get(i + 1) == Some(&b'=') => {
+                i += if b.get(i + 2) == Some(&b'=') { 3 } else { 2 };
+                slash = Slash::Regex;
+                continue;
+            }
+            b'!' if b.get(i + 1) == Some(&b'=') => {
+                i += if b.get(i + 2) == Some(&b'=') { 3 } else { 2 };
+                slash = Slash::Regex;
+                continue;
+            }
+            b'!' if slash == Slash::Divide => {
+                // TypeScript's non-null assertion `x!`: postfix, flat.
+            }
+            b'?' if matches!(b.get(i + 1), Some(b'?' | b'.')) => {
+                // `??` (flat) and `?.` (a member access).
+                i += 2;
+                slash = Slash::Regex;
+                continue;
+            }
+            b'=' | b'?' | b'!' | b'~' => {
+                chain!(i);
+                slash = Slash::Regex;
+            }
+            b'*' if b.get(i + 1) == Some(&b'*') => {
+                chain!(i);
+                i += 2;
+                slash = Slash::Regex;
+                continue;
+            }
+            b'+' | b'-' => {
+                // Where a value is expected these are prefix operators
+                // (`-x`, `++x`), which recurse; after one, binary or
+                // postfix, which do not.
+                let doubled = b.get(i + 1) == Some(&c);
+                if slash == Slash::Regex {
+                    chain!(i);
+                }
+                i += if doubled { 2 } else { 1 };
+                if !doubled {
+                    slash = Slash::Regex;
+                }
+                continue;
+            }
+            c if c.is_ascii_alphabetic() || c == b'_' || c == b'$' || c >= 0x80 => {
+                let start = i;
+                while i < b.len()
+                    && (b[i].is_ascii_alphanumeric()
+                        || b[i] == b'_'
+                        || b[i] == b'$'
+                        || b[i] >= 0x80)
+                {
+                    i += 1;
+                }
+                let word = &b[start..i];
+                if PREFIX_WORDS.contains(&word) {
+                    chain!(start);
+                }
+                slash = if EXPRESSION_WORDS.contains(&word) || PREFIX_WORDS.contains(&word) {
+                    Slash::Regex
+                } else {
+                    Slash::Divide
+                };
+                continue;
+            }
+            c if c.is_ascii_digit() => {
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'.' || b[i] == b'_')
+                {
+                    i += 1;
+                }
+                slash = Slash::Divide;
+                continue;
+            }
+            _ => slash = Slash::Regex,
+        }
+        i += 1;
+    }
+    Ok(deepest)
+}
+
+/// Whether the token at `i` can only start a new statement after a value
+/// and a line break (a word other than an infix one, a number, a string).
+fn starts_statement(b: &[u8], i: usize) -> bool {
+    let c = b[i];
+    if c.is_ascii_digit() || c == b'\'' || c == b'"' || c == b'`' {
+        return true;
+    }
+    if !(c.is_ascii_alphabetic() || c == b'_' || c == b'$' || c >= 0x80) {
+        return false;
+    }
+    let end = b[i..]
+        .iter()
+        .position(|&c| !(c.is_ascii_alphanumeric() || c == b'_' || c == b'$' || c >= 0x80))
+        .map_or(b.len(), |n| i + n);
+    !INFIX_WORDS.contains(&&b[i..end])
+}
+
+/// Words that continue an expression across a line break.
+const INFIX_WORDS: &[&[u8]] = &[b"in", b"of", b"instanceof", b"as", b"satisfies"];
+
+/// Words after which an expression (so a regular expression) may start.
+const EXPRESSION_WORDS: &[&[u8]] = &[
+    b"return",
+    b"case",
+    b"do",
+    b"else",
+    b"in",
+    b"of",
+    b"instanceof",
+    b"throw",
+    b"extends",
+];
+
+/// Prefix words: each recurses into the expression after it.
+const PREFIX_WORDS: &[&[u8]] = &[
+    b"typeof",
+    b"void",
+    b"delete",
+    b"await",
+    b"new",
+    b"yield",
+    b"keyof",
+    b"readonly",
+];
+
+fn skip_line(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && b[i] != b'\n' {
+        i += 1;
+    }
+    i
+}
+
+fn skip_block_comment(b: &[u8], mut i: usize) -> usize {
+    i += 2;
+    while i < b.len() && !(b[i] == b'*' && b.get(i + 1) == Some(&b'/')) {
+        i += 1;
+    }
+    (i + 2).min(b.len())
+}
+
+/// A string literal from its quote to after the closing one (or the end of
+/// the line: an unterminated string is the parser's to report).
+fn skip_string(b: &[u8], mut i: usize) -> usize {
+    let quote = b[i];
+    i += 1;
+    while i < b.len() && b[i] != quote && b[i] != b'\n' {
+        if b[i] == b'\\' {
+            i += 1;
+        }
+        i += 1;
+    }
+    (i + 1).min(b.len())
+}
+
+/// A regular expression from its `/` to after its flags.
+fn skip_regex(b: &[u8], mut i: usize) -> usize {
+    i += 1;
+    let mut class = false;
+    while i < b.len() && b[i] != b'\n' {
+        match b[i] {
+            b'\\' => i += 1,
+            b'[' => class = true,
+            b']' => class = false,
+            b'/' if !class => break,
+            _ => {}
+        }
+        i += 1;
+    }
+    i += 1;
+    while i < b.len() && b[i].is_ascii_alphabetic() {
+        i += 1;
+    }
+    i.min(b.len())
+}
+
+/// Template text from `i` to its closing backtick or to a `${` (returns
+/// the index of either).
+fn skip_template_text(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b'`' => return i,
+            b'$' if b.get(i + 1) == Some(&b'{') => return i,
+            _ => {}
+        }
+        i += 1;
+    }
+    b.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn depth(s: &str) -> usize {
+        check(s).unwrap_or_else(|e| panic!("refused: {}", e.message))
+    }
+
+    #[rstest]
+    #[case::flat("const a = 1; const b = 2; return a + b;", 1)]
+    #[case::call("f(g(h(1)));", 3)]
+    #[case::strings_do_not_count("const s = '((((((' + \"[[[[\";", 1)]
+    #[case::comments_do_not_count("// ((((\n/* [[[[ */ f(1);", 1)]
+    #[case::regex_does_not_count("const r = /[(]{3}\\)/g; f(/)/);", 1)]
+    #[case::division_is_not_a_regex("const x = a / b / (c);", 2)]
+    #[case::template("const t = `a ${f(`b ${g(1)}`)} c`;", 7)]
+    #[case::sequential_arrows_reset("a.map(x => x).filter(y => y);", 2)]
+    fn depths(#[case] source: &str, #[case] want: usize) {
+        assert_eq!(depth(source), want, "{source}");
+    }
+
+    #[rstest]
+    #[case::brackets(format!("return {}{};", "[".repeat(5000), "]".repeat(5000)))]
+    #[case::parens(format!("return {}1{};", "(".repeat(200_000), ")".repeat(200_000)))]
+    #[case::arrows(format!("const f = {}1;", "x => ".repeat(5000)))]
+    #[case::unary(format!("return {}x;", "!".repeat(5000)))]
+    #[case::await_chain(format!("return {}x;", "await ".repeat(5000)))]
+    #[case::ternaries(format!("return {}0;", "a ? b : ".repeat(5000)))]
+    #[case::assignments(format!("{}0;", "a = ".repeat(5000)))]
+    #[case::generics(format!("type T = {}X{};", "A<".repeat(5000), ">".repeat(5000)))]
+    #[case::type_literals(format!("type T = {}x: 1{};", "{ a: ".repeat(5000), " }".repeat(5000)))]
+    #[case::templates(format!("const t = {}{};", "`${".repeat(5000), "}`".repeat(5000)))]
+    #[case::regex_closers_hide_nothing(format!("return {}1{};", "(/)/(".repeat(3000), ")".repeat(6000)))]
+    fn deep_nesting_is_refused(#[case] source: String) {
+        let e = check(&source).expect_err("too deep");
+        assert!(
+            e.message.contains("deeper than 1000 levels"),
+            "{}",
+            e.message
+        );
+    }
+
+    /// Long flat scripts: many statements and operators, none nested.
+    #[rstest]
+    #[case::semicolon_less_statements("let x = 1\n".repeat(5000))]
+    #[case::statements(format!("{}return 1;", "x = a ? b : c;\n".repeat(5000)))]
+    #[case::comparisons("if (a < b) f();\nx = a < b;\n".repeat(3000))]
+    #[case::postfix("i++; j--; k!.x;\n".repeat(3000))]
+    #[case::sums(format!("return {}1;", "a + b - c * d / e + ".repeat(3000)))]
+    #[case::calls_in_a_row("f(1); g([2]); h({ a: 3 });\n".repeat(3000))]
+    #[case::optional_and_nullish("x = a?.b ?? c?.d ?? e;\n".repeat(3000))]
+    fn flat_scripts_are_accepted(#[case] source: String) {
+        assert!(depth(&source) < 10, "{}", depth(&source));
+    }
+
+    /// Operators at the start of a line continue the expression: a ternary
+    /// chain written that way is still counted.
+    #[test]
+    fn leading_operators_do_not_reset_the_chain() {
+        let source = format!("return a{}\n0;", "\n? b\n: a".repeat(3000));
+        assert!(check(&source).is_err());
+    }
+
+    #[test]
+    fn the_limit_itself_is_accepted() {
+        let n = MAX_NESTING - 1;
+        let source = format!("f{}1{};", "(".repeat(n), ")".repeat(n));
+        assert_eq!(depth(&source), n);
+    }
+}
