@@ -109,10 +109,10 @@ fn serve(mut chan: Channel, landlock_abi_override: Option<u32>) -> Result<(), Ch
     };
     let sandbox = match sandbox::apply(init.sandbox, &inputs) {
         Ok(report) => report,
-        Err(message) => {
+        Err(refused) => {
             chan.send(&WorkerMsg::End {
                 result: EndResult::new(
-                    EndOutcome::failed(ErrorCode::SandboxUnavailable, message),
+                    EndOutcome::failed(ErrorCode::SandboxUnavailable, refused.to_string()),
                     0,
                 ),
             })?;

@@ -136,8 +136,8 @@ mod linux {
                         "missing": r.missing,
                     }})
                 ),
-                Err(message) => {
-                    println!("{}", json!({"unavailable": message}));
+                Err(refused) => {
+                    println!("{}", json!({"unavailable": refused.to_string()}));
                     return 3;
                 }
             }

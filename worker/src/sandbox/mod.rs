@@ -106,22 +106,30 @@ impl Tally {
     }
 }
 
-/// Applies `policy` to the calling process. `Err` carries the message for
-/// `SANDBOX_UNAVAILABLE` (only under `strict`); the body must then not run.
-pub fn apply(policy: SandboxPolicy, inputs: &Inputs) -> Result<SandboxReport, String> {
+/// `strict` asked for full confinement and this kernel does not give it:
+/// the message of `SANDBOX_UNAVAILABLE`, and the report of what was
+/// reached (its `missing` names each rule and why).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "sandbox policy \"{strict}\" requires full confinement, and this kernel/platform does not enforce: {}. Use --sandbox {best_effort} to run with what is available (see docs/sandbox.md)",
+    reached.missing.join("; "),
+    strict = SandboxPolicy::Strict,
+    best_effort = SandboxPolicy::BestEffort
+)]
+pub struct SandboxUnavailable {
+    /// What the layers reached before the refusal.
+    pub reached: SandboxReport,
+}
+
+/// Applies `policy` to the calling process. Under `strict`, anything short
+/// of full confinement is [`SandboxUnavailable`]; the body must then not run.
+pub fn apply(policy: SandboxPolicy, inputs: &Inputs) -> Result<SandboxReport, SandboxUnavailable> {
     if policy == SandboxPolicy::Off {
         return Ok(Tally::default().into_report());
     }
     let report = apply_layers(inputs);
     if policy == SandboxPolicy::Strict && report.level != SandboxLevel::Full {
-        return Err(format!(
-            "sandbox policy \"{}\" requires full confinement, and this kernel/platform \
-             does not enforce: {}. Use --sandbox {} to run with what is available \
-             (see docs/sandbox.md)",
-            SandboxPolicy::Strict,
-            report.missing.join("; "),
-            SandboxPolicy::BestEffort,
-        ));
+        return Err(SandboxUnavailable { reached: report });
     }
     Ok(report)
 }
