@@ -137,7 +137,7 @@ impl Baseline {
 }
 
 /// `Rss`, `Pss` and private (`Private_Clean + Private_Dirty`) of a process,
-/// in KiB, from /proc/<pid>/smaps_rollup.
+/// in KiB, from `/proc/<pid>/smaps_rollup`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ProcMemory {
     pub rss_kib: f64,

@@ -20,8 +20,8 @@
 //! parser limits depth, but a `Value` built in code does not, and a stack
 //! overflow is an abort, not an error we could report.
 //!
-//! The keyword rules are in [`check`] (is a schema inside the subset?) and
-//! [`validate`] (does a value match it?); this file holds what both share.
+//! The keyword rules are in `check.rs` (is a schema inside the subset?) and
+//! `validate.rs` (does a value match it?); this file holds what both share.
 
 use std::fmt;
 
@@ -126,7 +126,7 @@ pub fn check_schema(schema: &Value, path: &str) -> Vec<Violation> {
 }
 
 /// Validates `value` against a schema that passed check_schema. `path` is the prefix, e.g. "value"
-/// gives "value.items[3].name". Returns every violation (empty = valid).
+/// gives `value.items[3].name`. Returns every violation (empty = valid).
 pub fn validate(schema: &Value, value: &Value, path: &str) -> Vec<Violation> {
     let mut out = Vec::new();
     validate_node(schema, value, path, 1, &mut out);

@@ -6,15 +6,15 @@
 //! which reports what it actually enforced (in the spirit of rust-landlock:
 //! best effort, never pretending):
 //!
-//! - [`rlimits`]: no core dumps, no file writes, few descriptors, no new
+//! - `rlimits`: no core dumps, no file writes, few descriptors, no new
 //!   processes, a data-segment cap derived from `memoryBytes`, a CPU-time
 //!   backstop derived from `computeMs`;
 //! - `no_new_privs`;
 //! - [`landlock`]: every filesystem right handled and none granted, TCP bind
 //!   and connect denied (ABI ≥ 4), abstract unix sockets and signals scoped
 //!   (ABI ≥ 6), all threads (ABI ≥ 8);
-//! - [`seccomp`]: no `fork`/`clone`/`exec`, no new sockets;
-//! - [`caps`]: every capability dropped (a worker started by root keeps
+//! - `seccomp`: no `fork`/`clone`/`exec`, no new sockets;
+//! - `caps`: every capability dropped (a worker started by root keeps
 //!   none of root's powers).
 //!
 //! The result is a [`SandboxReport`]: `full` when every layer is enforced,
