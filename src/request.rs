@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dsh_orchestrator::config::{self, Config};
+use dsh_orchestrator::files;
 use dsh_orchestrator::journal::ProviderSpec;
 use dsh_orchestrator::journal::durable::absolute;
 use dsh_orchestrator::providers::dry_run::DryRunProvider;
@@ -152,7 +153,7 @@ fn args(a: &RunArgs) -> Result<ArgsInput, CliError> {
         return Ok(ArgsInput::Text(text.clone()));
     }
     if let Some(path) = &a.args_file {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = files::read_text(path, files::ARGS_LIMIT).map_err(|e| {
             CliError::usage(format!("--args-file {}: cannot read: {e}", path.display()))
         })?;
         return serde_json::from_str::<Value>(&text)
@@ -170,7 +171,7 @@ fn args(a: &RunArgs) -> Result<ArgsInput, CliError> {
 /// A fixture named by `--fixture`: a missing file is a usage error
 /// (contract §12); a file that is there but wrong is `FIXTURE_INVALID`.
 pub fn fixture(path: &Path) -> Result<Arc<dyn SubagentProvider>, CliError> {
-    let text = std::fs::read_to_string(path)
+    let text = files::read_text(path, files::FIXTURE_LIMIT)
         .map_err(|e| CliError::usage(format!("--fixture {}: cannot read: {e}", path.display())))?;
     let p = ScriptedProvider::from_json_text(&path.display().to_string(), &text)
         .map_err(|e| CliError::new(ErrorCode::FixtureInvalid, e.to_string()))?;

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dsh_orchestrator::events::Event;
+use dsh_orchestrator::files;
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::script::ScriptKind;
 use dsh_orchestrator::{
@@ -369,7 +370,7 @@ async fn run_case(case: &Case, settings: &Settings) -> Report {
 /// The run request of a case: `dsh workflow run X.ts --fixture
 /// X.fixture.json [--args-file X.args.json]`, under the script's file name.
 fn request(case: &Case, settings: &Settings) -> Result<StartRequest, String> {
-    let text = std::fs::read_to_string(&case.fixture).map_err(|e| {
+    let text = files::read_text(&case.fixture, files::FIXTURE_LIMIT).map_err(|e| {
         format!(
             "error[USAGE]: {}: cannot read the fixture: {e}",
             case.fixture.display()
@@ -377,19 +378,20 @@ fn request(case: &Case, settings: &Settings) -> Result<StartRequest, String> {
     })?;
     let provider = ScriptedProvider::from_json_text(&case.fixture.display().to_string(), &text)
         .map_err(|e| format!("error[{}]: {e}", ErrorCode::FixtureInvalid))?;
-    let args =
-        match std::fs::read_to_string(&case.args) {
-            Ok(text) => ArgsInput::Json(serde_json::from_str::<Value>(&text).map_err(|e| {
+    let args = match files::read_text(&case.args, files::ARGS_LIMIT) {
+        Ok(text) => {
+            ArgsInput::Json(serde_json::from_str::<Value>(&text).map_err(|e| {
                 format!("error[USAGE]: {}: not valid JSON: {e}", case.args.display())
-            })?),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ArgsInput::None,
-            Err(e) => {
-                return Err(format!(
-                    "error[USAGE]: {}: cannot read: {e}",
-                    case.args.display()
-                ));
-            }
-        };
+            })?)
+        }
+        Err(files::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => ArgsInput::None,
+        Err(e) => {
+            return Err(format!(
+                "error[USAGE]: {}: cannot read: {e}",
+                case.args.display()
+            ));
+        }
+    };
     let mut req = StartRequest::from_path(&case.script, &settings.limits)
         .map_err(|e| format!("error[{}]: {e}", e.code()))?
         .with_limits(settings.limits.clone())

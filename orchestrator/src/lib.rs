@@ -27,6 +27,7 @@
 
 pub mod config;
 pub mod events;
+pub mod files;
 pub mod journal;
 pub mod limits;
 pub mod pool;

@@ -202,9 +202,10 @@ impl Config {
         match path {
             None => Ok(Config::builtin()),
             Some(p) => {
-                let text = std::fs::read_to_string(&p).map_err(|e| {
-                    ConfigError::at(p.display().to_string(), format!("cannot read: {e}"))
-                })?;
+                let text =
+                    crate::files::read_text(&p, crate::files::CONFIG_LIMIT).map_err(|e| {
+                        ConfigError::at(p.display().to_string(), format!("cannot read: {e}"))
+                    })?;
                 Config::parse(&p, &text)
             }
         }

@@ -231,7 +231,12 @@ impl RunDir {
 /// Reads `run.json` of a run directory.
 pub fn read_info(dir: &Path) -> Result<RunInfo, JournalError> {
     let file = dir.join(RUN_FILE);
-    let text = std::fs::read_to_string(&file).map_err(|e| JournalError::io(&file, e))?;
+    let text = crate::files::read_text(&file, crate::files::CONFIG_LIMIT).map_err(|e| {
+        JournalError::Invalid {
+            path: file.display().to_string(),
+            message: format!("cannot read: {e}"),
+        }
+    })?;
     serde_json::from_str(&text).map_err(|e| JournalError::Invalid {
         path: file.display().to_string(),
         message: format!("not a run description of this dsh version: {e}"),

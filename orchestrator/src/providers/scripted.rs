@@ -142,9 +142,11 @@ impl ScriptedProvider {
     /// Loads and validates a fixture file.
     pub fn from_file(path: &Path) -> Result<Self, FixtureError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| FixtureError {
-            file: file.clone(),
-            message: format!("cannot read the fixture: {e}"),
+        let text = crate::files::read_text(path, crate::files::FIXTURE_LIMIT).map_err(|e| {
+            FixtureError {
+                file: file.clone(),
+                message: format!("cannot read the fixture: {e}"),
+            }
         })?;
         Self::from_json_text(&file, &text)
     }

@@ -115,9 +115,14 @@ impl StartRequest {
                 limit: limits.max_script_bytes,
             });
         }
-        let source = std::fs::read_to_string(path).map_err(|e| StartError::Usage {
-            message: format!("{name}: cannot read the script: {e}"),
-        })?;
+        // Only a regular file, at most the limit (a device or FIFO named
+        // as the script is refused at once, not read forever).
+        let source =
+            crate::files::read_text(path, limits.max_script_bytes as u64).map_err(|e| {
+                StartError::Usage {
+                    message: format!("{name}: cannot read the script: {e}"),
+                }
+            })?;
         let mut req = StartRequest::new(name, source);
         req.kind = kind;
         req.limits = limits.clone();
