@@ -69,11 +69,13 @@ impl From<dsh_orchestrator::WorkerMissing> for CliError {
 
 /// `error[CODE]: message` on stderr.
 pub fn print_error(code: ErrorCode, message: &str) {
+    let message = crate::terminal::text(message);
     let _ = writeln!(std::io::stderr().lock(), "error[{code}]: {message}");
 }
 
 /// `dsh: message` on stderr: something the user should know; the command
 /// goes on.
 pub fn warn(message: &str) {
+    let message = crate::terminal::text(message);
     let _ = writeln!(std::io::stderr().lock(), "dsh: {message}");
 }

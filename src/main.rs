@@ -20,6 +20,7 @@ mod flags;
 mod progress;
 mod request;
 mod runs_cmd;
+mod terminal;
 mod test_cmd;
 
 use clap::Parser;

@@ -5,6 +5,8 @@ use std::io::Write;
 
 use dsh_orchestrator::events::{Event, EventKind};
 
+use crate::terminal::line as esc;
+
 pub fn line(event: &Event, color: bool) -> String {
     let (dim, bold, red, green, yellow, reset) = if color {
         (
@@ -17,17 +19,20 @@ pub fn line(event: &Event, color: bool) -> String {
     match &event.kind {
         EventKind::Start { meta } => format!(
             "{t} {bold}start{reset} {} — {} ({})",
-            meta.name, meta.description, event.run_id
+            esc(&meta.name),
+            esc(&meta.description),
+            event.run_id
         ),
-        EventKind::Phase { title } => format!("{t} {bold}phase{reset} {title}"),
-        EventKind::Log { message } => format!("{t} log {message}"),
+        EventKind::Phase { title } => format!("{t} {bold}phase{reset} {}", esc(title)),
+        EventKind::Log { message } => format!("{t} log {}", esc(message)),
         EventKind::AgentStart {
             seq, label, phase, ..
         } => format!(
-            "{t} agent #{seq} {yellow}started{reset} {label}{}",
+            "{t} agent #{seq} {yellow}started{reset} {}{}",
+            esc(label),
             phase
                 .as_ref()
-                .map(|p| format!(" [{p}]"))
+                .map(|p| format!(" [{}]", esc(p)))
                 .unwrap_or_default()
         ),
         EventKind::AgentEnd {
@@ -40,7 +45,11 @@ pub fn line(event: &Event, color: bool) -> String {
                 "completed" => green,
                 _ => red,
             };
-            format!("{t} agent #{seq} {c}{}{reset} {label}", outcome.as_str())
+            format!(
+                "{t} agent #{seq} {c}{}{reset} {}",
+                outcome.as_str(),
+                esc(label)
+            )
         }
         EventKind::End {
             stop_reason,

@@ -14,6 +14,7 @@ use crate::error::{CliError, exit};
 use crate::execute::{execute, open_events_file};
 use crate::flags::{ResumeArgs, RunsArgs, ShowArgs};
 use crate::request::{self, runs_root};
+use crate::terminal::line as esc;
 
 /// `dsh workflow resume`.
 pub async fn resume(a: ResumeArgs) -> Result<i32, CliError> {
@@ -90,9 +91,9 @@ pub fn runs(a: &RunsArgs) -> Result<i32, CliError> {
         let _ = writeln!(
             out,
             "{:<34} {:<20} {:<12} {:<20} {:>13} {:>8}",
-            s.info.id,
-            s.info.name,
-            s.status.to_string(),
+            esc(&s.info.id),
+            esc(&s.info.name),
+            esc(&s.status.to_string()),
             utc(s.info.started_at),
             format!("{}/{}/{}", s.done, s.failed, s.replayed),
             elapsed(s.elapsed_ms)
@@ -108,10 +109,10 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
         .and_then(|p| summary::summarize(&p))
         .map_err(|e| CliError::usage(e.to_string()))?;
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "run      {}", s.info.id);
-    let _ = writeln!(out, "name     {}", s.info.name);
-    let _ = writeln!(out, "script   {}", s.info.script);
-    let _ = writeln!(out, "status   {}", s.status);
+    let _ = writeln!(out, "run      {}", esc(&s.info.id));
+    let _ = writeln!(out, "name     {}", esc(&s.info.name));
+    let _ = writeln!(out, "script   {}", esc(&s.info.script));
+    let _ = writeln!(out, "status   {}", esc(&s.status.to_string()));
     let _ = writeln!(out, "started  {}", utc(s.info.started_at));
     let _ = writeln!(out, "elapsed  {}", elapsed(s.elapsed_ms));
     let _ = writeln!(
@@ -122,7 +123,13 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
     // A replayed call's outcome column says `replayed`: its answer was
     // given (and counted) in an earlier attempt.
     for c in &s.calls {
-        let _ = writeln!(out, "  #{:<4} {:<12} {}", c.seq, c.state.as_str(), c.label);
+        let _ = writeln!(
+            out,
+            "  #{:<4} {:<12} {}",
+            c.seq,
+            c.state.as_str(),
+            esc(&c.label)
+        );
     }
     let result = s
         .result

@@ -218,7 +218,8 @@ fn print_report(case: &Case, report: &Report) {
         Verdict::New => "new ",
         Verdict::Fail(_) => "FAIL",
     };
-    let mut line = format!("{tag} {}", case.script.display());
+    let script = case.script.display().to_string();
+    let mut line = format!("{tag} {}", crate::terminal::line(&script));
     if let Some(d) = report.elapsed {
         line.push_str(&format!(" ({} ms)", d.as_millis()));
     }
@@ -227,7 +228,7 @@ fn print_report(case: &Case, report: &Report) {
     match &report.verdict {
         Verdict::Fail(details) => {
             for d in details {
-                let _ = writeln!(stdout, "    {d}");
+                let _ = writeln!(stdout, "    {}", crate::terminal::text(d));
             }
         }
         Verdict::New => {
