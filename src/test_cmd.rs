@@ -247,8 +247,11 @@ fn print_report(case: &Case, report: &Report) {
 /// sibling fixture; a directory is searched recursively (hidden
 /// directories, `node_modules`, directories tagged as caches with a
 /// `CACHEDIR.TAG` such as Cargo's `target/`, and symlinked directories are
-/// skipped). Sorted per path, each script once. A path that does not exist
-/// is an error.
+/// skipped), and a symlink (to a script, or a fixture, args or expected
+/// file beside one) counts only when it stays inside the searched tree: a
+/// pull request adding `leak.js -> /proc/self/environ` must not get a
+/// file from outside into the test log. Sorted per path, each script once.
+/// A path that does not exist is an error.
 fn discover(paths: &[PathBuf]) -> Result<Vec<Case>, String> {
     let mut out = Vec::new();
     let mut seen = HashSet::new();
@@ -257,7 +260,9 @@ fn discover(paths: &[PathBuf]) -> Result<Vec<Case>, String> {
             std::fs::metadata(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         let mut found = Vec::new();
         if meta.is_dir() {
-            walk(path, &mut found)?;
+            let root = std::fs::canonicalize(path)
+                .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+            walk(path, &root, &mut found)?;
             // `dsh workflow test` (or `.`) shows `a/b.ts`, not `./a/b.ts`.
             for f in &mut found {
                 if let Ok(rest) = f.strip_prefix(".") {
@@ -281,7 +286,17 @@ fn discover(paths: &[PathBuf]) -> Result<Vec<Case>, String> {
     Ok(out)
 }
 
-fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), String> {
+/// Whether `path` (a symlink or not) resolves to a place under `root`. A
+/// sibling that does not exist is fine (it is optional or reported later).
+fn stays_inside(path: &Path, root: &Path) -> bool {
+    match std::fs::symlink_metadata(path) {
+        Err(_) => true,
+        Ok(m) if !m.file_type().is_symlink() => true,
+        Ok(_) => std::fs::canonicalize(path).is_ok_and(|real| real.starts_with(root)),
+    }
+}
+
+fn walk(dir: &Path, root: &Path, found: &mut Vec<PathBuf>) -> Result<(), String> {
     let entries =
         std::fs::read_dir(dir).map_err(|e| format!("{}: cannot read: {e}", dir.display()))?;
     for entry in entries {
@@ -297,10 +312,20 @@ fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), String> {
             {
                 continue;
             }
-            walk(&path, found)?;
+            walk(&path, root, found)?;
         } else if ScriptKind::from_path(&path).is_some() && path.is_file() {
-            // is_file follows a symlink to a script file.
-            found.push(path);
+            // is_file follows a symlink to a script file; one that leaves
+            // the tree is skipped, as is a script whose fixture, args or
+            // expected file does.
+            let Some(case) = Case::of(&path) else {
+                continue;
+            };
+            if [&case.script, &case.fixture, &case.args, &case.expected]
+                .into_iter()
+                .all(|p| stays_inside(p, root))
+            {
+                found.push(path);
+            }
         }
     }
     Ok(())

@@ -438,3 +438,64 @@ fn the_examples_pass() {
     );
     assert_eq!(summary(&stdout), "2 passed, 0 failed");
 }
+
+/// A symlink that leaves the tested tree is not a test: a pull request
+/// adding `leak.js -> /proc/self/environ` (with a fixture and an expected
+/// file beside it) must not print the host's environment into the log.
+/// Symlinks that stay inside count as usual.
+#[test]
+fn symlinks_out_of_the_tested_tree_are_skipped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    write(d, "ok.ts", PASS_TS);
+    write(d, "ok.fixture.json", ANY_FIXTURE);
+    write(d, "ok.args.json", r#"{"who": "you"}"#);
+    std::os::unix::fs::symlink("/proc/self/environ", d.join("leak.js")).expect("symlink");
+    write(d, "leak.fixture.json", ANY_FIXTURE);
+    write(d, "leak.expected.json", r#"{"result": {"value": 1}}"#);
+    // A script inside whose fixture points outside is skipped too.
+    write(d, "sneaky.ts", PASS_TS);
+    std::os::unix::fs::symlink("/etc/hostname", d.join("sneaky.fixture.json")).expect("symlink");
+    // A symlink inside the tree is an ordinary case.
+    std::fs::create_dir(d.join("sub")).expect("mkdir");
+    write(d, "sub/real.ts", PASS_TS);
+    write(d, "sub/real.fixture.json", ANY_FIXTURE);
+    std::os::unix::fs::symlink(d.join("sub/real.ts"), d.join("alias.ts")).expect("symlink");
+    std::os::unix::fs::symlink(
+        d.join("sub/real.fixture.json"),
+        d.join("alias.fixture.json"),
+    )
+    .expect("symlink");
+
+    let (stdout, stderr, code) = dsh_in(d, &["workflow", "test", "--update"]);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        !stdout.contains("leak") && !stderr.contains("leak"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(!stdout.contains("sneaky"), "{stdout}");
+    assert!(
+        !stdout.contains("CARGO") && !stderr.contains("CARGO"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("ok.ts") && stdout.contains("alias.ts"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("2 passed, 0 failed"), "{stdout}");
+}
+
+/// A file with NUL bytes is not script text, and none of it is shown.
+#[test]
+fn a_script_with_nul_bytes_is_refused_without_an_excerpt() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("bin.ts"), b"SECRET=hunter2\0PATH=/bin\0").expect("write");
+    let (stdout, stderr, code) = dsh_in(dir.path(), &["workflow", "check", "bin.ts"]);
+    assert_eq!(code, Some(2));
+    assert!(stdout.is_empty());
+    assert!(
+        stderr.starts_with("error[USAGE]: bin.ts: cannot read the script: it contains NUL bytes"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+}

@@ -123,6 +123,16 @@ impl StartRequest {
                     message: format!("{name}: cannot read the script: {e}"),
                 }
             })?;
+        // NUL is no script text (a symlink to /proc/self/environ, a binary):
+        // refused before a parse error could show a line of it.
+        if source.contains('\0') {
+            return Err(StartError::Usage {
+                message: format!(
+                    "{name}: cannot read the script: it contains NUL bytes, so it is not script \
+                     text (write \\0 for a NUL character in a string)"
+                ),
+            });
+        }
         let mut req = StartRequest::new(name, source);
         req.kind = kind;
         req.limits = limits.clone();
