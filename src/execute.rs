@@ -28,14 +28,29 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
     Ok(execute(req, durable, &a.show, events_file).await)
 }
 
-/// Creates `--events-file`.
+/// Creates `--events-file`: a new file or an existing regular one, never
+/// through a symlink (`O_NOFOLLOW`) and never a device or FIFO.
 pub fn open_events_file(show: &ShowFlags) -> Result<Option<std::fs::File>, CliError> {
-    match &show.events_file {
-        None => Ok(None),
-        Some(p) => std::fs::File::create(p).map(Some).map_err(|e| {
-            CliError::usage(format!("--events-file {}: cannot create: {e}", p.display()))
-        }),
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(p) = &show.events_file else {
+        return Ok(None);
+    };
+    let fail = |why: String| CliError::usage(format!("--events-file {}: {why}", p.display()));
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(p)
+        .map_err(|e| fail(format!("cannot create: {e}")))?;
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(fail(
+            "not a regular file; name a regular file or a new path".into(),
+        ));
     }
+    f.set_len(0)
+        .map_err(|e| fail(format!("cannot create: {e}")))?;
+    Ok(Some(f))
 }
 
 fn print_warnings(warnings: Vec<dsh_orchestrator::journal::JournalWarning>) {
@@ -70,13 +85,17 @@ pub async fn execute(
     let run = durable_run.run();
     let mut events = run.subscribe();
     let mut interrupts = 0u32;
+    let mut events_error: Option<std::io::Error> = None;
     loop {
         tokio::select! {
             ev = events.next() => match ev {
                 Some(ev) => {
-                    if let Some(f) = events_file.as_mut() {
-                        let _ = writeln!(f, "{}", ev.to_json());
-                        let _ = f.flush();
+                    if let Some(f) = events_file.as_mut()
+                        && events_error.is_none()
+                        && let Err(e) = writeln!(f, "{}", ev.to_json()).and_then(|()| f.flush())
+                    {
+                        // Said once at the end; the run goes on.
+                        events_error = Some(e);
                     }
                     progress::show(&mode, &ev);
                 }
@@ -94,16 +113,31 @@ pub async fn execute(
     }
     let mut finished = durable_run.finish().await;
     print_warnings(std::mem::take(&mut finished.warnings));
-    report_journal(&finished);
+    let mut failed_output = report_journal(&finished);
+    if let (Some(e), Some(p)) = (&events_error, &show.events_file) {
+        print_error(
+            ErrorCode::Usage,
+            &format!("--events-file {}: cannot write: {e}", p.display()),
+        );
+        failed_output = true;
+    }
     if show.verbose {
         print_sandbox(&finished.result);
     }
-    report(&finished.result, show.output)
+    let code = report(&finished.result, show.output);
+    // A run that completed but whose output could not be kept (stdout,
+    // --events-file, --record) does not exit 0.
+    if code == exit::COMPLETED && failed_output {
+        exit::ERROR
+    } else {
+        code
+    }
 }
 
 /// What the journal has to say once the run settled: a recording that
-/// could not be written, and the summary of a resume.
-fn report_journal(f: &Finished) {
+/// could not be written (`true`), and the summary of a resume.
+fn report_journal(f: &Finished) -> bool {
+    let failed = f.record_error.is_some();
     if let Some((path, e)) = &f.record_error {
         print_error(
             ErrorCode::Usage,
@@ -116,6 +150,7 @@ fn report_journal(f: &Finished) {
             f.replayed, f.live
         ));
     }
+    failed
 }
 
 /// `--verbose`: the sandbox the worker reached, e.g.
@@ -153,15 +188,24 @@ fn report(result: &RunResult, output: OutputMode) -> i32 {
         OutputMode::Result => &result.to_json(),
     };
     let text = serde_json::to_string_pretty(out).unwrap_or_else(|_| "null".into());
-    {
+    let written = {
         let mut stdout = std::io::stdout().lock();
-        let _ = writeln!(stdout, "{text}");
-        let _ = stdout.flush();
-    }
+        writeln!(stdout, "{text}").and_then(|()| stdout.flush())
+    };
     if let Some(e) = &result.error {
         print_error(e.code, &e.message);
     }
-    exit_code(result)
+    match written {
+        // A result nobody received is no success (`> /dev/full`).
+        Err(e) if result.stop_reason == StopReason::Completed => {
+            print_error(
+                ErrorCode::Usage,
+                &format!("cannot write the result to stdout: {e}"),
+            );
+            exit::ERROR
+        }
+        _ => exit_code(result),
+    }
 }
 
 /// Contract §12: 0 completed, 1 error, 124 `--timeout`, 130 cancelled.

@@ -329,14 +329,48 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
 
 /// A temporary file renamed over `path`; synced first when `durable`.
 fn replace_file(path: &Path, bytes: &[u8], durable: bool) -> Result<(), JournalError> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    // Only a new file or an existing regular one is replaced: renaming over
+    // a symlink would replace the link, over a device (`/dev/full`) the
+    // device node.
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        let t = m.file_type();
+        let what = if t.is_symlink() {
+            Some("a symlink")
+        } else if t.is_dir() {
+            Some("a directory")
+        } else if t.is_char_device() || t.is_block_device() {
+            Some("a device")
+        } else if t.is_fifo() || t.is_socket() {
+            Some("a FIFO or socket")
+        } else {
+            None
+        };
+        if let Some(what) = what {
+            return Err(JournalError::Invalid {
+                path: path.display().to_string(),
+                message: format!(
+                    "is {what}; refusing to replace it (name a regular file or a new path)"
+                ),
+            });
+        }
+    }
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    // A temporary file of an earlier process with this pid (killed before
+    // its rename) is ours to remove; a new one is created, never opened
+    // through a link someone left there.
+    let _ = std::fs::remove_file(&tmp);
     let res = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?;
         f.write_all(bytes)?;
         if durable {
             f.sync_all()?;
@@ -352,6 +386,47 @@ fn replace_file(path: &Path, bytes: &[u8], durable: bool) -> Result<(), JournalE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileTypeExt;
+
+    #[test]
+    fn an_atomic_write_replaces_only_regular_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target = dir.path().join("out.json");
+        write_atomic(&target, b"one").expect("new file");
+        write_atomic(&target, b"two").expect("over a regular file");
+        assert_eq!(std::fs::read_to_string(&target).expect("read"), "two");
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        let e = write_atomic(&link, b"three").expect_err("symlink");
+        assert!(e.to_string().contains("is a symlink; refusing"), "{e}");
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .expect("still a link")
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(std::fs::read_to_string(&target).expect("read"), "two");
+        let e = write_atomic(Path::new("/dev/full"), b"x").expect_err("device");
+        assert!(e.to_string().contains("is a device"), "{e}");
+        assert!(
+            std::fs::metadata("/dev/full")
+                .expect("dev")
+                .file_type()
+                .is_char_device(),
+            "/dev/full is still a device"
+        );
+        // A stale temporary file of this pid is cleaned, not followed.
+        let stale = dir
+            .path()
+            .join(format!(".out.json.tmp-{}", std::process::id()));
+        std::os::unix::fs::symlink("/etc/hostname", &stale).expect("stale link");
+        write_atomic(&target, b"four").expect("write past a stale temp");
+        assert_eq!(std::fs::read_to_string(&target).expect("read"), "four");
+        assert!(
+            std::fs::symlink_metadata(&stale).is_err(),
+            "the temp is gone"
+        );
+    }
 
     fn info(id: &str) -> RunInfo {
         RunInfo {
