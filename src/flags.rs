@@ -196,6 +196,9 @@ pub struct ResumeArgs {
     /// Answer the calls that are not replayed from this fixture (default: the run's own provider).
     #[arg(long, value_name = "FILE")]
     pub fixture: Option<PathBuf>,
+    /// The configuration the run used, when it is not the dsh.toml found from here.
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
     /// Write every agent() answer of this attempt to a fixture file.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,

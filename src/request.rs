@@ -81,15 +81,10 @@ pub fn build(a: &RunArgs) -> Result<(StartRequest, ProviderSpec), CliError> {
     } else {
         req = req.with_provider(Arc::new(providers_router(&config, a.provider.clone())?));
         ProviderSpec::Configured {
-            config: a
-                .config
+            config: config
+                .path
                 .as_deref()
                 .map(absolute)
-                .or_else(|| {
-                    std::env::current_dir()
-                        .ok()
-                        .and_then(|d| config::discover(&d))
-                })
                 .map(|p| p.display().to_string()),
             provider: a.provider.clone(),
         }
@@ -180,8 +175,15 @@ pub fn fixture(path: &Path) -> Result<Arc<dyn SubagentProvider>, CliError> {
 
 /// The answering side of a resumed run: `--fixture`, else what the run
 /// used (its fixture, the dry run, or its configuration and provider).
+///
+/// The run directory is data, not the user's word: a configuration that
+/// `run.json` names is used only when it is the one the user names now —
+/// `--config`, or the `dsh.toml` found from the working directory — so an
+/// edited `run.json` cannot make a resume run another configuration's
+/// commands.
 pub fn resume_provider(
     flag: Option<&Path>,
+    config_flag: Option<&Path>,
     spec: &ProviderSpec,
 ) -> Result<Option<Arc<dyn SubagentProvider>>, CliError> {
     Ok(match (flag, spec) {
@@ -190,15 +192,43 @@ pub fn resume_provider(
         (None, ProviderSpec::DryRun) => Some(Arc::new(DryRunProvider::new())),
         (None, ProviderSpec::None) => None,
         (None, ProviderSpec::Configured { config, provider }) => {
-            if let Some(c) = config
-                && !Path::new(c).is_file()
-            {
-                return Err(CliError::usage(format!(
-                    "the run's configuration file {c} is gone; restore it, or pass --fixture FILE \
-                     to answer the calls that are not replayed"
-                )));
-            }
-            let config = load_config(config.as_deref().map(Path::new))?;
+            let config = match config {
+                None => Config::builtin(),
+                Some(c) => {
+                    let path = Path::new(c);
+                    if !path.is_file() {
+                        return Err(CliError::usage(format!(
+                            "the run's configuration file {c} is gone; restore it, or pass \
+                             --fixture FILE to answer the calls that are not replayed"
+                        )));
+                    }
+                    let named = match config_flag {
+                        Some(p) => Some(p.to_path_buf()),
+                        None => std::env::current_dir()
+                            .ok()
+                            .and_then(|d| config::discover(&d)),
+                    };
+                    let same = |a: &Path, b: &Path| {
+                        matches!(
+                            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+                            (Ok(x), Ok(y)) if x == y
+                        )
+                    };
+                    if !named.as_deref().is_some_and(|n| same(n, path)) {
+                        return Err(CliError::usage(format!(
+                            "the run's configuration file {c} is not the one named now ({}); a \
+                             run directory does not choose what runs: resume from the directory \
+                             whose dsh.toml the run used, pass --config {c}, or pass --fixture \
+                             FILE",
+                            named.map_or_else(
+                                || "none found from the working directory".to_string(),
+                                |n| n.display().to_string()
+                            )
+                        )));
+                    }
+                    load_config(Some(path))?
+                }
+            };
             Some(Arc::new(providers_router(&config, provider.clone())?))
         }
         (None, other) => {

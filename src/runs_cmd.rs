@@ -27,7 +27,7 @@ pub async fn resume(a: ResumeArgs) -> Result<i32, CliError> {
     };
     let (req, durable) = stored
         .resume(&options, |spec| {
-            request::resume_provider(a.fixture.as_deref(), spec)
+            request::resume_provider(a.fixture.as_deref(), a.config.as_deref(), spec)
         })
         .map_err(|e| match e {
             ResumeError::Run(message) => CliError::usage(message),

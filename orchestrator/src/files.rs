@@ -37,11 +37,30 @@ pub enum ReadError {
 
 /// Reads `path` as UTF-8 text: a regular file of at most `limit` bytes.
 pub fn read_text(path: &Path, limit: u64) -> Result<String, ReadError> {
+    read(path, limit, 0)
+}
+
+/// [`read_text`] for a file of a run directory, which is data and not the
+/// user's word: a symlink there is refused, not followed.
+pub fn read_own_text(path: &Path, limit: u64) -> Result<String, ReadError> {
+    read(path, limit, libc::O_NOFOLLOW)
+}
+
+/// [`read_own_text`] as bytes (a journal is checked line by line).
+pub fn read_own_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, ReadError> {
+    read_bytes(path, limit, libc::O_NOFOLLOW)
+}
+
+fn read(path: &Path, limit: u64, flags: libc::c_int) -> Result<String, ReadError> {
+    String::from_utf8(read_bytes(path, limit, flags)?).map_err(|_| ReadError::NotUtf8)
+}
+
+fn read_bytes(path: &Path, limit: u64, flags: libc::c_int) -> Result<Vec<u8>, ReadError> {
     // O_NONBLOCK: opening a FIFO must not wait for a writer; on a regular
     // file it changes nothing.
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(libc::O_NONBLOCK | flags)
         .open(path)?;
     let kind = file.metadata()?.file_type();
     if !kind.is_file() {
@@ -65,7 +84,7 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, ReadError> {
     if bytes.len() as u64 > limit {
         return Err(ReadError::TooLarge { limit });
     }
-    String::from_utf8(bytes).map_err(|_| ReadError::NotUtf8)
+    Ok(bytes)
 }
 
 /// Limit of a fixture file: far above any real recording, far below what
@@ -75,6 +94,8 @@ pub const FIXTURE_LIMIT: u64 = 64 << 20;
 pub const ARGS_LIMIT: u64 = dsh_protocol::DEFAULT_MAX_FRAME_BYTES as u64;
 /// Limit of a configuration file or a run's `run.json`.
 pub const CONFIG_LIMIT: u64 = 1 << 20;
+/// Limit of a journal read whole by `runs`, `show` and `resume`.
+pub const JOURNAL_LIMIT: u64 = 1 << 30;
 
 #[cfg(test)]
 mod tests {

@@ -30,10 +30,18 @@ impl Journal {
 
 /// Reads `path`; a missing file is an empty journal.
 pub fn read(path: &Path) -> Result<Journal, JournalError> {
-    let bytes = match std::fs::read(path) {
+    // A run directory is data: a symlinked journal is refused.
+    let bytes = match crate::files::read_own_bytes(path, crate::files::JOURNAL_LIMIT) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Journal::default()),
-        Err(e) => return Err(JournalError::io(path, e)),
+        Err(crate::files::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Journal::default());
+        }
+        Err(e) => {
+            return Err(JournalError::Invalid {
+                path: path.display().to_string(),
+                message: format!("cannot read: {e}"),
+            });
+        }
     };
     parse(path, &bytes)
 }

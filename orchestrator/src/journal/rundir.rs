@@ -231,7 +231,7 @@ impl RunDir {
 /// Reads `run.json` of a run directory.
 pub fn read_info(dir: &Path) -> Result<RunInfo, JournalError> {
     let file = dir.join(RUN_FILE);
-    let text = crate::files::read_text(&file, crate::files::CONFIG_LIMIT).map_err(|e| {
+    let text = crate::files::read_own_text(&file, crate::files::CONFIG_LIMIT).map_err(|e| {
         JournalError::Invalid {
             path: file.display().to_string(),
             message: format!("cannot read: {e}"),
@@ -264,9 +264,11 @@ pub fn resolve(root: &Path, run: &str) -> Result<PathBuf, JournalError> {
 
 /// Whether some process holds the run's lock right now.
 pub fn is_locked(dir: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
     let Ok(f) = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(dir.join(LOCK_FILE))
     else {
         return false;
@@ -276,12 +278,16 @@ pub fn is_locked(dir: &Path) -> bool {
 }
 
 fn lock(dir: &Path, id: &str) -> Result<std::fs::File, JournalError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(LOCK_FILE);
+    // Never through a symlink: the pid written below would land in the
+    // link's target.
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(|e| JournalError::io(&path, e))?;
     // `dsh workflow runs` takes and drops the lock for an instant to see

@@ -39,9 +39,12 @@ impl JournalWriter {
     /// Opens `path` for appending (creating it), first cutting it to
     /// `keep_len` bytes when given (a torn last line from a crash).
     pub fn open(path: &Path, keep_len: Option<u64>) -> Result<Self, JournalError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Never through a symlink (a run directory is data).
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path)
             .map_err(|e| JournalError::io(path, e))?;
         if let Some(len) = keep_len {
