@@ -66,7 +66,6 @@ Map.prototype.set = Map.prototype.get = Map.prototype.delete = Set.prototype.add
 WeakSet.prototype.add = WeakSet.prototype.has = WeakMap.prototype.set = WeakMap.prototype.get = () => { throw new E("weak"); };
 Promise.prototype.then = function () { throw new E("then"); } as any;
 Object.defineProperty(Promise, Symbol.species, { __proto__: null, get() { throw new E("species"); } } as any);
-(Error as any).prepareStackTrace = () => { throw new E("prepareStackTrace"); };
 for (const k of ["Object", "Array", "JSON", "Reflect", "Math", "String", "Error", "Symbol", "Map", "Set", "WeakMap", "WeakSet", "Promise"]) {
   (globalThis as any)[k] = null;
 }
@@ -240,7 +239,6 @@ JSON.parse = () => ({});"#
 )]
 #[case::error_machinery(
     r#"Error.prototype.toString = () => { throw new Error("toString"); };
-(Error as any).prepareStackTrace = () => { throw new Error("prepareStackTrace"); };
 (Error as any).stackTraceLimit = { valueOf() { throw new Error("stackTraceLimit"); } };
 Object.defineProperty(Error, Symbol.hasInstance, { value: () => true });
 (Error as any).captureStackTrace = () => { throw new Error("captureStackTrace"); };"#
@@ -322,6 +320,10 @@ fn tampering_does_not_change_the_hooks(#[case] tampering: &str) {
     r#"(Promise.prototype as any).constructor = Object;"#,
     "dsh: Promise.prototype.constructor is locked"
 )]
+#[case::error_prepare_stack_trace(
+    r#"(Error as any).prepareStackTrace = (e: any, sites: any[]) => sites;"#,
+    "dsh: Error.prepareStackTrace is locked: its call sites would hand the script the hooks' own functions"
+)]
 #[case::reflect_set(
     r#"Reflect.set(Object.prototype, "toJSON", () => "forged");"#,
     "dsh: Object.prototype.toJSON is locked"
@@ -345,6 +347,37 @@ fn assigning_a_locked_property_is_a_script_error(#[case] tampering: &str, #[case
     assert!(got.contains(message), "{got:?} should contain {message:?}");
     assert_eq!(out.stdout.trim(), "null");
     assert!(events_of(&out.events, "workflow/agent-start").is_empty());
+}
+
+/// Call sites never reach the script: with `Error.prepareStackTrace`
+/// locked, a stack taken inside a hook's callback (a parallel thunk, a
+/// pipeline stage, a timer) is the engine's string, and none of the hooks'
+/// functions (`run`, `gather`, `fireTimer`) can be got hold of to end the
+/// run with a forged value.
+#[test]
+fn the_hooks_own_functions_are_unreachable_through_stack_traces() {
+    let script = r#"
+const seen: string[] = [];
+try {
+  Object.defineProperty(Error, "prepareStackTrace", { value: (e: any, s: any[]) => { seen.push("sites"); return s; } });
+} catch (e: any) { seen.push("define: " + e.name); }
+try { (Error as any).prepareStackTrace = () => { seen.push("sites"); }; } catch (e: any) { seen.push("assign: " + e.name); }
+const stacks: string[] = [];
+await parallel([() => { stacks.push(typeof new Error("t").stack); return agent("a"); }]);
+await pipeline([1], (x: any) => { stacks.push(typeof new Error("t").stack); return x; });
+await new Promise<void>((r) => setTimeout(() => { stacks.push(typeof new Error("t").stack); r(); }, 1));
+return { seen, stacks, prepare: typeof (Error as any).prepareStackTrace };
+"#;
+    let out = run(script);
+    out.assert_code(0);
+    assert_eq!(
+        out.json(),
+        json!({
+            "seen": ["define: TypeError", "assign: TypeError"],
+            "stacks": ["string", "string", "string"],
+            "prepare": "undefined",
+        })
+    );
 }
 
 /// The lock's visible consequences, and that ordinary objects keep their
@@ -607,32 +640,6 @@ await agent("q", { label: "s", schema: { type: "object", properties: { ok: { typ
     let msg = assert_error(&out, "UNSUPPORTED_SCHEMA");
     assert!(msg.contains("options.schema.required"), "{msg}");
     assert!(events_of(&out.events, "workflow/agent-start").is_empty());
-}
-
-/// Error.prepareStackTrace (a QuickJS-ng extension) never sees the hooks'
-/// own errors: no script code runs while a hook builds one.
-#[test]
-fn prepare_stack_trace_never_sees_hook_errors() {
-    let script = r#"
-let seen = 0;
-(Error as any).prepareStackTrace = (e: any) => { seen++; return "forged stack"; };
-let caught: any;
-try {
-  await agent("");
-} catch (e) {
-  caught = e;
-}
-const after = seen;
-(Error as any).prepareStackTrace = undefined;
-return { seen: after, code: caught.code, forged: caught.stack === "forged stack" };
-"#;
-    let out = run(script);
-    out.assert_code(0);
-    assert_event_guarantees(&out.events);
-    assert_eq!(
-        out.json(),
-        json!({ "seen": 0, "code": "INVALID_ARGUMENT", "forged": false })
-    );
 }
 
 // ------------------------------------------------------------------ everything at once

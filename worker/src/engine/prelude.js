@@ -1211,6 +1211,12 @@
   lock(ArrayProto, "Array.prototype", "toJSON", forgesJson, undefined);
   lock(PromiseProto, "Promise.prototype", "constructor",
     "await reads it, and a replaced one would hijack every await in the hooks", PromiseCtor);
+  // The engine asks Error.prepareStackTrace to format a stack with call
+  // sites, whose getFunction() hands out every function on the stack —
+  // the hooks' own among them (run, gather, fireTimer): calling one could
+  // end the run with a forged value. Stacks stay the engine's strings.
+  lock(ErrorCtor, "Error", "prepareStackTrace",
+    "its call sites would hand the script the hooks' own functions", undefined);
 
   return { run, deliver, fireTimer, cancel, isEnded, forceEnd };
 });
