@@ -2,7 +2,7 @@
 //! error messages and file names reach stderr and `runs`/`show`, where a
 //! raw ESC, CR or line break could move the cursor, recolour the screen or
 //! forge a line such as `end completed`. Everything of that kind goes
-//! through [`line`] or [`text`] first.
+//! through [`line()`] or [`text()`] first.
 
 use std::borrow::Cow;
 
