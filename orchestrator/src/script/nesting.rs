@@ -106,6 +106,41 @@ pub(crate) fn check(source: &str) -> Result<usize, Located> {
             }
         }};
     }
+    // Opens a level at `$at` for `$bracket`.
+    macro_rules! open {
+        ($bracket:expr, $at:expr) => {{
+            deeper!($at);
+            stack.push(Level {
+                bracket: $bracket,
+                chain: 0,
+            });
+        }};
+    }
+    // Closes the innermost level.
+    macro_rules! close {
+        () => {{
+            if let Some(level) = stack.pop() {
+                depth -= 1 + level.chain;
+            }
+        }};
+    }
+    // Template text from `$from` (inside an open template level): to its
+    // closing backtick, which closes the template, or to a `${`, which
+    // opens an expression level that the matching `}` ends.
+    macro_rules! template_text {
+        ($from:expr) => {{
+            i = skip_template_text(b, $from);
+            if b.get(i) == Some(&b'`') {
+                close!();
+                i += 1;
+                slash = Slash::Divide;
+            } else {
+                i += 2;
+                open!(b'$', i);
+                slash = Slash::Regex;
+            }
+        }};
+    }
     while i < b.len() {
         let c = b[i];
         if c == b'\n' {
@@ -141,40 +176,12 @@ pub(crate) fn check(source: &str) -> Result<usize, Located> {
                 continue;
             }
             b'`' => {
-                // Template text; `${` opens an expression level that the
-                // matching `}` closes, back into the text.
-                i += 1;
-                deeper!(i);
-                stack.push(Level {
-                    bracket: b'`',
-                    chain: 0,
-                });
-                i = skip_template_text(b, i);
-                if b.get(i) == Some(&b'`') {
-                    // The template ended without an expression.
-                    if let Some(level) = stack.pop() {
-                        depth -= 1 + level.chain;
-                    }
-                    i += 1;
-                    slash = Slash::Divide;
-                } else {
-                    // At `${`.
-                    i += 2;
-                    deeper!(i);
-                    stack.push(Level {
-                        bracket: b'$',
-                        chain: 0,
-                    });
-                    slash = Slash::Regex;
-                }
+                open!(b'`', i + 1);
+                template_text!(i + 1);
                 continue;
             }
             b'(' | b'[' | b'{' => {
-                deeper!(i);
-                stack.push(Level {
-                    bracket: c,
-                    chain: 0,
-                });
+                open!(c, i);
                 slash = Slash::Regex;
             }
             b'<' if matches!(b.get(i + 1), Some(b'=' | b'<')) => {
@@ -185,11 +192,7 @@ pub(crate) fn check(source: &str) -> Result<usize, Located> {
             }
             b'<' => {
                 // A type argument list or a comparison: counted either way.
-                deeper!(i);
-                stack.push(Level {
-                    bracket: b'<',
-                    chain: 0,
-                });
+                open!(b'<', i);
                 slash = Slash::Regex;
             }
             b')' | b']' | b'}' | b'>' => {
@@ -207,25 +210,8 @@ pub(crate) fn check(source: &str) -> Result<usize, Located> {
                 }
                 if c == b'}' && stack.last().is_some_and(|l| l.bracket == b'$') {
                     // The end of a template expression: back into its text.
-                    if let Some(level) = stack.pop() {
-                        depth -= 1 + level.chain;
-                    }
-                    i = skip_template_text(b, i + 1);
-                    if b.get(i) == Some(&b'`') {
-                        if let Some(level) = stack.pop() {
-                            depth -= 1 + level.chain;
-                        }
-                        i += 1;
-                        slash = Slash::Divide;
-                    } else {
-                        i += 2;
-                        deeper!(i);
-                        stack.push(Level {
-                            bracket: b'$',
-                            chain: 0,
-                        });
-                        slash = Slash::Regex;
-                    }
+                    close!();
+                    template_text!(i + 1);
                     continue;
                 }
                 // Close up to the matching opener; `<`s left open on the way
@@ -250,9 +236,7 @@ pub(crate) fn check(source: &str) -> Result<usize, Located> {
             b';' => {
                 // A statement ends: `<`s still open were comparisons.
                 while stack.len() > 1 && stack.last().is_some_and(|l| l.bracket == b'<') {
-                    if let Some(level) = stack.pop() {
-                        depth -= 1 + level.chain;
-                    }
+                    close!();
                 }
                 end_chain!();
                 slash = Slash::Regex;
