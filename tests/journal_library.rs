@@ -54,6 +54,30 @@ fn keep(runs_dir: &Path) -> DurableOptions {
     }
 }
 
+/// The runs under `runs_dir` once none reads as running. A run's lock is
+/// released when `finish` returns, but another test of this binary may be
+/// forking a worker at that moment: the child holds a copy of every
+/// descriptor (the lock's too) until its exec closes them.
+fn settled_list(runs_dir: &Path) -> Vec<summary::RunSummary> {
+    let deadline = std::time::Instant::now() + common::WAIT_BOUND;
+    loop {
+        let all = summary::list(runs_dir)
+            .expect("list")
+            .expect("the runs dir exists");
+        if !all
+            .iter()
+            .any(|s| matches!(s.status, RunStatus::Running { .. }))
+        {
+            return all;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running: {all:?}"
+        );
+        std::thread::sleep(common::POLL);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_application_journals_a_run_and_resumes_it_without_the_cli() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -85,9 +109,7 @@ async fn an_application_journals_a_run_and_resumes_it_without_the_cli() {
     assert!(finished.warnings.is_empty(), "{:?}", finished.warnings);
 
     // The run as `summary` reads it.
-    let all = summary::list(&runs_dir)
-        .expect("list")
-        .expect("the runs dir exists");
+    let all = settled_list(&runs_dir);
     assert_eq!(all.len(), 1);
     let s = &all[0];
     assert_eq!(s.info.id, id);
@@ -134,7 +156,8 @@ async fn an_application_journals_a_run_and_resumes_it_without_the_cli() {
     assert_eq!((finished.replayed, finished.live), (2, 1));
     assert_eq!(finished.resumed.as_deref(), Some(id.as_str()));
 
-    let s = summary::summarize(&runs_dir.join(&id)).expect("summarize");
+    let all = settled_list(&runs_dir);
+    let s = &all[0];
     assert_eq!(s.status, RunStatus::Settled("completed".into()));
     assert_eq!((s.done, s.replayed), (1, 2));
 }
