@@ -77,7 +77,7 @@ fn the_result_and_verbose_output_show_the_sandbox_reached() {
     let enforced = sandbox["enforced"].to_string();
     for rule in [
         "no_new_privs",
-        "seccomp:no-fork-exec-socket",
+        "seccomp:allow-list",
         "capabilities:none",
         "rlimit:core=0",
         "rlimit:fsize=0",
@@ -139,6 +139,20 @@ fn strict_without_landlock_fails_closed_before_the_body_runs() {
     assert_eq!(result["agentsStarted"], 0);
     let msg = result["error"]["message"].as_str().unwrap_or_default();
     assert_mentions(msg, &["strict", "Landlock", "ABI 0", "best-effort"]);
+    // The refusal still says what was reached, and what was not.
+    let sandbox = sandbox_of(&out);
+    assert_eq!(sandbox["level"], "partial", "{sandbox}");
+    assert_eq!(sandbox["landlockAbi"], 0, "{sandbox}");
+    assert!(
+        sandbox["missing"].to_string().contains("landlock:fs"),
+        "{sandbox}"
+    );
+    assert!(
+        sandbox["enforced"]
+            .to_string()
+            .contains("seccomp:allow-list"),
+        "{sandbox}"
+    );
 }
 
 #[test]

@@ -353,6 +353,11 @@ pub struct EndResult {
     pub agents_started: u64,
     /// Log bytes dropped under the `log_bytes` budget.
     pub log_bytes_dropped: u64,
+    /// The sandbox the worker reached, sent here only when it ends before
+    /// [`WorkerMsg::Ready`] (a `strict` refusal): the result then still
+    /// says what was and was not enforced. Otherwise `None`; the host has
+    /// the report from `Ready`.
+    pub sandbox: Option<SandboxReport>,
 }
 
 /// The three ways a body can settle.
@@ -422,6 +427,7 @@ impl EndResult {
             outcome,
             agents_started,
             log_bytes_dropped: 0,
+            sandbox: None,
         }
     }
 

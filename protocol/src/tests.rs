@@ -59,9 +59,9 @@ fn a_request_reads_from_the_preludes_json() {
 #[case::phase(WorkerMsg::Phase { title: "Review ✓".into() })]
 #[case::log(WorkerMsg::Log { message: "line\nwith newline".into() })]
 #[case::child_start(WorkerMsg::ChildStart { call_id: 7, request: request() })]
-#[case::end_completed(WorkerMsg::End { result: EndResult { outcome: EndOutcome::Completed { value_json: "[1,2]".into() }, agents_started: 3, log_bytes_dropped: 0 } })]
-#[case::end_error(WorkerMsg::End { result: EndResult { outcome: EndOutcome::Failed { error: WireError { code: ErrorCode::ScriptError, message: "boom".into() } }, agents_started: 0, log_bytes_dropped: 9 } })]
-#[case::end_cancelled(WorkerMsg::End { result: EndResult { outcome: EndOutcome::Cancelled { error: WireError { code: ErrorCode::Timeout, message: "wall".into() } }, agents_started: 2, log_bytes_dropped: 0 } })]
+#[case::end_completed(WorkerMsg::End { result: EndResult { outcome: EndOutcome::Completed { value_json: "[1,2]".into() }, agents_started: 3, log_bytes_dropped: 0, sandbox: None } })]
+#[case::end_error(WorkerMsg::End { result: EndResult { outcome: EndOutcome::Failed { error: WireError { code: ErrorCode::ScriptError, message: "boom".into() } }, agents_started: 0, log_bytes_dropped: 9, sandbox: None } })]
+#[case::end_cancelled(WorkerMsg::End { result: EndResult { outcome: EndOutcome::Cancelled { error: WireError { code: ErrorCode::Timeout, message: "wall".into() } }, agents_started: 2, log_bytes_dropped: 0, sandbox: None } })]
 fn worker_messages_round_trip(#[case] msg: WorkerMsg) {
     let bytes = encode(&msg, DEFAULT_MAX_FRAME_BYTES).expect("encode");
     let mut buf = FrameBuffer::new(DEFAULT_MAX_FRAME_BYTES);

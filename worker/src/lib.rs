@@ -110,12 +110,12 @@ fn serve(mut chan: Channel, landlock_abi_override: Option<u32>) -> Result<(), Ch
     let sandbox = match sandbox::apply(init.sandbox, &inputs) {
         Ok(report) => report,
         Err(refused) => {
-            chan.send(&WorkerMsg::End {
-                result: EndResult::new(
-                    EndOutcome::failed(ErrorCode::SandboxUnavailable, refused.to_string()),
-                    0,
-                ),
-            })?;
+            let mut result = EndResult::new(
+                EndOutcome::failed(ErrorCode::SandboxUnavailable, refused.to_string()),
+                0,
+            );
+            result.sandbox = Some(refused.reached);
+            chan.send(&WorkerMsg::End { result })?;
             return chan.flush();
         }
     };

@@ -130,7 +130,28 @@ fn landlock_abi_needed(probe: &str) -> u32 {
     }
 }
 
-const EVERY_PROBE: [&str; 10] = [
+/// The attempts only the seccomp allow-list denies (Landlock governs none
+/// of them): processes, io_uring, keys, SysV IPC, shared and executable
+/// memory, the parent-death signal, pidfds and namespaces.
+const SECCOMP_ONLY: [&str; 15] = [
+    "fork()",
+    "io_uring_setup()",
+    "read the user keyring",
+    "add a key",
+    "SysV shared memory",
+    "SysV message queue",
+    "SysV semaphore",
+    "map 256 MiB of shared memory",
+    "map executable memory",
+    "memfd_create()",
+    "clear the parent-death signal",
+    "pidfd_open() the host",
+    "unshare a user namespace",
+    "unshare a network namespace",
+    "unshare a mount namespace",
+];
+
+const EVERY_PROBE: [&str; 23] = [
     "read /etc/passwd",
     "list /",
     "write a file in a temp dir",
@@ -140,6 +161,19 @@ const EVERY_PROBE: [&str; 10] = [
     "connect to an abstract unix socket",
     "kill() the test process",
     "io_uring_setup()",
+    "read the user keyring",
+    "add a key",
+    "SysV shared memory",
+    "SysV message queue",
+    "SysV semaphore",
+    "map 256 MiB of shared memory",
+    "map executable memory",
+    "memfd_create()",
+    "clear the parent-death signal",
+    "pidfd_open() the host",
+    "unshare a user namespace",
+    "unshare a network namespace",
+    "unshare a mount namespace",
     "execute /bin/true",
 ];
 
@@ -187,9 +221,9 @@ fn landlock_alone_denies_files_tcp_abstract_sockets_and_signals() {
     assert_eq!(out.status.code(), Some(0), "probe: {out:?}");
     let abi = kernel_abi();
     for (name, denied, detail) in attempts(&lines) {
-        if name == "fork()" || name == "io_uring_setup()" {
-            // Landlock governs neither process creation nor io_uring
-            // (seccomp denies both).
+        if SECCOMP_ONLY.contains(&name.as_str()) || name == "execute /bin/true" {
+            // Landlock governs none of these (the allow-list denies them;
+            // exec of a file Landlock cannot read fails either way).
             continue;
         }
         if abi < landlock_abi_needed(&name) {
@@ -236,13 +270,15 @@ fn best_effort_without_landlock_reports_partial_and_names_what_is_missing() {
     assert_eq!(report["landlockAbi"], 0);
     let missing = report["missing"].to_string();
     assert!(missing.contains("landlock:fs"), "{missing}");
-    // The other layers still hold.
+    // The other layers still hold: the allow-list alone denies these.
     let got = attempts(&lines);
-    let fork = got
-        .iter()
-        .find(|(n, _, _)| n == "fork()")
-        .expect("fork probe");
-    assert!(fork.1, "seccomp must still deny fork: {}", fork.2);
+    for want in SECCOMP_ONLY.iter().chain(&["execute /bin/true"]) {
+        let (_, denied, detail) = got
+            .iter()
+            .find(|(n, _, _)| n == want)
+            .unwrap_or_else(|| panic!("no {want:?} attempt in {got:?}"));
+        assert!(*denied, "seccomp must still deny {want}: {detail}");
+    }
 }
 
 #[test]
@@ -268,6 +304,15 @@ fn off_enforces_nothing_so_the_probes_are_not_vacuous() {
         !got.iter().any(|(n, _, _)| n == "execute /bin/true"),
         "exec must have replaced the probe"
     );
+    // Each attempt the allow-list denies works without it: none is a probe
+    // that could never succeed.
+    for want in SECCOMP_ONLY {
+        let (_, denied, detail) = got
+            .iter()
+            .find(|(n, _, _)| n == want)
+            .unwrap_or_else(|| panic!("no {want:?} attempt in {got:?}"));
+        assert!(!denied, "with the sandbox off, {want} must work: {detail}");
+    }
 }
 
 #[test]

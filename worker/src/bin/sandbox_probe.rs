@@ -105,6 +105,155 @@ mod linux {
         std::io::Error::last_os_error()
     }
 
+    /// A raw call's result: `Ok(detail)` when it returned `ok` (not -1).
+    fn raw(
+        rc: libc::c_long,
+        detail: impl FnOnce(libc::c_long) -> String,
+    ) -> Result<String, std::io::Error> {
+        if rc == -1 {
+            Err(last_err())
+        } else {
+            Ok(detail(rc))
+        }
+    }
+
+    /// What a script that escaped the engine could do without files,
+    /// processes or sockets: keys, SysV IPC, shared and executable
+    /// memory, namespaces, the parent-death signal, a pidfd on the host.
+    /// Each attempt undoes itself when it succeeds (the sandbox-off test
+    /// runs them for real), so nothing outlives the probe.
+    fn item_nine() {
+        // Every `unsafe` below is a raw system call with integer arguments
+        // or pointers to live constants (NUL-terminated where a string);
+        // each resource a successful call creates is released right after.
+        say("read the user keyring", {
+            // keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_USER_KEYRING, create = 0)
+            // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+            let rc = unsafe { libc::syscall(libc::SYS_keyctl, 0, -4, 0) };
+            raw(rc, |id| format!("keyring id {id}"))
+        });
+        say("add a key", {
+            let (kind, desc, data) = (c"user", c"dsh-probe", b"x");
+            // add_key(…, KEY_SPEC_PROCESS_KEYRING): the process keyring
+            // ends with the process, so a success leaves nothing behind.
+            // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+            let rc = unsafe {
+                libc::syscall(
+                    libc::SYS_add_key,
+                    kind.as_ptr(),
+                    desc.as_ptr(),
+                    data.as_ptr(),
+                    data.len(),
+                    -2,
+                )
+            };
+            raw(rc, |id| format!("added key {id}"))
+        });
+        say("SysV shared memory", {
+            // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+            let rc = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o600) };
+            raw(rc.into(), |id| {
+                // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+                unsafe { libc::shmctl(id as i32, libc::IPC_RMID, std::ptr::null_mut()) };
+                format!("segment {id}")
+            })
+        });
+        say("SysV message queue", {
+            // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+            let rc = unsafe { libc::msgget(libc::IPC_PRIVATE, libc::IPC_CREAT | 0o600) };
+            raw(rc.into(), |id| {
+                // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+                unsafe { libc::msgctl(id as i32, libc::IPC_RMID, std::ptr::null_mut()) };
+                format!("queue {id}")
+            })
+        });
+        say("SysV semaphore", {
+            // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+            let rc = unsafe { libc::semget(libc::IPC_PRIVATE, 1, libc::IPC_CREAT | 0o600) };
+            raw(rc.into(), |id| {
+                // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+                unsafe { libc::semctl(id as i32, 0, libc::IPC_RMID) };
+                format!("semaphore set {id}")
+            })
+        });
+        say("map 256 MiB of shared memory", {
+            let len = 256usize << 20;
+            // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                Err(last_err())
+            } else {
+                // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+                unsafe {
+                    p.cast::<u8>().write_volatile(1);
+                    libc::munmap(p, len);
+                }
+                Ok("mapped and written".into())
+            }
+        });
+        say("map executable memory", {
+            // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    4096,
+                    libc::PROT_READ | libc::PROT_EXEC,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            if p == libc::MAP_FAILED {
+                Err(last_err())
+            } else {
+                // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+                unsafe { libc::munmap(p, 4096) };
+                Ok("mapped".into())
+            }
+        });
+        say("memfd_create()", {
+            // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+            let rc = unsafe { libc::memfd_create(c"dsh-probe".as_ptr(), 0) };
+            raw(rc.into(), |fd| {
+                // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+                unsafe { libc::close(fd as i32) };
+                "created".into()
+            })
+        });
+        say("clear the parent-death signal", {
+            // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+            let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0) };
+            raw(rc.into(), |_| "cleared".into())
+        });
+        say("pidfd_open() the host", {
+            // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+            let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getppid(), 0) };
+            raw(rc, |fd| {
+                // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+                unsafe { libc::close(fd as i32) };
+                "opened".into()
+            })
+        });
+        for (name, flag) in [
+            ("unshare a user namespace", libc::CLONE_NEWUSER),
+            ("unshare a network namespace", libc::CLONE_NEWNET),
+            ("unshare a mount namespace", libc::CLONE_NEWNS),
+        ] {
+            // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
+            let rc = unsafe { libc::unshare(flag) };
+            say(name, raw(rc.into(), |_| "unshared".into()));
+        }
+    }
+
     pub fn main() -> i32 {
         let o = match parse() {
             Ok(o) => o,
@@ -226,6 +375,7 @@ mod linux {
             let v = vec![1u8; n];
             say("allocate", Ok(format!("allocated {} bytes", v.len())));
         }
+        item_nine();
         // Last, because success replaces this process.
         say("execute /bin/true", {
             let path = c"/bin/true";

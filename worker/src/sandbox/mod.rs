@@ -13,9 +13,12 @@
 //! - [`landlock`]: every filesystem right handled and none granted, TCP bind
 //!   and connect denied (ABI ≥ 4), abstract unix sockets and signals scoped
 //!   (ABI ≥ 6), all threads (ABI ≥ 8);
-//! - `seccomp`: no `fork`/`clone`/`exec`, no new sockets;
 //! - `caps`: every capability dropped (a worker started by root keeps
-//!   none of root's powers).
+//!   none of root's powers);
+//! - [`seccomp`]: an allow-list of the few system calls a sandboxed
+//!   worker makes (the socket, memory, clocks, exit); everything else —
+//!   files, processes, sockets, namespaces, keys, SysV IPC, shared
+//!   mappings — fails with `EPERM`. Installed last.
 //!
 //! The result is a [`SandboxReport`]: `full` when every layer is enforced,
 //! `partial` when some are, `none` when nothing is. `strict` turns anything
@@ -32,7 +35,7 @@ pub mod landlock;
 #[cfg(target_os = "linux")]
 pub(crate) mod rlimits;
 #[cfg(target_os = "linux")]
-pub(crate) mod seccomp;
+pub mod seccomp;
 
 use dsh_protocol::{SandboxLevel, SandboxPolicy, SandboxReport};
 
@@ -143,9 +146,12 @@ fn apply_layers(inputs: &Inputs) -> SandboxReport {
         Err(e) => t.missing("no_new_privs", std::io::Error::from(e)),
     }
     landlock::apply(inputs.landlock_abi_override, &mut t);
-    seccomp::apply(&mut t);
     caps::drop_all(&mut t);
+    // Before seccomp: it checks Landlock, and the allow-list has no openat.
     check_cwd(&mut t);
+    // Last: the allow-list has neither prctl nor capset, which the layers
+    // above use.
+    seccomp::apply(&mut t);
     t.into_report()
 }
 

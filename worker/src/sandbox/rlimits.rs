@@ -40,7 +40,7 @@ pub fn apply(inputs: &Inputs, t: &mut Tally) {
     set("rlimit:fsize=0", Resource::RLIMIT_FSIZE, 0, 0);
     set("rlimit:nofile", Resource::RLIMIT_NOFILE, NOFILE, NOFILE);
     // Stops fork for ordinary users; root is exempt from this one, which
-    // is why the seccomp layer denies fork/clone as well.
+    // is why the seccomp allow-list has no fork/clone either.
     set("rlimit:nproc=0", Resource::RLIMIT_NPROC, 0, 0);
     let data = data_limit(inputs.memory_bytes);
     set("rlimit:data", Resource::RLIMIT_DATA, data, data);

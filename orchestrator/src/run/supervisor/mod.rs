@@ -399,7 +399,15 @@ impl Supervisor {
                 None
             }
             // A worker may end before Go (sandbox refused, engine failure).
-            (_, WorkerMsg::End { result }) => Some(Claim::End(result)),
+            (handshake, WorkerMsg::End { mut result }) => {
+                // Only a worker that never said Ready may report its
+                // sandbox here (a strict refusal); afterwards `Ready`'s
+                // report stands.
+                if matches!(handshake, Some(Handshake::AwaitReady)) && self.sandbox.is_none() {
+                    self.sandbox = result.sandbox.take();
+                }
+                Some(Claim::End(result))
+            }
             (None, WorkerMsg::Phase { title }) if self.phase.body_may_run() => {
                 // The host bounds narration itself rather than trusting the
                 // worker's budget: a hostile worker cannot grow the event
