@@ -23,6 +23,7 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
             JournalMode::Keep
         },
         record: a.record.clone(),
+        journal_limit: a.journal_limit,
     };
     let durable = Durable::new_run(&mut req, &a.script, spec, &options);
     Ok(execute(req, durable, &a.show, events_file).await)
@@ -83,22 +84,15 @@ pub async fn execute(
         },
     };
     let run = durable_run.run();
+    let run_id = run.id().to_string();
+    // The file is its own subscriber: a slow terminal never costs it events.
+    let file_writer = events_file.take().map(|f| tokio::spawn(write_events(f, run.subscribe())));
     let mut events = run.subscribe();
     let mut interrupts = 0u32;
-    let mut events_error: Option<std::io::Error> = None;
     loop {
         tokio::select! {
             ev = events.next() => match ev {
-                Some(ev) => {
-                    if let Some(f) = events_file.as_mut()
-                        && events_error.is_none()
-                        && let Err(e) = writeln!(f, "{}", ev.to_json()).and_then(|()| f.flush())
-                    {
-                        // Said once at the end; the run goes on.
-                        events_error = Some(e);
-                    }
-                    progress::show(&mode, &ev);
-                }
+                Some(ev) => progress::show(&mode, &ev),
                 None => break,
             },
             _ = signals.next() => {
@@ -113,6 +107,21 @@ pub async fn execute(
     }
     let mut finished = durable_run.finish().await;
     print_warnings(std::mem::take(&mut finished.warnings));
+    let (events_error, file_dropped) = match file_writer {
+        Some(task) => task.await.unwrap_or((None, 0)),
+        None => (None, 0),
+    };
+    let dropped = events.dropped() + file_dropped;
+    if dropped > 0 {
+        warn(&format!(
+            "{dropped} event(s) were not shown: the event output (stderr{}) was read slower than \
+             the run produced them, and dsh keeps at most {} MiB of them waiting rather than slow the run \
+             or grow without bound; the run itself (result, journal) lost nothing (run {})",
+            if file_dropped > 0 { ", --events-file" } else { "" },
+            dsh_orchestrator::events::SUBSCRIBER_QUEUE_BYTES >> 20,
+            run_id,
+        ));
+    }
     let mut failed_output = report_journal(&finished);
     if let (Some(e), Some(p)) = (&events_error, &show.events_file) {
         print_error(
@@ -123,6 +132,7 @@ pub async fn execute(
     }
     if show.verbose {
         print_sandbox(&finished.result);
+        print_peak_memory();
     }
     let code = report(&finished.result, show.output);
     // A run that completed but whose output could not be kept (stdout,
@@ -132,6 +142,24 @@ pub async fn execute(
     } else {
         code
     }
+}
+
+/// `--events-file`: every event as a JSON line, flushed as it comes. The
+/// first write error stops the writing (said once at the end; the run goes
+/// on). Returns that error and the events this subscriber missed.
+async fn write_events(
+    mut f: std::fs::File,
+    mut events: dsh_orchestrator::EventStream,
+) -> (Option<std::io::Error>, u64) {
+    let mut error = None;
+    while let Some(ev) = events.next().await {
+        if error.is_none()
+            && let Err(e) = writeln!(f, "{}", ev.to_json()).and_then(|()| f.flush())
+        {
+            error = Some(e);
+        }
+    }
+    (error, events.dropped())
 }
 
 /// What the journal has to say once the run settled: a recording that
@@ -151,6 +179,21 @@ fn report_journal(f: &Finished) -> bool {
         ));
     }
     failed
+}
+
+/// `--verbose`: the host's own peak memory (not the worker's), e.g.
+/// `dsh: host peak memory 21.3 MiB (RSS)`: what a script can make the
+/// host hold is bounded, and this is where to see it.
+fn print_peak_memory() {
+    // SAFETY: getrusage writes one `rusage` into the zeroed struct it is
+    // given; nothing else reads or aliases it meanwhile.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is this process only, not its workers.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0 {
+        // ru_maxrss is in KiB on Linux.
+        let kib = usage.ru_maxrss.max(0) as f64;
+        eprintln!("dsh: host peak memory {:.1} MiB (RSS)", kib / 1024.0);
+    }
 }
 
 /// `--verbose`: the sandbox the worker reached, e.g.

@@ -119,6 +119,9 @@ pub struct RunArgs {
     /// Write every agent() answer of this run to a fixture file (replay it with --fixture).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// The run's journal may grow to this size (default 256MiB); a call past it fails with BUDGET.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub journal_limit: Option<u64>,
     /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
     #[arg(long, value_name = "DIR")]
     pub runs_dir: Option<PathBuf>,
@@ -202,6 +205,9 @@ pub struct ResumeArgs {
     /// Write every agent() answer of this attempt to a fixture file.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// The run's journal may grow to this size, earlier attempts included (default 256MiB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub journal_limit: Option<u64>,
     /// Wall-clock budget of this attempt (default: the run's own).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub timeout: Option<Duration>,

@@ -24,6 +24,7 @@ pub async fn resume(a: ResumeArgs) -> Result<i32, CliError> {
         allow_changed: a.allow_changed,
         timeout: a.timeout,
         record: a.record.clone(),
+        journal_limit: a.journal_limit,
     };
     let (req, durable) = stored
         .resume(&options, |spec| {

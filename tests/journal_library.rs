@@ -51,6 +51,7 @@ fn keep(runs_dir: &Path) -> DurableOptions {
         runs_dir: runs_dir.to_path_buf(),
         journal: JournalMode::Keep,
         record: None,
+        journal_limit: None,
     }
 }
 

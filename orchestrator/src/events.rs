@@ -1,21 +1,56 @@
 //! Run events (contract §8): data snapshots, never the live run.
 //!
-//! [`Hub`] keeps every event of the run and fans them out to subscribers
-//! over unbounded channels: a slow subscriber costs memory (bounded by the
-//! run's own limits), never the run's progress, and a dropped subscriber is
-//! simply forgotten. Each subscriber first receives the history, so one that
-//! subscribes after `start()` still sees `workflow/start`.
+//! [`Hub`] keeps every event of the run (their number and size are bounded
+//! by the run's limits: labels and phase titles are cut to
+//! [`MAX_LABEL_CHARS`]) and fans them out to subscribers, each with a
+//! bounded queue ([`SUBSCRIBER_QUEUE_BYTES`]): a slow subscriber misses events,
+//! counted in [`EventStream::dropped`], and never slows the run or grows
+//! the host; a dropped subscriber is simply forgotten. Each subscriber
+//! first receives the history, so one that subscribes after `start()`
+//! still sees `workflow/start`.
 
-use std::sync::{Arc, Mutex};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
 use crate::provider::ChildOrigin;
 use crate::result::RunError;
 use crate::script::Meta;
 use dsh_protocol::StopReason;
+
+/// Labels and phase titles are cut to this many characters in events, the
+/// run's ledger and the journal (the call's request keeps the whole text,
+/// so fixture matching sees it): a script's 8 MB label must not be copied
+/// into every event and held for the whole run.
+pub const MAX_LABEL_CHARS: usize = 200;
+
+/// A failed child's `reason` is cut to this many characters in its
+/// `agent-end` event (the script's `agent()` rejection keeps it whole).
+pub const MAX_REASON_CHARS: usize = 2000;
+
+/// `text` cut to `max` characters: the first `max - 1` and `…` when longer,
+/// as the contract cuts a default label.
+pub fn shown(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
+        Some(_) => {
+            let keep = max.saturating_sub(1);
+            let end = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
+            let mut s = String::with_capacity(end + '…'.len_utf8());
+            s.push_str(&text[..end]);
+            s.push('…');
+            s
+        }
+    }
+}
+
+/// [`shown`] for a label or phase title ([`MAX_LABEL_CHARS`]).
+pub fn shown_label(text: &str) -> String {
+    shown(text, MAX_LABEL_CHARS)
+}
 
 /// How an `agent-end` reports the child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +161,34 @@ pub struct Event {
 }
 
 impl Event {
+    /// About how many bytes the event holds: its strings plus a fixed
+    /// overhead. What a subscriber's queue is bounded by.
+    pub fn weight(&self) -> usize {
+        const OVERHEAD: usize = 256;
+        let strings = match &self.kind {
+            EventKind::Start { .. } => 0,
+            EventKind::Phase { title } => title.len(),
+            EventKind::Log { message } => message.len(),
+            EventKind::AgentStart {
+                label, phase, child_id, ..
+            } => label.len() + phase.as_ref().map_or(0, String::len) + child_id.len(),
+            EventKind::AgentEnd {
+                label,
+                phase,
+                child_id,
+                reason,
+                ..
+            } => {
+                label.len()
+                    + phase.as_ref().map_or(0, String::len)
+                    + child_id.len()
+                    + reason.as_ref().map_or(0, String::len)
+            }
+            EventKind::End { error, .. } => error.as_ref().map_or(0, |e| e.message.len()),
+        };
+        OVERHEAD + strings
+    }
+
     /// The `type` field, e.g. `workflow/agent-start`.
     pub fn type_name(&self) -> &'static str {
         match self.kind {
@@ -224,27 +287,100 @@ impl Event {
     }
 }
 
+/// Bytes of events (as [`Event::weight`] counts them) a subscriber may have
+/// waiting before later ones are dropped for it (and counted): a
+/// subscriber that reads slower than the run emits — a stderr piped into a
+/// stalled reader — costs at most this much, never the run's progress.
+/// Bursts (10,000 phases at once) fit; `workflow/end` is never dropped.
+pub const SUBSCRIBER_QUEUE_BYTES: usize = 16 << 20;
+
+/// One subscriber's queue, shared by the hub (which pushes) and the
+/// [`EventStream`] (which pops).
+#[derive(Default)]
+struct Queue {
+    state: Mutex<QueueState>,
+    ready: Notify,
+}
+
+#[derive(Default)]
+struct QueueState {
+    events: VecDeque<Event>,
+    /// The [`Event::weight`] of `events`.
+    bytes: usize,
+    dropped: u64,
+    closed: bool,
+}
+
+impl QueueState {
+    fn pop(&mut self) -> Option<Event> {
+        let e = self.events.pop_front()?;
+        self.bytes = self.bytes.saturating_sub(e.weight());
+        Some(e)
+    }
+}
+
+impl Queue {
+    /// Queues `event` unless the queue is full (then counts it); `end`
+    /// always goes in, and closes the queue.
+    fn push(&self, event: Event, end: bool) {
+        if let Ok(mut st) = self.state.lock() {
+            let weight = event.weight();
+            if end || st.bytes + weight <= SUBSCRIBER_QUEUE_BYTES {
+                st.bytes += weight;
+                st.events.push_back(event);
+            } else {
+                st.dropped += 1;
+            }
+            st.closed |= end;
+        }
+        self.ready.notify_one();
+    }
+}
+
 /// A subscription: every event of the run in order, ending after
-/// `workflow/end`.
+/// `workflow/end`. A subscriber that falls more than
+/// [`SUBSCRIBER_QUEUE_BYTES`] behind misses the excess;
+/// [`EventStream::dropped`] counts the events it missed.
 pub struct EventStream {
-    rx: mpsc::UnboundedReceiver<Event>,
+    queue: Arc<Queue>,
 }
 
 impl EventStream {
     /// The next event; `None` after `workflow/end` was delivered.
     pub async fn next(&mut self) -> Option<Event> {
-        self.rx.recv().await
+        loop {
+            // Registered before the check, so a push between the check and
+            // the wait still wakes this one.
+            let ready = self.queue.ready.notified();
+            {
+                let mut st = self.queue.state.lock().ok()?;
+                if let Some(e) = st.pop() {
+                    return Some(e);
+                }
+                if st.closed {
+                    return None;
+                }
+            }
+            ready.await;
+        }
     }
 
     /// The next event if one is ready now.
     pub fn try_next(&mut self) -> Option<Event> {
-        self.rx.try_recv().ok()
+        self.queue.state.lock().ok()?.pop()
+    }
+
+    /// Events this subscriber missed because it fell more than
+    /// [`SUBSCRIBER_QUEUE_BYTES`] behind.
+    pub fn dropped(&self) -> u64 {
+        self.queue.state.lock().map(|st| st.dropped).unwrap_or(0)
     }
 }
 
 struct HubState {
     history: Vec<Event>,
-    subscribers: Vec<mpsc::UnboundedSender<Event>>,
+    /// Weak: a dropped [`EventStream`] is forgotten at the next event.
+    subscribers: Vec<Weak<Queue>>,
     ended: bool,
 }
 
@@ -286,28 +422,35 @@ impl Hub {
         if st.ended {
             return;
         }
-        st.subscribers.retain(|tx| tx.send(event.clone()).is_ok());
+        st.subscribers.retain(|q| match q.upgrade() {
+            Some(q) => {
+                q.push(event.clone(), is_end);
+                true
+            }
+            None => false,
+        });
         st.history.push(event);
         if is_end {
             st.ended = true;
-            // Closing the senders ends every stream after workflow/end.
             st.subscribers.clear();
         }
     }
 
-    /// A new subscription: the events so far, then each later one; a
-    /// stream taken after `workflow/end` holds the history only.
+    /// A new subscription: the events so far (all of them, whatever their
+    /// number), then each later one; a stream taken after `workflow/end`
+    /// holds the history only.
     pub fn subscribe(&self) -> EventStream {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let queue = Arc::new(Queue::default());
         if let Ok(mut st) = self.state.lock() {
-            for e in &st.history {
-                let _ = tx.send(e.clone());
+            if let Ok(mut q) = queue.state.lock() {
+                q.events.extend(st.history.iter().cloned());
+                q.closed = st.ended;
             }
             if !st.ended {
-                st.subscribers.push(tx);
+                st.subscribers.push(Arc::downgrade(&queue));
             }
         }
-        EventStream { rx }
+        EventStream { queue }
     }
 }
 
@@ -327,5 +470,85 @@ fn insert_origin(m: &mut Map<String, Value>, origin: ChildOrigin) {
         ChildOrigin::DryRun => {
             m.insert("dryRun".into(), true.into());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(hub: &Hub, i: usize) {
+        hub.emit(EventKind::Log {
+            message: format!("line {i}"),
+        });
+    }
+
+    fn end(hub: &Hub) {
+        hub.emit(EventKind::End {
+            stop_reason: StopReason::Completed,
+            error: None,
+            agents_started: 0,
+            log_bytes_dropped: 0,
+        });
+    }
+
+    #[tokio::test]
+    async fn a_subscriber_that_never_reads_holds_a_bounded_queue_and_still_gets_the_end() {
+        let hub = Hub::new("r".into(), Instant::now());
+        let mut slow = hub.subscribe();
+        let fits = SUBSCRIBER_QUEUE_BYTES / (256 + "line 0000000".len());
+        let extra = 1000;
+        for i in 0..fits + extra {
+            hub.emit(EventKind::Log {
+                message: format!("line {i:07}"),
+            });
+        }
+        end(&hub);
+        assert_eq!(slow.dropped(), extra as u64);
+        let mut got = Vec::new();
+        while let Some(e) = slow.next().await {
+            got.push(e);
+        }
+        assert_eq!(got.len(), fits + 1, "the kept events and the end");
+        assert!(matches!(got[0].kind, EventKind::Log { ref message } if message == "line 0000000"));
+        assert!(matches!(got.last().map(|e| &e.kind), Some(EventKind::End { .. })));
+        // A late subscriber still gets the whole history.
+        let mut late = hub.subscribe();
+        let mut n = 0;
+        while late.next().await.is_some() {
+            n += 1;
+        }
+        assert_eq!(n, fits + extra + 1);
+        assert_eq!(late.dropped(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_reader_that_keeps_up_misses_nothing() {
+        let hub = Hub::new("r".into(), Instant::now());
+        let mut s = hub.subscribe();
+        let reader = tokio::spawn(async move {
+            let mut n = 0u64;
+            while s.next().await.is_some() {
+                n += 1;
+            }
+            (n, s.dropped())
+        });
+        for i in 0..100 {
+            log(&hub, i);
+            tokio::task::yield_now().await;
+        }
+        end(&hub);
+        assert_eq!(reader.await.expect("reader"), (101, 0));
+    }
+
+    #[test]
+    fn long_labels_are_cut_with_an_ellipsis_on_a_character_boundary() {
+        assert_eq!(shown("short", 10), "short");
+        assert_eq!(shown("0123456789", 10), "0123456789");
+        assert_eq!(shown("0123456789X", 10), "012345678…");
+        let wide = "é".repeat(300);
+        let cut = shown_label(&wide);
+        assert_eq!(cut.chars().count(), MAX_LABEL_CHARS);
+        assert!(cut.ends_with('…'));
     }
 }

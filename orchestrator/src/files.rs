@@ -56,6 +56,22 @@ fn read(path: &Path, limit: u64, flags: libc::c_int) -> Result<String, ReadError
 }
 
 fn read_bytes(path: &Path, limit: u64, flags: libc::c_int) -> Result<Vec<u8>, ReadError> {
+    let file = open_regular(path, flags)?;
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(ReadError::TooLarge { limit });
+    }
+    Ok(bytes)
+}
+
+/// Opens a run directory's file for reading as a stream (a journal, read
+/// line by line): a regular file, never through a symlink.
+pub fn open_own(path: &Path) -> Result<std::fs::File, ReadError> {
+    open_regular(path, libc::O_NOFOLLOW)
+}
+
+fn open_regular(path: &Path, flags: libc::c_int) -> Result<std::fs::File, ReadError> {
     // O_NONBLOCK: opening a FIFO must not wait for a writer; on a regular
     // file it changes nothing.
     let file = std::fs::OpenOptions::new()
@@ -79,12 +95,7 @@ fn read_bytes(path: &Path, limit: u64, flags: libc::c_int) -> Result<Vec<u8>, Re
         };
         return Err(ReadError::NotRegular { what });
     }
-    let mut bytes = Vec::new();
-    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(ReadError::TooLarge { limit });
-    }
-    Ok(bytes)
+    Ok(file)
 }
 
 /// Limit of a fixture file: far above any real recording, far below what
@@ -94,8 +105,10 @@ pub const FIXTURE_LIMIT: u64 = 64 << 20;
 pub const ARGS_LIMIT: u64 = dsh_protocol::DEFAULT_MAX_FRAME_BYTES as u64;
 /// Limit of a configuration file or a run's `run.json`.
 pub const CONFIG_LIMIT: u64 = 1 << 20;
-/// Limit of a journal read whole by `runs`, `show` and `resume`.
-pub const JOURNAL_LIMIT: u64 = 1 << 30;
+/// Limit of one journal line as `runs`, `show` and `resume` read it (the
+/// journal itself is streamed, line by line): a line holds at most one
+/// call's prompt and answer, each within a 16 MiB frame.
+pub const JOURNAL_LINE_LIMIT: u64 = 64 << 20;
 
 #[cfg(test)]
 mod tests {

@@ -75,6 +75,9 @@ pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, FrameError> {
     Ok(msg)
 }
 
+/// A [`FrameBuffer`] keeps at most this much capacity between frames.
+const KEEP_CAPACITY: usize = 256 * 1024;
+
 /// Accumulates received bytes and yields whole frames.
 ///
 /// Returned frames are not removed from the front of the buffer one by one
@@ -105,6 +108,14 @@ impl FrameBuffer {
     /// than one partial frame.
     pub fn push(&mut self, bytes: &[u8]) {
         self.compact();
+        // A frame's header says how long it is: room for exactly that, so
+        // a large frame does not grow the buffer to twice its size.
+        if let Some(len) = self.declared_len()
+            && len <= self.max
+        {
+            let want = (HEADER + len).saturating_sub(self.buf.len());
+            self.buf.reserve_exact(want.max(bytes.len()));
+        }
         self.buf.extend_from_slice(bytes);
     }
 
@@ -142,21 +153,40 @@ impl FrameBuffer {
             return Ok(None);
         };
         let body = body.to_vec();
-        self.start += HEADER + len;
-        if self.start == self.buf.len() {
-            // Everything was consumed: reuse the allocation from the front.
-            self.buf.clear();
-            self.start = 0;
-        }
+        self.consume(len);
         Ok(Some(body))
     }
 
-    /// The next complete message, decoded.
-    pub fn next_msg<T: DeserializeOwned>(&mut self) -> Result<Option<T>, FrameError> {
-        match self.next_frame()? {
-            Some(body) => decode(&body).map(Some),
-            None => Ok(None),
+    /// Marks the frame of body length `len` at the front as consumed.
+    fn consume(&mut self, len: usize) {
+        self.start += HEADER + len;
+        if self.start == self.buf.len() {
+            // Everything was consumed: reuse the allocation from the front,
+            // unless a large frame made it large (it is not kept for the
+            // rest of the run).
+            self.buf.clear();
+            self.start = 0;
+            if self.buf.capacity() > KEEP_CAPACITY {
+                self.buf.shrink_to(KEEP_CAPACITY);
+            }
         }
+    }
+
+    /// The next complete message, decoded from the buffer in place (the
+    /// body is not copied out first).
+    pub fn next_msg<T: DeserializeOwned>(&mut self) -> Result<Option<T>, FrameError> {
+        let Some(len) = self.declared_len() else {
+            return Ok(None);
+        };
+        if len > self.max {
+            return Err(FrameError::Oversized { len, max: self.max });
+        }
+        let Some(body) = self.pending().get(HEADER..HEADER + len) else {
+            return Ok(None);
+        };
+        let msg = decode(body);
+        self.consume(len);
+        msg.map(Some)
     }
 
     /// Call at end of stream: an error when a partial frame is left.

@@ -18,7 +18,7 @@ use super::rundir::{
     limits_to_json, sha256_hex,
 };
 use super::writer::JournalWriter;
-use super::{JournalError, Journaling, JournalingProvider, Line, reader};
+use super::{DEFAULT_JOURNAL_LIMIT, JournalError, Journaling, JournalingProvider, Line, reader};
 use crate::provider::SubagentProvider;
 use crate::result::RunResult;
 use crate::run::{StartError, StartRequest, WorkflowRun, new_run_id, start};
@@ -43,6 +43,10 @@ pub struct DurableOptions {
     pub journal: JournalMode,
     /// Also write this attempt's answers as a fixture file here.
     pub record: Option<PathBuf>,
+    /// The journal's size limit in bytes; `None` is
+    /// [`DEFAULT_JOURNAL_LIMIT`](super::provider::DEFAULT_JOURNAL_LIMIT).
+    /// A call that would take the journal past it fails with `BUDGET`.
+    pub journal_limit: Option<u64>,
 }
 
 /// Something about the run directory the user should know; the run goes on.
@@ -171,7 +175,10 @@ impl Durable {
             };
             durable.pending = Some((root, info, req.source.clone()));
         }
-        let state = Arc::new(Journaling::new(writer, None, options.record.is_some()));
+        let state = Arc::new(
+            Journaling::new(writer, None, options.record.as_deref())
+                .with_limit(options.journal_limit.unwrap_or(DEFAULT_JOURNAL_LIMIT)),
+        );
         req.provider = Some(Arc::new(JournalingProvider::new(
             req.provider.take(),
             state.clone(),
@@ -325,7 +332,7 @@ impl DurableRun {
             }
         }
         if let Some(path) = &d.record
-            && let Err(e) = super::record::write(path, &state.recorded())
+            && let Err(e) = state.write_recording(path)
         {
             finished.record_error = Some((path.clone(), e));
         }
@@ -344,6 +351,10 @@ pub struct ResumeOptions {
     pub timeout: Option<std::time::Duration>,
     /// Write this attempt's answers as a fixture file here.
     pub record: Option<PathBuf>,
+    /// The journal's size limit in bytes for this attempt (the journal as
+    /// a whole, earlier attempts included); `None` is
+    /// [`DEFAULT_JOURNAL_LIMIT`](super::provider::DEFAULT_JOURNAL_LIMIT).
+    pub journal_limit: Option<u64>,
 }
 
 /// Why a stored run cannot be resumed.
@@ -464,11 +475,10 @@ impl StoredRun {
             pid: std::process::id(),
             at: super::now_ms(),
         });
-        let state = Arc::new(Journaling::new(
-            Some(writer),
-            Some(&previous),
-            options.record.is_some(),
-        ));
+        let state = Arc::new(
+            Journaling::new(Some(writer), Some(&previous), options.record.as_deref())
+                .with_limit(options.journal_limit.unwrap_or(DEFAULT_JOURNAL_LIMIT)),
+        );
 
         let mut req = StartRequest::new(script_path.display().to_string(), source)
             .with_args(args)

@@ -1,6 +1,6 @@
 //! The key of an agent call: a stable hash of what changes its answer.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::provider::AgentRequest;
@@ -11,19 +11,40 @@ use crate::provider::AgentRequest;
 /// The label and phase only name the
 /// call, so renaming a label keeps its journaled answer.
 pub fn call_key(r: &AgentRequest) -> String {
-    let canonical = json!([
+    // Serialized straight into the hash, by reference: the same text as
+    // the JSON array `["dsh-call-key/1", prompt, …]`, without copying a
+    // prompt that can be megabytes.
+    let schema = r.schema.as_ref().map(canonical_json);
+    let parts = (
         "dsh-call-key/1",
-        r.prompt,
-        r.schema.as_ref().map(canonical_json),
-        r.options.model,
-        r.options.effort,
-        r.options.agent_type,
-        r.options.provider,
-        r.options.isolation,
-        r.system_prompt,
-    ]);
-    let digest = Sha256::digest(canonical.to_string().as_bytes());
+        &r.prompt,
+        &schema,
+        &r.options.model,
+        &r.options.effort,
+        &r.options.agent_type,
+        &r.options.provider,
+        &r.options.isolation,
+        &r.system_prompt,
+    );
+    let mut hasher = Hashing(Sha256::new());
+    // Writing into a hasher cannot fail, and these types always serialize.
+    let _ = serde_json::to_writer(&mut hasher, &parts);
+    let digest = hasher.0.finalize();
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A SHA-256 as an `io::Write`.
+struct Hashing(Sha256);
+
+impl std::io::Write for Hashing {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// JSON with object keys sorted at every level, so two schemas that differ
@@ -47,6 +68,29 @@ fn canonical_json(v: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_key_is_the_hash_of_the_documented_array_so_old_journals_still_match() {
+        let mut r = req("a \"quoted\" prompt\n");
+        r.schema = Some(json!({"type": "object", "required": ["b", "a"]}));
+        r.options.model = Some("m".into());
+        let text = json!([
+            "dsh-call-key/1",
+            r.prompt,
+            r.schema.as_ref().map(canonical_json),
+            r.options.model,
+            r.options.effort,
+            r.options.agent_type,
+            r.options.provider,
+            r.options.isolation,
+            r.system_prompt,
+        ])
+        .to_string();
+        let digest = Sha256::digest(text.as_bytes());
+        let want: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(call_key(&r), want);
+    }
 
     fn req(prompt: &str) -> AgentRequest {
         AgentRequest::new(1, prompt, "l")

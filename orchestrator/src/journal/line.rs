@@ -152,7 +152,7 @@ impl Line {
         Line::Start {
             seq: r.seq,
             key: key.to_string(),
-            label: r.label.clone(),
+            label: crate::events::shown_label(&r.label),
             prompt: r.prompt.clone(),
             schema: r.schema.clone(),
             model: r.options.model.clone(),
@@ -165,6 +165,29 @@ impl Line {
         }
     }
 
+    /// The text of [`Line::start`] (with its newline), written from the
+    /// request without copying it first: a prompt can be megabytes, and
+    /// the host must not hold it twice.
+    pub fn start_text(r: &AgentRequest, key: &str, replayed: bool) -> String {
+        let line = StartRef {
+            seq: r.seq,
+            key,
+            label: crate::events::shown_label(&r.label),
+            prompt: &r.prompt,
+            schema: r.schema.as_ref(),
+            model: r.options.model.as_deref(),
+            effort: r.options.effort.as_deref(),
+            agent_type: r.options.agent_type.as_deref(),
+            provider: r.options.provider.as_deref(),
+            isolation: r.options.isolation.as_deref(),
+            replayed,
+            at: super::now_ms(),
+        };
+        let mut s = serde_json::to_string(&line).unwrap_or_else(|_| "{}".into());
+        s.push('\n');
+        s
+    }
+
     /// One line of JSON text with its newline.
     pub fn to_text(&self) -> String {
         let mut s = serde_json::to_string(self).unwrap_or_else(|_| "{}".into());
@@ -173,10 +196,53 @@ impl Line {
     }
 }
 
+/// [`Line::Start`] by reference, serialized the same way.
+#[derive(Serialize)]
+#[serde(tag = "type", rename = "start", rename_all = "camelCase")]
+struct StartRef<'a> {
+    seq: u64,
+    key: &'a str,
+    label: String,
+    prompt: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schema: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    effort: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent_type: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    provider: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    isolation: Option<&'a str>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    replayed: bool,
+    at: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_start_line_written_by_reference_reads_back_as_the_line() {
+        let mut r = AgentRequest::new(4, "the prompt", "lbl");
+        r.schema = Some(json!({"type": "object"}));
+        r.options.model = Some("m".into());
+        let text = Line::start_text(&r, "k", true);
+        let mut back: Line = serde_json::from_str(&text).expect("a start line");
+        if let Line::Start { at, .. } = &mut back {
+            *at = 0;
+        }
+        let mut direct = Line::start(&r, "k", true);
+        if let Line::Start { at, .. } = &mut direct {
+            *at = 0;
+        }
+        assert_eq!(back, direct);
+        assert!(text.ends_with('\n'));
+    }
 
     #[test]
     fn lines_round_trip_in_the_documented_shape() {

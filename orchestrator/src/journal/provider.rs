@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::line::{Line, Outcome};
 use super::reader::Journal;
-use super::record::Recorded;
+use super::record::Recorder;
 use super::writer::JournalWriter;
 use super::{call_key, now_ms};
 use crate::provider::{
@@ -21,6 +21,9 @@ use crate::provider::{
     Usage,
 };
 use crate::providers::answered::AnsweredChild;
+
+/// The journal's size limit unless the run sets one (`--journal-limit`).
+pub const DEFAULT_JOURNAL_LIMIT: u64 = 256 << 20;
 
 /// A journaled answer waiting to be replayed.
 #[derive(Debug, Clone)]
@@ -40,25 +43,67 @@ pub struct Journaling {
     answers: Mutex<HashMap<(String, usize), Answer>>,
     /// How many calls with each key this attempt has seen (the next slot).
     next_slot: Mutex<HashMap<String, usize>>,
-    recording: bool,
-    /// By seq: a call is entered as cancelled when it starts and gets its
-    /// outcome when it settles, so a call still open at the end is there.
-    recorded: Mutex<std::collections::BTreeMap<u64, Recorded>>,
+    /// `--record`: a call is entered as cancelled when it starts and gets
+    /// its outcome when it settles, so a call still open at the end is
+    /// there.
+    recorder: Option<Recorder>,
     replayed: AtomicU64,
     live: AtomicU64,
+    /// The journal's size limit in bytes (see [`Journaling::with_limit`]).
+    limit: u64,
 }
 
 impl Journaling {
     /// Journals to `writer` (when given), replays the answers of `previous`
-    /// (a journal read back for a resume), and remembers calls for
-    /// `--record` when `recording`.
-    pub fn new(writer: Option<JournalWriter>, previous: Option<&Journal>, recording: bool) -> Self {
+    /// (a journal read back for a resume), and records the calls for a
+    /// fixture to be written to `recording` (`--record`).
+    pub fn new(
+        writer: Option<JournalWriter>,
+        previous: Option<&Journal>,
+        recording: Option<&std::path::Path>,
+    ) -> Self {
         let answers = previous.map(answers_by_slot).unwrap_or_default();
         Journaling {
             writer,
             answers: Mutex::new(answers),
-            recording,
+            recorder: recording.map(Recorder::new),
+            limit: DEFAULT_JOURNAL_LIMIT,
             ..Journaling::default()
+        }
+    }
+
+    /// Sets the journal's size limit: a call whose `start` line would take
+    /// the journal past `limit` bytes is refused with `BUDGET` (and so is
+    /// every later one), which ends the run before it fills the disk. The
+    /// answers of calls already running are still journaled, so the file
+    /// can exceed the limit by what they bring.
+    pub fn with_limit(mut self, limit: u64) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Journals a call's `start` line (and enters it in the recording),
+    /// within the journal's limit.
+    fn append_start(&self, r: &AgentRequest, key: &str, replayed: bool) -> Result<(), StartRefused> {
+        if let Some(w) = &self.writer {
+            w.append_within(Line::start_text(r, key, replayed), self.limit)
+                .map_err(|full| self.full(full))?;
+        }
+        if let Some(rec) = &self.recorder {
+            rec.start(r.seq, &r.prompt, r.schema.as_ref(), r.options.model.as_deref());
+        }
+        Ok(())
+    }
+
+    fn full(&self, full: super::writer::JournalFull) -> StartRefused {
+        StartRefused {
+            code: dsh_protocol::ErrorCode::Budget,
+            message: format!(
+                "agent(): the run's journal reached its size limit ({} bytes used of {}); the run \
+                 stops here rather than fill the disk. Resume it with a larger limit \
+                 (dsh workflow resume RUN --journal-limit SIZE), or start it with one (--journal-limit)",
+                full.used, full.limit
+            ),
         }
     }
 
@@ -72,12 +117,13 @@ impl Journaling {
         self.live.load(Ordering::Relaxed)
     }
 
-    /// The calls of this attempt with their outcomes, in call order.
-    pub fn recorded(&self) -> Vec<Recorded> {
-        self.recorded
-            .lock()
-            .map(|r| r.values().cloned().collect())
-            .unwrap_or_default()
+    /// Writes the calls of this attempt, in call order, as a fixture to
+    /// `path` (see [`Recorder::write`]); nothing when not recording.
+    pub fn write_recording(&self, path: &std::path::Path) -> Result<(), super::JournalError> {
+        match &self.recorder {
+            Some(r) => r.write(path),
+            None => Ok(()),
+        }
     }
 
     /// Appends a line that is not about a call (e.g. a new attempt).
@@ -119,42 +165,25 @@ impl Journaling {
 
     async fn settle(
         &self,
-        request: &AgentRequest,
+        seq: u64,
         key: &str,
         child_id: Option<String>,
         outcome: Outcome,
         usage: Option<Usage>,
     ) {
+        if let Some(rec) = &self.recorder {
+            rec.settle(seq, &outcome, usage);
+        }
         if let Some(w) = &self.writer {
             w.append_durable(&Line::Settled {
-                seq: request.seq,
+                seq,
                 key: key.to_string(),
                 child_id,
-                outcome: outcome.clone(),
+                outcome,
                 usage,
                 at: now_ms(),
             })
             .await;
-        }
-        self.record(request, outcome, usage);
-    }
-
-    fn record(&self, request: &AgentRequest, outcome: Outcome, usage: Option<Usage>) {
-        if !self.recording {
-            return;
-        }
-        if let Ok(mut r) = self.recorded.lock() {
-            r.insert(
-                request.seq,
-                Recorded {
-                    seq: request.seq,
-                    prompt: request.prompt.clone(),
-                    schema: request.schema.clone(),
-                    model: request.options.model.clone(),
-                    outcome,
-                    usage,
-                },
-            );
         }
     }
 }
@@ -191,10 +220,11 @@ impl SubagentProvider for JournalingProvider {
         self.prepare(&mut request);
         let key = call_key(&request);
         if let Some(answer) = self.state.take_replay(&key) {
-            self.state.append(&Line::start(&request, &key, true));
+            self.state.append_start(&request, &key, true)?;
             self.state.replayed.fetch_add(1, Ordering::Relaxed);
-            self.state
-                .record(&request, answer.outcome.clone(), answer.usage);
+            if let Some(rec) = &self.state.recorder {
+                rec.settle(request.seq, &answer.outcome, answer.usage);
+            }
             let result = answer.outcome.to_child_result().ok_or_else(|| {
                 StartRefused::agent_start("journal: an unreplayable answer was queued for replay")
             })?;
@@ -210,27 +240,30 @@ impl SubagentProvider for JournalingProvider {
                 AnsweredChild::new(id, ChildOrigin::Replayed, Ok(outcome)).answer_stands(),
             ));
         }
-        self.state.append(&Line::start(&request, &key, false));
+        self.state.append_start(&request, &key, false)?;
         self.state.live.fetch_add(1, Ordering::Relaxed);
-        self.state.record(&request, Outcome::Cancelled, None);
+        let seq = request.seq;
+        // The request goes to the provider whole; the journal keeps only
+        // its seq and key from here (a prompt can be megabytes).
         let started = match &self.inner {
-            Some(p) => p.start(request.clone(), cancel).await,
+            Some(p) => p.start(request, cancel).await,
             None => Err(StartRefused::agent_start(format!(
                 "agent(): no provider is configured to answer call #{} (label {:?}); \
                  pass --fixture FILE, or give the run a provider",
-                request.seq, request.label
+                seq,
+                crate::events::shown_label(&request.label)
             ))),
         };
         match started {
             Ok(child) => Ok(Arc::new(JournaledChild {
                 inner: child,
-                request,
+                seq,
                 key,
                 state: self.state.clone(),
             })),
             Err(refused) => {
                 self.state
-                    .settle(&request, &key, None, Outcome::from_refusal(&refused), None)
+                    .settle(seq, &key, None, Outcome::from_refusal(&refused), None)
                     .await;
                 Err(refused)
             }
@@ -241,7 +274,7 @@ impl SubagentProvider for JournalingProvider {
 /// A live child whose outcome is journaled before it is handed on.
 struct JournaledChild {
     inner: Arc<dyn Subagent>,
-    request: AgentRequest,
+    seq: u64,
     key: String,
     state: Arc<Journaling>,
 }
@@ -257,7 +290,7 @@ impl Subagent for JournaledChild {
         let (outcome, usage) = Outcome::from_result(&r);
         self.state
             .settle(
-                &self.request,
+                self.seq,
                 &self.key,
                 Some(self.inner.id().to_string()),
                 outcome,
@@ -425,7 +458,7 @@ mod tests {
             ],
             ..Journal::default()
         };
-        let state = Journaling::new(None, Some(&j), false);
+        let state = Journaling::new(None, Some(&j), None);
         assert!(state.take_replay("k").is_some());
         assert!(state.take_replay("k").is_none(), "slot 1 has no answer");
         assert!(state.take_replay("other").is_none());

@@ -335,6 +335,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), JournalError> {
 
 /// A temporary file renamed over `path`; synced first when `durable`.
 fn replace_file(path: &Path, bytes: &[u8], durable: bool) -> Result<(), JournalError> {
+    replace_file_with(path, durable, |f| f.write_all(bytes))
+}
+
+/// [`write_atomic`] for content written by `fill` (streamed, not built in
+/// memory first); synced before the rename when `durable`.
+pub(crate) fn replace_file_with(
+    path: &Path,
+    durable: bool,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+) -> Result<(), JournalError> {
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     // Only a new file or an existing regular one is replaced: renaming over
     // a symlink would replace the link, over a device (`/dev/full`) the
@@ -377,7 +387,7 @@ fn replace_file(path: &Path, bytes: &[u8], durable: bool) -> Result<(), JournalE
             .create_new(true)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp)?;
-        f.write_all(bytes)?;
+        fill(&mut f)?;
         if durable {
             f.sync_all()?;
         }

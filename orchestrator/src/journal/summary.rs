@@ -124,10 +124,10 @@ pub fn summarize(dir: &Path) -> Result<RunSummary, JournalError> {
     let result: Option<Value> = std::fs::read_to_string(dir.join(RESULT_FILE))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
-    let journal = reader::read(&dir.join(rundir::JOURNAL_FILE))?;
+    // Streamed: one line in memory at a time, whatever the journal's size.
     let mut attempt_calls: BTreeMap<u64, CallSummary> = BTreeMap::new();
-    for line in &journal.lines {
-        match line {
+    reader::scan(&dir.join(rundir::JOURNAL_FILE), |line| {
+        match &line {
             Line::Attempt { .. } => attempt_calls.clear(),
             Line::Start {
                 seq,
@@ -156,7 +156,7 @@ pub fn summarize(dir: &Path) -> Result<RunSummary, JournalError> {
                 }
             }
         }
-    }
+    })?;
     let (mut done, mut failed, mut replayed) = (0, 0, 0);
     for c in attempt_calls.values() {
         match c.state {

@@ -10,6 +10,8 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 
 use tokio::sync::oneshot;
@@ -33,6 +35,18 @@ enum Req {
 #[derive(Clone)]
 pub struct JournalWriter {
     tx: mpsc::Sender<Req>,
+    /// The file's length once everything queued is written.
+    queued: Arc<AtomicU64>,
+}
+
+/// A line that would take the journal past its size limit; nothing was
+/// queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalFull {
+    /// The journal's length so far (what is queued included).
+    pub used: u64,
+    /// The limit.
+    pub limit: u64,
 }
 
 impl JournalWriter {
@@ -50,6 +64,10 @@ impl JournalWriter {
         if let Some(len) = keep_len {
             file.set_len(len).map_err(|e| JournalError::io(path, e))?;
         }
+        let len = file
+            .metadata()
+            .map_err(|e| JournalError::io(path, e))?
+            .len();
         let (tx, rx) = mpsc::channel();
         let path = path.to_path_buf();
         std::thread::Builder::new()
@@ -59,20 +77,43 @@ impl JournalWriter {
                 path: "journal writer thread".into(),
                 source: e,
             })?;
-        Ok(JournalWriter { tx })
+        Ok(JournalWriter {
+            tx,
+            queued: Arc::new(AtomicU64::new(len)),
+        })
+    }
+
+    /// The journal's length once everything queued so far is written.
+    pub fn bytes(&self) -> u64 {
+        self.queued.load(Ordering::Relaxed)
+    }
+
+    fn queue(&self, text: String, ack: Option<oneshot::Sender<()>>) {
+        self.queued.fetch_add(text.len() as u64, Ordering::Relaxed);
+        let _ = self.tx.send(Req::Line(text, ack));
     }
 
     /// Queues a line; returns at once.
     pub fn append(&self, line: &Line) {
-        let _ = self.tx.send(Req::Line(line.to_text(), None));
+        self.queue(line.to_text(), None);
+    }
+
+    /// Queues a line's `text` (with its newline) unless it would take the
+    /// journal past `limit` bytes.
+    pub fn append_within(&self, text: String, limit: u64) -> Result<(), JournalFull> {
+        let used = self.bytes();
+        if used.saturating_add(text.len() as u64) > limit {
+            return Err(JournalFull { used, limit });
+        }
+        self.queue(text, None);
+        Ok(())
     }
 
     /// Queues a line and waits until it is written and synced.
     pub async fn append_durable(&self, line: &Line) {
         let (ack, done) = oneshot::channel();
-        if self.tx.send(Req::Line(line.to_text(), Some(ack))).is_ok() {
-            let _ = done.await;
-        }
+        self.queue(line.to_text(), Some(ack));
+        let _ = done.await;
     }
 
     /// Waits until everything queued so far is written (not synced: the
@@ -101,7 +142,9 @@ impl JournalWriter {
 
 fn write_loop(mut file: std::fs::File, path: &Path, rx: mpsc::Receiver<Req>) {
     let mut broken = false;
-    let mut batch = String::new();
+    // The lines of one batch, written one after the other (not joined: a
+    // line can be megabytes, and joining would copy it once more).
+    let mut batch: Vec<String> = Vec::new();
     let mut acks: Vec<oneshot::Sender<()>> = Vec::new();
     let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
     let mut also: Vec<std::path::PathBuf> = Vec::new();
@@ -112,7 +155,7 @@ fn write_loop(mut file: std::fs::File, path: &Path, rx: mpsc::Receiver<Req>) {
         while let Some(req) = next.take().or_else(|| rx.try_recv().ok()) {
             match req {
                 Req::Line(text, ack) => {
-                    batch.push_str(&text);
+                    batch.push(text);
                     acks.extend(ack);
                 }
                 Req::Sync(ack) => acks.push(ack),
@@ -121,7 +164,7 @@ fn write_loop(mut file: std::fs::File, path: &Path, rx: mpsc::Receiver<Req>) {
             }
         }
         if !broken && !batch.is_empty() {
-            let res = file.write_all(batch.as_bytes()).and_then(|()| {
+            let res = batch.iter().try_for_each(|t| file.write_all(t.as_bytes())).and_then(|()| {
                 if acks.is_empty() {
                     Ok(())
                 } else {

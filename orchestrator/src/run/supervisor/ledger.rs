@@ -10,7 +10,7 @@ use dsh_protocol::{CallId, ChildOutcome as WireOutcome, ErrorCode, HostMsg, enco
 use serde_json::Value;
 
 use super::{Claim, Supervisor, violation};
-use crate::events::{AgentOutcomeKind, EventKind};
+use crate::events::{AgentOutcomeKind, EventKind, MAX_REASON_CHARS, shown, shown_label};
 use crate::provider::{
     AgentRequest, ChildOutcome, ChildResult, ResultFault, StartRefused, Subagent,
 };
@@ -102,28 +102,30 @@ impl Supervisor {
                 message: format!(
                     "agent(): no provider is configured to answer call #{call_id} (label {:?}); \
                      pass --fixture FILE, or give the run a provider",
-                    req.label
+                    shown_label(&req.label)
                 ),
             });
             return None;
         };
-        let request = AgentRequest {
-            seq: call_id,
-            prompt: req.prompt,
-            label: req.label.clone(),
-            phase: req.phase.clone(),
-            schema: schema.clone(),
-            options: req.options,
-            system_prompt: None,
-        };
+        // The ledger and the events keep bounded copies; the request (and
+        // so the provider, fixture matching included) has the whole text.
         self.ledger.pending.insert(
             call_id,
             CallInfo {
-                label: req.label,
-                phase: req.phase,
-                schema,
+                label: shown_label(&req.label),
+                phase: req.phase.as_deref().map(shown_label),
+                schema: schema.clone(),
             },
         );
+        let request = AgentRequest {
+            seq: call_id,
+            prompt: req.prompt,
+            label: req.label,
+            phase: req.phase,
+            schema,
+            options: req.options,
+            system_prompt: None,
+        };
         let token = self.run_token.child_token();
         let mut fut = Box::pin(async move { provider.start(request, token).await });
         // A provider that can answer at once (fixtures, caches) is handled
@@ -268,7 +270,7 @@ impl Supervisor {
             outcome,
             origin: live.child.origin(),
             usage,
-            reason,
+            reason: reason.map(|r| shown(&r, MAX_REASON_CHARS)),
             worktree: live.child.kept_worktree(),
         });
     }

@@ -414,7 +414,9 @@ impl Supervisor {
                 // history without limit.
                 self.narration.phases += 1;
                 if !self.phase.is_cancelling() && self.narration.phases <= MAX_PHASE_EVENTS {
-                    self.hub.emit(EventKind::Phase { title });
+                    self.hub.emit(EventKind::Phase {
+                        title: crate::events::shown_label(&title),
+                    });
                 }
                 None
             }
