@@ -86,7 +86,9 @@ pub async fn execute(
     let run = durable_run.run();
     let run_id = run.id().to_string();
     // The file is its own subscriber: a slow terminal never costs it events.
-    let file_writer = events_file.take().map(|f| tokio::spawn(write_events(f, run.subscribe())));
+    let file_writer = events_file
+        .take()
+        .map(|f| tokio::spawn(write_events(f, run.subscribe())));
     let mut events = run.subscribe();
     let mut interrupts = 0u32;
     loop {
@@ -117,7 +119,11 @@ pub async fn execute(
             "{dropped} event(s) were not shown: the event output (stderr{}) was read slower than \
              the run produced them, and dsh keeps at most {} MiB of them waiting rather than slow the run \
              or grow without bound; the run itself (result, journal) lost nothing (run {})",
-            if file_dropped > 0 { ", --events-file" } else { "" },
+            if file_dropped > 0 {
+                ", --events-file"
+            } else {
+                ""
+            },
             dsh_orchestrator::events::SUBSCRIBER_QUEUE_BYTES >> 20,
             run_id,
         ));

@@ -29,7 +29,10 @@ pub const MAX_LABEL_CHARS: usize = 200;
 
 /// A failed child's `reason` is cut to this many characters in its
 /// `agent-end` event (the script's `agent()` rejection keeps it whole).
-pub const MAX_REASON_CHARS: usize = 2000;
+/// Above what the providers keep themselves (the command provider keeps
+/// the last 4 KiB of a program's stderr), so only a reason from elsewhere —
+/// a fixture's megabyte `fail` text — is cut.
+pub const MAX_REASON_CHARS: usize = 8000;
 
 /// `text` cut to `max` characters: the first `max - 1` and `…` when longer,
 /// as the contract cuts a default label.
@@ -170,7 +173,10 @@ impl Event {
             EventKind::Phase { title } => title.len(),
             EventKind::Log { message } => message.len(),
             EventKind::AgentStart {
-                label, phase, child_id, ..
+                label,
+                phase,
+                child_id,
+                ..
             } => label.len() + phase.as_ref().map_or(0, String::len) + child_id.len(),
             EventKind::AgentEnd {
                 label,
@@ -511,7 +517,10 @@ mod tests {
         }
         assert_eq!(got.len(), fits + 1, "the kept events and the end");
         assert!(matches!(got[0].kind, EventKind::Log { ref message } if message == "line 0000000"));
-        assert!(matches!(got.last().map(|e| &e.kind), Some(EventKind::End { .. })));
+        assert!(matches!(
+            got.last().map(|e| &e.kind),
+            Some(EventKind::End { .. })
+        ));
         // A late subscriber still gets the whole history.
         let mut late = hub.subscribe();
         let mut n = 0;

@@ -84,13 +84,23 @@ impl Journaling {
 
     /// Journals a call's `start` line (and enters it in the recording),
     /// within the journal's limit.
-    fn append_start(&self, r: &AgentRequest, key: &str, replayed: bool) -> Result<(), StartRefused> {
+    fn append_start(
+        &self,
+        r: &AgentRequest,
+        key: &str,
+        replayed: bool,
+    ) -> Result<(), StartRefused> {
         if let Some(w) = &self.writer {
             w.append_within(Line::start_text(r, key, replayed), self.limit)
                 .map_err(|full| self.full(full))?;
         }
         if let Some(rec) = &self.recorder {
-            rec.start(r.seq, &r.prompt, r.schema.as_ref(), r.options.model.as_deref());
+            rec.start(
+                r.seq,
+                &r.prompt,
+                r.schema.as_ref(),
+                r.options.model.as_deref(),
+            );
         }
         Ok(())
     }

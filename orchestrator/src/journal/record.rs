@@ -103,7 +103,10 @@ struct RecorderState {
 
 impl RecorderState {
     /// Appends what `write` writes to the scratch file.
-    fn append(&mut self, write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Option<Span> {
+    fn append(
+        &mut self,
+        write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ) -> Option<Span> {
         let file = self.scratch.as_mut().ok()?;
         let mut out = std::io::BufWriter::new(file);
         let res = write(&mut out).and_then(|()| out.flush());
@@ -204,7 +207,8 @@ impl Recorder {
             schema,
             model,
         };
-        if let Some(matcher) = st.append(|w| serde_json::to_writer(w, &matcher).map_err(Into::into)) {
+        if let Some(matcher) = st.append(|w| serde_json::to_writer(w, &matcher).map_err(Into::into))
+        {
             st.calls.insert(
                 seq,
                 Slot {

@@ -126,34 +126,32 @@ pub fn summarize(dir: &Path) -> Result<RunSummary, JournalError> {
         .and_then(|t| serde_json::from_str(&t).ok());
     // Streamed: one line in memory at a time, whatever the journal's size.
     let mut attempt_calls: BTreeMap<u64, CallSummary> = BTreeMap::new();
-    reader::scan(&dir.join(rundir::JOURNAL_FILE), |line| {
-        match &line {
-            Line::Attempt { .. } => attempt_calls.clear(),
-            Line::Start {
-                seq,
-                label,
-                replayed,
-                ..
-            } => {
-                let state = if *replayed {
-                    CallState::Replayed
-                } else {
-                    CallState::Running
-                };
-                attempt_calls.insert(
-                    *seq,
-                    CallSummary {
-                        seq: *seq,
-                        label: label.clone(),
-                        state,
-                        replayed: *replayed,
-                    },
-                );
-            }
-            Line::Settled { seq, outcome, .. } => {
-                if let Some(c) = attempt_calls.get_mut(seq) {
-                    c.state = CallState::of(outcome);
-                }
+    reader::scan(&dir.join(rundir::JOURNAL_FILE), |line| match &line {
+        Line::Attempt { .. } => attempt_calls.clear(),
+        Line::Start {
+            seq,
+            label,
+            replayed,
+            ..
+        } => {
+            let state = if *replayed {
+                CallState::Replayed
+            } else {
+                CallState::Running
+            };
+            attempt_calls.insert(
+                *seq,
+                CallSummary {
+                    seq: *seq,
+                    label: label.clone(),
+                    state,
+                    replayed: *replayed,
+                },
+            );
+        }
+        Line::Settled { seq, outcome, .. } => {
+            if let Some(c) = attempt_calls.get_mut(seq) {
+                c.state = CallState::of(outcome);
             }
         }
     })?;

@@ -164,13 +164,16 @@ fn write_loop(mut file: std::fs::File, path: &Path, rx: mpsc::Receiver<Req>) {
             }
         }
         if !broken && !batch.is_empty() {
-            let res = batch.iter().try_for_each(|t| file.write_all(t.as_bytes())).and_then(|()| {
-                if acks.is_empty() {
-                    Ok(())
-                } else {
-                    file.sync_data()
-                }
-            });
+            let res = batch
+                .iter()
+                .try_for_each(|t| file.write_all(t.as_bytes()))
+                .and_then(|()| {
+                    if acks.is_empty() {
+                        Ok(())
+                    } else {
+                        file.sync_data()
+                    }
+                });
             if let Err(e) = res {
                 broken = true;
                 tracing::warn!(
