@@ -137,8 +137,31 @@ fn limits(a: &RunArgs, mut limits: Limits) -> Result<Limits, CliError> {
     Ok(limits)
 }
 
-/// `--args`, `--args-text` or `--args-file` (clap allows one at most).
+/// `--args`, `--args-text` or `--args-file` (clap allows one at most),
+/// nested at most [`MAX_JSON_DEPTH`](dsh_orchestrator::limits::MAX_JSON_DEPTH)
+/// levels deep.
 fn args(a: &RunArgs) -> Result<ArgsInput, CliError> {
+    let input = args_input(a)?;
+    if let ArgsInput::Json(v) = &input {
+        let depth = dsh_orchestrator::limits::json_depth(v);
+        let max = dsh_orchestrator::limits::MAX_JSON_DEPTH;
+        if depth > max {
+            let flag = if a.args.is_some() {
+                "--args"
+            } else {
+                "--args-file"
+            };
+            return Err(CliError::usage(format!(
+                "{flag}: the JSON nests arrays and objects {depth} levels deep; at most {max} are \
+                 accepted (the run directory keeps the args and must read them back); pass a \
+                 flatter value"
+            )));
+        }
+    }
+    Ok(input)
+}
+
+fn args_input(a: &RunArgs) -> Result<ArgsInput, CliError> {
     if let Some(json) = &a.args {
         return serde_json::from_str::<Value>(json)
             .map(ArgsInput::Json)

@@ -124,12 +124,30 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
     // A replayed call's outcome column says `replayed`: its answer was
     // given (and counted) in an earlier attempt.
     for c in &s.calls {
+        // An answer the script got but the journal lost reads `running` in
+        // the journal; say what happened instead.
+        let state = if s.unjournaled.contains(&c.seq) {
+            "unjournaled"
+        } else {
+            c.state.as_str()
+        };
+        let _ = writeln!(out, "  #{:<4} {:<12} {}", c.seq, state, esc(&c.label));
+    }
+    for seq in &s.unjournaled {
+        if !s.calls.iter().any(|c| c.seq == *seq) {
+            let _ = writeln!(
+                out,
+                "  #{seq:<4} {:<12} (not in the journal)",
+                "unjournaled"
+            );
+        }
+    }
+    if !s.unjournaled.is_empty() {
+        let seqs: Vec<String> = s.unjournaled.iter().map(|n| format!("#{n}")).collect();
         let _ = writeln!(
             out,
-            "  #{:<4} {:<12} {}",
-            c.seq,
-            c.state.as_str(),
-            esc(&c.label)
+            "not journaled: {} (the script got these answers, the journal could not keep them; a resume asks them again)",
+            seqs.join(", ")
         );
     }
     let result = s

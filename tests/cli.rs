@@ -1708,3 +1708,90 @@ fn phase_events_are_capped_per_run() {
     assert_eq!(out.events_of("workflow/phase").len(), 10_000);
     assert_event_guarantees(&out.events);
 }
+
+/// A value nested deeper than a run directory can read back used to
+/// complete and then show as `interrupted` (126–127 levels) — now the
+/// limit is one: 125 levels in, 125 levels out, and every run it accepts
+/// `runs`, `show` and `resume` can read.
+#[rstest::rstest]
+#[case::fits(125, 0, "completed")]
+#[case::too_deep(126, 1, "error")]
+#[case::far_too_deep(400, 1, "error")]
+fn return_values_are_kept_only_as_deep_as_they_can_be_read_back(
+    #[case] depth: usize,
+    #[case] code: i32,
+    #[case] status: &str,
+) {
+    let script = format!("let v = 1; for (let i = 0; i < {depth}; i++) v = [v]; return v;");
+    let ws = Workspace::new("wf.ts", &script, None);
+    let out = ws.run(&["--output", "result"]);
+    out.assert_code(code);
+    if code != 0 {
+        out.assert_error_line("RESULT_UNSERIALIZABLE");
+        let msg = out.json()["error"]["message"].to_string();
+        assert!(msg.contains("levels deep; dsh keeps at most 125"), "{msg}");
+    }
+    let (list, _, rc) = dsh_in(out.dir.path(), &["workflow", "runs"]);
+    assert_eq!(rc, Some(0));
+    let row = list.lines().nth(1).unwrap_or_default();
+    assert!(row.contains(status), "runs says: {list}");
+    let run = common::only_run_id(out.dir.path());
+    let (shown, err, rc) = dsh_in(out.dir.path(), &["workflow", "show", &run]);
+    assert_eq!(rc, Some(0), "{err}");
+    assert!(shown.contains(status), "{shown}");
+}
+
+#[test]
+fn args_nested_deeper_than_a_run_directory_keeps_are_a_usage_error() {
+    let nested = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+    let script = "return Array.isArray(args);";
+    let ok = Workspace::new("wf.ts", script, None);
+    let args = nested(125);
+    let out = ok.run(&["--args", &args, "--output", "result"]);
+    out.assert_code(0);
+    let run = common::only_run_id(out.dir.path());
+    let (shown, err, rc) = dsh_in(out.dir.path(), &["workflow", "show", &run]);
+    assert_eq!(
+        rc,
+        Some(0),
+        "a run with 125-deep args must read back: {err}"
+    );
+    assert!(shown.contains("completed"), "{shown}");
+
+    let ws = Workspace::new("wf.ts", script, None);
+    let path = ws.file("args.json", &nested(126));
+    let out = ws.run(&["--args-file", path.to_str().expect("utf-8 path")]);
+    out.assert_code(2);
+    out.assert_error_line("USAGE");
+    assert!(
+        out.stderr.contains(
+            "--args-file: the JSON nests arrays and objects 126 levels deep; at most 125"
+        ),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_return_value_of_exactly_the_frame_limit_says_what_is_over_it() {
+    // The JSON text of the string is 16 MiB exactly; the frame around it
+    // is a little more.
+    let out = run_plain(
+        r#"return "x".repeat(16 * 1024 * 1024 - 2);"#,
+        &["--output", "result", "--no-journal"],
+    );
+    out.assert_code(1);
+    out.assert_error_line("RESULT_UNSERIALIZABLE");
+    let msg = out.json()["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        msg.contains("is 16777216 bytes of JSON; with the message around it that is 1677"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("over the protocol's frame limit of 16777216 bytes"),
+        "{msg}"
+    );
+}

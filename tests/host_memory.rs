@@ -264,3 +264,58 @@ fn wait_with_rusage(pid: u32) -> (i32, i64) {
     assert!(libc::WIFEXITED(status), "status {status}");
     (libc::WEXITSTATUS(status), usage.ru_maxrss)
 }
+
+#[test]
+fn answers_the_disk_could_not_keep_are_warned_about_once_and_named_by_show() {
+    use std::os::unix::process::CommandExt;
+    let script = r#"
+        export const meta = { name: "full", description: "the disk fills up mid-run" };
+        const pad = "z".repeat(30 * 1024);
+        const got = [];
+        for (let i = 0; i < 5; i++) got.push(await agent(pad + i));
+        return got.length;
+    "#;
+    let ws = Workspace::new("full.ts", script, Some(&catch_all()));
+    let mut cmd = ws.command(&["--output", "result"]);
+    // SAFETY: between fork and exec the closure only makes two
+    // async-signal-safe calls (setrlimit, signal) on the child itself.
+    unsafe {
+        cmd.pre_exec(|| {
+            // Every file dsh writes may grow to 40 KiB: the journal is the
+            // one that does not fit — a disk that fills up mid-run.
+            let lim = libc::rlimit {
+                rlim_cur: 40 * 1024,
+                rlim_max: 40 * 1024,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // A write past the limit fails with EFBIG instead of killing.
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let out = Running::adopt(cmd.spawn().expect("spawn dsh"), ws).finish();
+    // The script got every answer; the run completed.
+    out.assert_code(0);
+    assert_eq!(out.json()["value"], 5);
+    let cannot_write = out.stderr.matches("cannot write").count();
+    assert_eq!(
+        cannot_write, 1,
+        "one warning for the journal: {}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains(
+            "answer(s) reached the script but could not be journaled (calls #2, #3, #4, #5)"
+        ),
+        "{}",
+        out.stderr
+    );
+    let run = only_run_id(out.dir.path());
+    let (shown, err, rc) = dsh_in(out.dir.path(), &["workflow", "show", &run]);
+    assert_eq!(rc, Some(0), "{err}");
+    assert!(shown.contains("status   completed"), "{shown}");
+    assert!(shown.contains("not journaled: #2, #3, #4, #5"), "{shown}");
+    assert!(shown.contains("#2    unjournaled"), "{shown}");
+}

@@ -10,6 +10,35 @@ use dsh_protocol::ErrorCode;
 /// waiting longer buys nothing and delays the settle.
 pub const CANCEL_INTERRUPT_MAX: Duration = Duration::from_millis(20);
 
+/// The deepest nesting of arrays and objects dsh keeps in `args` and in a
+/// return value: a run directory stores them two levels down (`run.json`'s
+/// `args.json`, `result.json`'s `result.value`), and every JSON reader
+/// here stops at 128 levels, so anything deeper could be run but never
+/// read back by `show`, `runs` or `resume`.
+pub const MAX_JSON_DEPTH: usize = 125;
+
+/// How deeply `v` nests arrays and objects (a scalar is 0, `[]` is 1).
+/// Iterative: a value of any depth is measured without recursion.
+pub fn json_depth(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    let mut deepest = 0;
+    let mut stack: Vec<(&Value, usize)> = vec![(v, 0)];
+    while let Some((v, depth)) = stack.pop() {
+        match v {
+            Value::Array(a) => {
+                deepest = deepest.max(depth + 1);
+                stack.extend(a.iter().map(|x| (x, depth + 1)));
+            }
+            Value::Object(m) => {
+                deepest = deepest.max(depth + 1);
+                stack.extend(m.values().map(|x| (x, depth + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
+}
+
 /// Ceiling for `max_total_agents` unless configured otherwise.
 pub const DEFAULT_MAX_TOTAL_AGENTS: u32 = 1000;
 
@@ -157,6 +186,21 @@ pub(crate) fn millis(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_depth_counts_nesting_without_recursion() {
+        use serde_json::json;
+        assert_eq!(json_depth(&json!(1)), 0);
+        assert_eq!(json_depth(&json!([])), 1);
+        assert_eq!(json_depth(&json!({"a": [1, {"b": []}]})), 4);
+        let mut v = json!(0);
+        for _ in 0..10_000 {
+            v = serde_json::Value::Array(vec![v]);
+        }
+        assert_eq!(json_depth(&v), 10_000);
+        // Dropping a Value this deep recurses in serde_json; keep it.
+        std::mem::forget(v);
+    }
     use rstest::rstest;
 
     #[test]

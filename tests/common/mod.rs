@@ -160,15 +160,8 @@ impl Workspace {
 
     /// Starts `dsh` and returns at once.
     pub fn spawn(self, extra: &[&str]) -> Running {
-        let mut child = self.command(extra).spawn().expect("spawn dsh");
-        let stdout = child.stdout.take().expect("stdout");
-        let stderr = child.stderr.take().expect("stderr");
-        Running {
-            child,
-            stdout: Some(reader_thread(stdout)),
-            stderr: Some(reader_thread(stderr)),
-            ws: self,
-        }
+        let child = self.command(extra).spawn().expect("spawn dsh");
+        Running::adopt(child, self)
     }
 }
 
@@ -189,6 +182,19 @@ pub struct Running {
 }
 
 impl Running {
+    /// Takes over a `dsh` spawned from `ws.command(…)` (adjusted by the
+    /// caller), reading its stdout and stderr.
+    pub fn adopt(mut child: Child, ws: Workspace) -> Running {
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        Running {
+            child,
+            stdout: Some(reader_thread(stdout)),
+            stderr: Some(reader_thread(stderr)),
+            ws,
+        }
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }

@@ -73,6 +73,17 @@ pub enum JournalWarning {
         /// What failed.
         problem: String,
     },
+    /// Answers reached the script but not the journal (the disk filled up,
+    /// or the file could not be written): a resume asks those calls again.
+    #[error(
+        "{} answer(s) reached the script but could not be journaled (calls {}); a resume will ask them again",
+        seqs.len(),
+        seqs.iter().map(|s| format!("#{s}")).collect::<Vec<_>>().join(", ")
+    )]
+    Unjournaled {
+        /// The calls' `seq`s.
+        seqs: Vec<u64>,
+    },
     /// A crash cut the journal's last line; it is ignored.
     #[error("{path}: the last line was cut off by a crash and is ignored")]
     TornLine {
@@ -316,15 +327,24 @@ impl DurableRun {
         state.flush().await;
         finished.replayed = state.replayed();
         finished.live = state.live();
+        let unjournaled = state.unjournaled();
+        if !unjournaled.is_empty() {
+            d.warn(JournalWarning::Unjournaled {
+                seqs: unjournaled.clone(),
+            });
+        }
         let dir = d.dir.lock().ok().and_then(|mut slot| slot.take());
         if let Some(dir) = &dir {
-            let doc = json!({
+            let mut doc = json!({
                 "result": finished.result.to_json(),
                 "endedAt": super::now_ms(),
                 "attempt": d.attempt,
                 "replayed": finished.replayed,
                 "live": finished.live,
             });
+            if !unjournaled.is_empty() {
+                doc["unjournaled"] = json!(unjournaled);
+            }
             if let Err(e) = dir.write_result(&doc) {
                 d.warn(JournalWarning::NoResult {
                     problem: e.to_string(),

@@ -51,6 +51,9 @@ pub struct Journaling {
     live: AtomicU64,
     /// The journal's size limit in bytes (see [`Journaling::with_limit`]).
     limit: u64,
+    /// Calls whose answer was handed on but could not be journaled (the
+    /// disk filled up, say): a resume asks them again.
+    unjournaled: Mutex<Vec<u64>>,
 }
 
 impl Journaling {
@@ -185,16 +188,29 @@ impl Journaling {
             rec.settle(seq, &outcome, usage);
         }
         if let Some(w) = &self.writer {
-            w.append_durable(&Line::Settled {
-                seq,
-                key: key.to_string(),
-                child_id,
-                outcome,
-                usage,
-                at: now_ms(),
-            })
-            .await;
+            let written = w
+                .append_durable(&Line::Settled {
+                    seq,
+                    key: key.to_string(),
+                    child_id,
+                    outcome,
+                    usage,
+                    at: now_ms(),
+                })
+                .await;
+            if !written && let Ok(mut u) = self.unjournaled.lock() {
+                u.push(seq);
+            }
         }
+    }
+
+    /// The calls (by `seq`) whose answers reached the script but not the
+    /// journal, in the order they settled.
+    pub fn unjournaled(&self) -> Vec<u64> {
+        self.unjournaled
+            .lock()
+            .map(|u| u.clone())
+            .unwrap_or_default()
     }
 }
 

@@ -116,6 +116,9 @@ pub struct RunSummary {
     pub elapsed_ms: Option<u64>,
     /// The calls of the last attempt, in call order.
     pub calls: Vec<CallSummary>,
+    /// Calls of the last settled attempt whose answers reached the script
+    /// but not the journal (`result.json`'s `unjournaled`).
+    pub unjournaled: Vec<u64>,
 }
 
 /// Reads one run directory.
@@ -177,6 +180,11 @@ pub fn summarize(dir: &Path) -> Result<RunSummary, JournalError> {
     } else {
         last.map_or(RunStatus::Interrupted, RunStatus::Settled)
     };
+    let unjournaled = result
+        .as_ref()
+        .and_then(|r| r["unjournaled"].as_array())
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
     let elapsed_ms = result
         .as_ref()
         .and_then(|r| r["endedAt"].as_u64())
@@ -189,6 +197,7 @@ pub fn summarize(dir: &Path) -> Result<RunSummary, JournalError> {
         failed,
         replayed,
         elapsed_ms,
+        unjournaled,
         calls: attempt_calls.into_values().collect(),
     })
 }

@@ -19,8 +19,9 @@ use tokio::sync::oneshot;
 use super::{JournalError, Line};
 
 enum Req {
-    Line(String, Option<oneshot::Sender<()>>),
-    Sync(oneshot::Sender<()>),
+    /// A line; the acknowledgement says whether it reached the disk.
+    Line(String, Option<oneshot::Sender<bool>>),
+    Sync(oneshot::Sender<bool>),
     /// Written (no sync) up to here.
     Flush(oneshot::Sender<()>),
     /// Files and directories to fsync once, with the first answer synced
@@ -88,7 +89,7 @@ impl JournalWriter {
         self.queued.load(Ordering::Relaxed)
     }
 
-    fn queue(&self, text: String, ack: Option<oneshot::Sender<()>>) {
+    fn queue(&self, text: String, ack: Option<oneshot::Sender<bool>>) {
         self.queued.fetch_add(text.len() as u64, Ordering::Relaxed);
         let _ = self.tx.send(Req::Line(text, ack));
     }
@@ -109,11 +110,13 @@ impl JournalWriter {
         Ok(())
     }
 
-    /// Queues a line and waits until it is written and synced.
-    pub async fn append_durable(&self, line: &Line) {
+    /// Queues a line and waits until it is written and synced; `false`
+    /// when it could not be (the disk is full, the file is gone): the
+    /// caller must not count it as journaled.
+    pub async fn append_durable(&self, line: &Line) -> bool {
         let (ack, done) = oneshot::channel();
         self.queue(line.to_text(), Some(ack));
-        let _ = done.await;
+        done.await.unwrap_or(false)
     }
 
     /// Waits until everything queued so far is written (not synced: the
@@ -133,7 +136,7 @@ impl JournalWriter {
 
     /// Waits until everything queued so far is written and synced.
     pub async fn sync(&self) {
-        let (ack, done) = oneshot::channel();
+        let (ack, done) = oneshot::channel::<bool>();
         if self.tx.send(Req::Sync(ack)).is_ok() {
             let _ = done.await;
         }
@@ -145,7 +148,7 @@ fn write_loop(mut file: std::fs::File, path: &Path, rx: mpsc::Receiver<Req>) {
     // The lines of one batch, written one after the other (not joined: a
     // line can be megabytes, and joining would copy it once more).
     let mut batch: Vec<String> = Vec::new();
-    let mut acks: Vec<oneshot::Sender<()>> = Vec::new();
+    let mut acks: Vec<oneshot::Sender<bool>> = Vec::new();
     let mut flushes: Vec<oneshot::Sender<()>> = Vec::new();
     let mut also: Vec<std::path::PathBuf> = Vec::new();
     let mut synced_once = false;
@@ -197,7 +200,10 @@ fn write_loop(mut file: std::fs::File, path: &Path, rx: mpsc::Receiver<Req>) {
             }
         }
         batch.clear();
-        for ack in acks.drain(..).chain(flushes.drain(..)) {
+        for ack in acks.drain(..) {
+            let _ = ack.send(!broken);
+        }
+        for ack in flushes.drain(..) {
             let _ = ack.send(());
         }
     }

@@ -138,6 +138,79 @@ const OUTCOME_KEYS: [&str; 6] = [
 ];
 const OTHER_KEYS: [&str; 4] = ["match", "delayMs", "times", "usage"];
 
+/// The longest `delayMs` a fixture may ask for: one day.
+pub const MAX_DELAY_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// JSON read like `serde_json::Value`, except that an object with a key
+/// given twice is an error (at the position of the second).
+struct Strict(Value);
+
+impl<'de> serde::Deserialize<'de> for Strict {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut v = Vec::new();
+        while let Some(Strict(x)) = seq.next_element()? {
+            v.push(x);
+        }
+        Ok(Value::Array(v))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut m = serde_json::Map::new();
+        while let Some(k) = map.next_key::<String>()? {
+            if m.contains_key(&k) {
+                return Err(serde::de::Error::custom(format!(
+                    "the key {k:?} is given twice in one object; keep one"
+                )));
+            }
+            let Strict(v) = map.next_value()?;
+            m.insert(k, v);
+        }
+        Ok(Value::Object(m))
+    }
+}
+
 impl ScriptedProvider {
     /// Loads and validates a fixture file.
     pub fn from_file(path: &Path) -> Result<Self, FixtureError> {
@@ -157,7 +230,10 @@ impl ScriptedProvider {
             file: file.to_string(),
             message,
         };
-        let root: Value = serde_json::from_str(text)
+        // A key given twice is refused rather than the last one winning
+        // silently (an entry's second "match" would otherwise drop its first).
+        let root: Value = serde_json::from_str::<Strict>(text)
+            .map(|s| s.0)
             .map_err(|e| err(format!("{}:{}: not valid JSON: {e}", e.line(), e.column())))?;
         Self::parse(&root).map_err(err)
     }
@@ -295,9 +371,12 @@ fn parse_answer(v: &Value) -> Result<Answer, String> {
     };
     let delay = match obj.get("delayMs") {
         None => Duration::ZERO,
-        Some(v) => Duration::from_millis(v.as_u64().ok_or(format!(
-            "delayMs: must be a whole number of milliseconds, got {v}"
-        ))?),
+        Some(v) => {
+            Duration::from_millis(v.as_u64().filter(|ms| *ms <= MAX_DELAY_MS).ok_or(format!(
+                "delayMs: must be a whole number of milliseconds from 0 to {MAX_DELAY_MS} (a day), \
+                     got {v}; for an answer that never comes, use \"hang\": true"
+            ))?)
+        }
     };
     let times = match obj.get("times") {
         None => None,
@@ -459,6 +538,22 @@ mod tests {
         "answers[0]: usage.output"
     )]
     #[case::not_json("{", "not valid JSON")]
+    #[case::duplicate_top_key(
+        "{\"version\":1,\"answers\":[],\n\"answers\":[]}",
+        "2:9: not valid JSON: the key \"answers\" is given twice in one object"
+    )]
+    #[case::duplicate_match(
+        r#"{"version":1,"answers":[{"match":{"label":"a"},"text":"x","match":{}}]}"#,
+        "the key \"match\" is given twice"
+    )]
+    #[case::duplicate_nested(
+        r#"{"version":1,"answers":[{"match":{"label":"a","label":"b"},"text":"x"}]}"#,
+        "the key \"label\" is given twice"
+    )]
+    #[case::endless_delay(
+        r#"{"version":1,"answers":[{"match":{},"text":"x","delayMs":18446744073709551615}]}"#,
+        "delayMs: must be a whole number of milliseconds from 0 to 86400000"
+    )]
     fn invalid_fixtures_name_the_entry(#[case] text: &str, #[case] expected: &str) {
         let err = ScriptedProvider::from_json_text("f.json", text).expect_err("invalid");
         assert!(

@@ -297,6 +297,18 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
     let handle = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
     request.limits.validate()?;
     let (prepared, meta) = prepare(&request)?;
+    if let ArgsInput::Json(v) = &request.args {
+        let depth = crate::limits::json_depth(v);
+        if depth > crate::limits::MAX_JSON_DEPTH {
+            return Err(StartError::Usage {
+                message: format!(
+                    "args: the value nests arrays and objects {depth} levels deep; at most {} are \
+                     accepted (a run directory keeps the args and must read them back)",
+                    crate::limits::MAX_JSON_DEPTH
+                ),
+            });
+        }
+    }
     let args = match &request.args {
         ArgsInput::None => dsh_protocol::Args::None,
         ArgsInput::Json(v) => dsh_protocol::Args::Json(v.to_string()),

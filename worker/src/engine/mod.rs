@@ -134,15 +134,19 @@ pub(crate) fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(
                     EndOutcome::Completed { value_json } => value_json.len(),
                     EndOutcome::Failed { .. } | EndOutcome::Cancelled { .. } => 0,
                 };
-                if let Err(ChannelError::Frame(FrameError::TooLargeToSend { max, .. })) =
+                if let Err(ChannelError::Frame(FrameError::TooLargeToSend { len, max })) =
                     chan.send(&WorkerMsg::End { result })
                 {
+                    // The frame is the value plus its message around it: say
+                    // both, so a value of exactly the limit does not read
+                    // as "N over a limit of N".
                     let mut end = EndResult::new(
                         EndOutcome::failed(
                             ErrorCode::ResultUnserializable,
                             format!(
-                                "value: the return value is {value_len} bytes of JSON, over the \
-                                 protocol's frame limit of {max} bytes; return less, or a summary"
+                                "value: the return value is {value_len} bytes of JSON; with the \
+                                 message around it that is {len} bytes, over the protocol's \
+                                 frame limit of {max} bytes; return less, or a summary"
                             ),
                         ),
                         agents_started,

@@ -142,7 +142,18 @@ impl Supervisor {
         let stop = end.stop();
         let mut result = match end.outcome {
             EndOutcome::Completed { value_json } => {
-                match serde_json::from_str::<Value>(&value_json) {
+                match serde_json::from_str::<Value>(&value_json)
+                    .map_err(|e| {
+                        if e.to_string().starts_with("recursion limit exceeded") {
+                            too_deep(None)
+                        } else {
+                            format!("value: the return value cannot be represented as JSON: {e}")
+                        }
+                    })
+                    .and_then(|value| match crate::limits::json_depth(&value) {
+                        d if d > crate::limits::MAX_JSON_DEPTH => Err(too_deep(Some(d))),
+                        _ => Ok(value),
+                    }) {
                     Ok(value) => RunResult {
                         value,
                         stop_reason: StopReason::Completed,
@@ -153,10 +164,7 @@ impl Supervisor {
                     },
                     Err(e) => RunResult::failed(
                         StopReason::Error,
-                        RunError::new(
-                            ErrorCode::ResultUnserializable,
-                            format!("value: the return value cannot be represented as JSON: {e}"),
-                        ),
+                        RunError::new(ErrorCode::ResultUnserializable, e),
                         end.agents_started,
                     ),
                 }
@@ -267,4 +275,15 @@ impl Supervisor {
             }
         }
     }
+}
+
+/// The message for a return value nested `depth` levels (`None`: so deep
+/// that the JSON reader gave up, at 128).
+fn too_deep(depth: Option<usize>) -> String {
+    let max = crate::limits::MAX_JSON_DEPTH;
+    let depth = depth.map_or_else(|| "128 or more".to_string(), |d| d.to_string());
+    format!(
+        "value: the return value nests arrays and objects {depth} levels deep; dsh keeps at most \
+         {max} (its run directory must read the result back); return a flatter value"
+    )
 }
