@@ -381,6 +381,7 @@ pub(crate) fn replace_file_with(
     // its rename) is ours to remove; a new one is created, never opened
     // through a link someone left there.
     let _ = std::fs::remove_file(&tmp);
+    remove_stale_temps(dir, &name);
     let res = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -399,10 +400,62 @@ pub(crate) fn replace_file_with(
     res.map_err(|e| JournalError::io(path, e))
 }
 
+/// Removes `.{name}.tmp-<pid>` files beside `name` whose process is gone
+/// (a `kill -9` between create and rename): the next write cleans up
+/// after the one that died. A live process's temporary file is left alone.
+fn remove_stale_temps(dir: &Path, name: &str) {
+    let prefix = format!(".{name}.tmp-");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let file_name = e.file_name();
+        let Some(pid) = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|p| p.parse::<i32>().ok())
+            .filter(|p| *p > 0)
+        else {
+            continue;
+        };
+        // Signal 0 checks existence only; ESRCH: no such process.
+        let gone = matches!(
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+            Err(nix::errno::Errno::ESRCH)
+        );
+        // Only regular files: never follow or remove something else.
+        let regular = e.file_type().is_ok_and(|t| t.is_file());
+        if gone && regular {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::FileTypeExt;
+
+    #[test]
+    fn a_write_removes_the_temporary_files_of_dead_writers_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target = dir.path().join("rec.json");
+        // A pid that cannot be running (above the kernel's pid_max).
+        let dead = dir.path().join(".rec.json.tmp-2147483646");
+        let alive = dir.path().join(format!(
+            ".rec.json.tmp-{}",
+            std::os::unix::process::parent_id()
+        ));
+        let other = dir.path().join(".other.json.tmp-2147483646");
+        for p in [&dead, &alive, &other] {
+            std::fs::write(p, b"partial").expect("temp");
+        }
+        write_atomic(&target, b"new").expect("write");
+        assert!(!dead.exists(), "a dead writer's temp is removed");
+        assert!(alive.exists(), "a live process's temp is left alone");
+        assert!(other.exists(), "another file's temp is left alone");
+        assert_eq!(std::fs::read(&target).expect("read"), b"new");
+    }
 
     #[test]
     fn an_atomic_write_replaces_only_regular_files() {
