@@ -190,7 +190,8 @@ try {
     let v = out.json();
     assert_eq!(v["name"], "WorkflowError");
     assert_eq!(v["code"], "AGENT_START");
-    assert_eq!(v["fatal"], true);
+    // Contract §6 (revision 2): only run-level stops are fatal.
+    assert_eq!(v["fatal"], false);
     assert!(v["message"].as_str().unwrap().contains("quota exceeded"));
 }
 
@@ -562,13 +563,16 @@ const r = await parallel([
 const empty = await parallel([]);
 let caught = null;
 try {
-  await parallel([() => agent("echo b"), () => agent("x", { bogus: 1 } as any)]);
+  // A run-level stop rejects the whole call: the budget is spent after
+  // the first answer (10 output tokens of a budget of 10).
+  await agent("x", { label: "spend" });
+  await parallel([() => agent("echo b"), () => agent("echo c")]);
 } catch (e: any) {
   caught = { name: e.name, code: e.code, fatal: e.fatal };
 }
 return { r, empty, caught };
 "#;
-    let out = run_ts(script, &std_fixture(), &[]);
+    let out = run_ts(script, &std_fixture(), &["--budget", "10"]);
     out.assert_code(0);
     assert_event_guarantees(&out.events);
     assert_eq!(
@@ -576,21 +580,71 @@ return { r, empty, caught };
         json!({
             "r": ["echoed", null, null, null, 5, 7, null],
             "empty": [],
-            "caught": { "name": "WorkflowError", "code": "UNSUPPORTED_OPTION", "fatal": true }
+            "caught": { "name": "WorkflowError", "code": "BUDGET", "fatal": true }
         })
     );
+    // Each item that threw is logged as Claude Code logs it.
+    let logs: Vec<&str> = out
+        .events_of("workflow/log")
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    for want in [
+        "parallel[1] failed: ordinary",
+        "parallel[2] failed: forged",
+        "parallel[3] failed: forged too",
+    ] {
+        assert!(logs.contains(&want), "{want:?} not in {logs:?}");
+    }
 }
 
+/// Contract §3/§4 (revision 2), as in Claude Code: a call that cannot be
+/// made (a refused start, a delivery fault, a bad argument) is an ordinary
+/// rejection, so inside a combinator its item is `null` and `parallel()`
+/// logs `parallel[i] failed: <message>`; outside one it ends the run with
+/// its code when nothing catches it.
 #[rstest]
-#[case::parallel(r#"await parallel([() => agent("echo"), () => agent("x", { label: "start-error" })]); return "not reached";"#, "AGENT_START")]
-#[case::pipeline(
-    r#"await pipeline([1, 2], (x: number) => x === 2 ? agent("") : x); return "not reached";"#,
-    "INVALID_ARGUMENT"
+#[case::parallel(
+    r#"return await parallel([() => agent("echo"), () => agent("x", { label: "start-error" })]);"#,
+    json!(["echoed", null]),
+    Some("parallel[1] failed: quota exceeded")
 )]
-#[case::nested(r#"await parallel([() => parallel([() => pipeline([1], () => agent("x", { label: "result-error" }))])]); return "not reached";"#, "AGENT_RESULT")]
-fn fatal_errors_propagate_out_of_combinators(#[case] script: &str, #[case] code: &str) {
-    let out = run_ts(script, &std_fixture(), &[]);
-    assert_error_run(&out, code);
+#[case::pipeline(
+    r#"return await pipeline([1, 2], (x: number) => x === 2 ? parallel("no" as any) : x);"#,
+    json!([1, null]),
+    None
+)]
+#[case::nested(
+    r#"return await parallel([() => parallel([() => pipeline([1], () => agent("x", { label: "result-error" }))])]);"#,
+    json!([[[null]]]),
+    None
+)]
+fn calls_that_cannot_be_made_are_null_inside_combinators(
+    #[case] script: &str,
+    #[case] value: Value,
+    #[case] log: Option<&str>,
+) {
+    let out = run_ts(script, &std_fixture(), &["--output", "result"]);
+    out.assert_code(0);
+    assert_eq!(out.json()["value"], value);
+    if let Some(want) = log {
+        let logs: Vec<&Value> = out.events_of("workflow/log");
+        assert!(
+            logs.iter()
+                .any(|e| e["message"].as_str().is_some_and(|m| m.starts_with(want))),
+            "{want:?} not in {logs:?}"
+        );
+    }
+}
+
+#[test]
+fn a_call_that_cannot_be_made_outside_a_combinator_ends_the_run_with_its_code() {
+    let out = run_ts(
+        r#"await agent("x", { label: "start-error" }); return "not reached";"#,
+        &std_fixture(),
+        &[],
+    );
+    assert_error_run(&out, "AGENT_START");
     assert_eq!(out.stdout.trim(), "null");
 }
 

@@ -159,12 +159,24 @@
   // code and message as created are kept here too.
   const runtimeErrors = new WeakMapCtor();
 
+  // The run-level stops (contract §6): the only codes that propagate
+  // through parallel()/pipeline() and whose errors say `fatal: true`. Every
+  // other runtime error is an ordinary rejection a combinator turns into
+  // null, as in Claude Code.
+  const RUN_LEVEL = create(null);
+  RUN_LEVEL.BUDGET = true;
+  RUN_LEVEL.CANCELLED = true;
+  RUN_LEVEL.TIMEOUT = true;
+  RUN_LEVEL.MEMORY = true;
+  RUN_LEVEL.WORKER_EXITED = true;
+  RUN_LEVEL.SANDBOX_UNAVAILABLE = true;
+
   class WorkflowError extends ErrorCtor {
     constructor(code, message) {
       super(message);
       defineProperty(this, "name", { __proto__: null, value: "WorkflowError", writable: true, configurable: true });
       defineProperty(this, "code", { __proto__: null, value: code, writable: true, enumerable: true, configurable: true });
-      defineProperty(this, "fatal", { __proto__: null, value: true, writable: true, enumerable: true, configurable: true });
+      defineProperty(this, "fatal", { __proto__: null, value: RUN_LEVEL[code] === true, writable: true, enumerable: true, configurable: true });
     }
   }
 
@@ -189,17 +201,27 @@
     }
   }
 
+  // Builds a runtime error (a WorkflowError with `code`). Named `fatal`
+  // for history: only a run-level code makes it fatal.
   function fatal(code, message) {
     const e = newError(ErrorCtor, message, WorkflowError);
     defineProperty(e, "name", { __proto__: null, value: "WorkflowError", writable: true, configurable: true });
     defineData(e, "code", code);
-    defineData(e, "fatal", true);
+    defineData(e, "fatal", RUN_LEVEL[code] === true);
     weakMapSet(runtimeErrors, e, { __proto__: null, code, message });
     return e;
   }
 
+  // A runtime-made error (any code): ends the run with its own code when
+  // nothing catches it.
   function isFatal(e) {
     return e !== null && typeof e === "object" && weakMapHas(runtimeErrors, e);
+  }
+
+  // A run-level stop made by the runtime, by the code it was made with
+  // (the script cannot forge one, nor promote an ordinary one).
+  function isRunLevel(e) {
+    return isFatal(e) && RUN_LEVEL[weakMapGet(runtimeErrors, e).code] === true;
   }
 
   // The code and message a fatal error ends the run with: as the script
@@ -471,6 +493,20 @@
       at = strIndexOf(stack, marker, at + 1);
     }
     return null;
+  }
+
+  // What `parallel[i] failed:` says: an error's message, or the thrown
+  // value as console.log would show it.
+  function failureText(e) {
+    if (e !== null && typeof e === "object") {
+      try {
+        const m = e.message;
+        if (typeof m === "string") return m;
+      } catch (_) {
+        return "[object that throws on access]";
+      }
+    }
+    return formatValue(e);
   }
 
   function describeThrown(e) {
@@ -899,7 +935,7 @@
       gather(n, resolve, reject, function (i) {
         const it = items[i];
         return typeof it === "function" ? it() : it;
-      });
+      }, "parallel");
     });
   }
 
@@ -924,9 +960,10 @@
   }
 
   // Runs `start(i)` for every index at once and resolves with the results
-  // in input order. An ordinary throw makes that item null; the first
-  // fatal WorkflowError rejects the whole call.
-  function gather(n, resolve, reject, start) {
+  // in input order. An ordinary throw (a call that could not be made
+  // included) makes that item null, logged as `<name>[i] failed: …` when
+  // `name` is given; the first run-level stop rejects the whole call.
+  function gather(n, resolve, reject, start, name) {
     const results = [];
     for (let i = 0; i < n; i++) append(results, null);
     let remaining = n;
@@ -941,13 +978,14 @@
       try {
         v = await start(i);
       } catch (e) {
-        if (isFatal(e)) {
+        if (isRunLevel(e)) {
           if (!failed) {
             failed = true;
             reject(e);
           }
           return;
         }
+        if (name !== undefined && !cancelled) N.log(name + "[" + i + "] failed: " + failureText(e));
         v = null;
       }
       results[i] = v;
