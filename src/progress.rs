@@ -25,6 +25,12 @@ pub fn line(event: &Event, color: bool) -> String {
         ),
         EventKind::Phase { title } => format!("{t} {bold}phase{reset} {}", esc(title)),
         EventKind::Log { message } => format!("{t} log {}", esc(message)),
+        EventKind::Warning { message, path } => {
+            format!(
+                "{t} {yellow}warning{reset} {}",
+                esc(&warning_text(message, path.as_deref()))
+            )
+        }
         EventKind::AgentStart {
             seq, label, phase, ..
         } => format!(
@@ -80,11 +86,27 @@ pub enum Mode {
     None,
 }
 
+/// A warning as one text: `path: message`, or the message alone.
+pub fn warning_text(message: &str, path: Option<&str>) -> String {
+    match path {
+        Some(p) => format!("{p}: {message}"),
+        None => message.to_string(),
+    }
+}
+
 pub fn show(mode: &Mode, event: &Event) {
     let text = match mode {
         Mode::Jsonl => event.to_json().to_string(),
         Mode::Lines { color } => line(event, *color),
-        Mode::None => return,
+        // A warning is said on stderr whatever the events mode (contract
+        // §0): with events off, as a `dsh: warning:` line.
+        Mode::None => match &event.kind {
+            EventKind::Warning { message, path } => format!(
+                "dsh: warning: {}",
+                esc(&warning_text(message, path.as_deref()))
+            ),
+            _ => return,
+        },
     };
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{text}");

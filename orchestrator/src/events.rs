@@ -101,6 +101,15 @@ pub enum EventKind {
         /// The logged text.
         message: String,
     },
+    /// `workflow/warning`: the runtime accepted something dubious the way
+    /// Claude Code does (an unknown option, a lossy value) and says so,
+    /// once per distinct message and path.
+    Warning {
+        /// What was accepted and how it was taken.
+        message: String,
+        /// Where: a value path or file position, when there is one.
+        path: Option<String>,
+    },
     /// `workflow/agent-start`: a child was started for an `agent()` call.
     AgentStart {
         /// The call's number in the run (1, 2, 3 …), as in
@@ -172,6 +181,9 @@ impl Event {
             EventKind::Start { .. } => 0,
             EventKind::Phase { title } => title.len(),
             EventKind::Log { message } => message.len(),
+            EventKind::Warning { message, path } => {
+                message.len() + path.as_ref().map_or(0, String::len)
+            }
             EventKind::AgentStart {
                 label,
                 phase,
@@ -201,6 +213,7 @@ impl Event {
             EventKind::Start { .. } => "workflow/start",
             EventKind::Phase { .. } => "workflow/phase",
             EventKind::Log { .. } => "workflow/log",
+            EventKind::Warning { .. } => "workflow/warning",
             EventKind::AgentStart { .. } => "workflow/agent-start",
             EventKind::AgentEnd { .. } => "workflow/agent-end",
             EventKind::End { .. } => "workflow/end",
@@ -224,6 +237,12 @@ impl Event {
             }
             EventKind::Log { message } => {
                 m.insert("message".into(), message.as_str().into());
+            }
+            EventKind::Warning { message, path } => {
+                m.insert("message".into(), message.as_str().into());
+                if let Some(p) = path {
+                    m.insert("path".into(), p.as_str().into());
+                }
             }
             EventKind::AgentStart {
                 seq,

@@ -28,7 +28,7 @@ pub use messages::*;
 /// Version of this protocol. The worker announces it in [`WorkerMsg::Hello`];
 /// the host refuses a worker that speaks another one. Version 3 made
 /// [`EndResult`] carry an [`EndOutcome`].
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// The worker's exit status when an allocation failed under the sandbox's
 /// data limit: the host reports such a death as `MEMORY`.

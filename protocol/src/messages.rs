@@ -54,6 +54,16 @@ pub enum WorkerMsg {
         /// The text, as the worker's `log_bytes` budget admitted it.
         message: String,
     },
+    /// The runtime accepted something dubious the way Claude Code does (an
+    /// unknown option, a lossy value) and says so. Sent once per distinct
+    /// message and path. The host emits `workflow/warning`.
+    Warning {
+        /// What was accepted and how it was taken.
+        message: String,
+        /// Where: a value path (`options.bogus`, `value.items[2]`) or a
+        /// file position; `None` when there is none.
+        path: Option<String>,
+    },
     /// An `agent()` call got a concurrency slot: start a child. The host
     /// answers with exactly one of `ChildStarted` / `ChildStartError`, then
     /// (after `ChildStarted`) exactly one of `ChildSettled` / `ChildFailed`.

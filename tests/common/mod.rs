@@ -391,6 +391,7 @@ pub fn assert_event_guarantees(events: &[Value]) {
         "workflow/start",
         "workflow/phase",
         "workflow/log",
+        "workflow/warning",
         "workflow/agent-start",
         "workflow/agent-end",
         "workflow/end",

@@ -34,6 +34,14 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
 
     let s = shared.clone();
     n.set(
+        "warn",
+        Function::new(ctx.clone(), move |message: String, path: Option<String>| {
+            s.send(&WorkerMsg::Warning { message, path });
+        })?,
+    )?;
+
+    let s = shared.clone();
+    n.set(
         "admit",
         Function::new(ctx.clone(), move || -> f64 {
             let id = s.agents_started.get() + 1;

@@ -315,20 +315,35 @@
   // offending path. Getters are called exactly once (the copy is what gets
   // serialized), a DAG is fine, a cycle is not. Objects in the copy have a
   // null prototype; arrays are ordinary arrays filled by definition.
+  // What a member becomes when Claude Code's conversion drops it.
+  const OMIT = create(null);
+
+  // toPlain for a value in an array: what would be dropped is null there.
+  function itemToPlain(v, path, code, stack) {
+    const x = toPlain(v, path, code, stack);
+    return x === OMIT ? null : x;
+  }
+
   function toPlain(v, path, code, stack) {
     switch (typeof v) {
       case "string":
       case "boolean":
         return v;
       case "number":
-        if (!isFiniteNumber(v)) throw boundaryError(code, path, StringCtor(v) + " is not representable in JSON");
+        if (!isFiniteNumber(v)) {
+          warn(StringCtor(v) + " is not JSON; sent as null, as Claude Code sends it", path);
+          return null;
+        }
         return v;
       case "undefined":
-        throw boundaryError(code, path, "undefined is not JSON (use null, or leave the key out)");
+        warn("undefined is not JSON; left out (null in an array), as Claude Code does", path);
+        return OMIT;
       case "function":
-        throw boundaryError(code, path, "a function is not JSON");
+        warn("a function is not JSON; left out (null in an array), as Claude Code does", path);
+        return OMIT;
       case "symbol":
-        throw boundaryError(code, path, "a symbol is not JSON");
+        warn("a symbol is not JSON; left out (null in an array), as Claude Code does", path);
+        return OMIT;
       case "bigint":
         throw boundaryError(code, path, "a bigint is not JSON (convert it to a number or a string)");
     }
@@ -345,16 +360,19 @@
       }
       if (array) return arrayToPlain(v, proto, path, code, stack);
       if (proto !== ObjectProto && proto !== null) {
-        throw boundaryError(code, path, typeName(v) + " is not a plain object (only {…} literals and arrays are JSON)");
+        const inner = unwrap(v);
+        if (inner !== v) return toPlain(inner, path, code, stack);
+        // A Map, Set, Date or class instance: its own enumerable fields.
+        warn(typeName(v) + " is not a plain object; sent as its own enumerable fields, as Claude Code sends it", path);
       }
       let symbols, keys;
       try {
         symbols = ownSymbols(v).length;
-        if (symbols === 0) keys = objectKeys(v);
+        keys = objectKeys(v);
       } catch (e) {
         throw boundaryError(code, path, "cannot inspect the value: " + describeThrown(e));
       }
-      if (symbols > 0) throw boundaryError(code, path, "symbol keys are not JSON");
+      if (symbols > 0) warn("symbol keys are not JSON; left out, as Claude Code does", path);
       const out = create(null);
       for (let j = 0; j < keys.length; j++) {
         const k = keys[j];
@@ -365,7 +383,8 @@
         } catch (e) {
           throw boundaryError(code, childPath, "the getter threw: " + describeThrown(e));
         }
-        defineData(out, k, toPlain(child, childPath, code, stack));
+        const x = toPlain(child, childPath, code, stack);
+        if (x !== OMIT) defineData(out, k, x);
       }
       return out;
     } finally {
@@ -374,47 +393,42 @@
   }
 
   function arrayToPlain(v, proto, path, code, stack) {
-    if (proto !== ArrayProto) throw boundaryError(code, path, "an array subclass is not plain JSON");
+    if (proto !== ArrayProto) warn("an array subclass is sent as a plain array", path);
     let symbols, n, names;
     try {
       symbols = ownSymbols(v).length;
-      if (symbols === 0) {
-        n = v.length;
-        names = ownNames(v);
-      }
+      n = v.length;
+      names = ownNames(v);
     } catch (e) {
       throw boundaryError(code, path, "cannot inspect the value: " + describeThrown(e));
     }
-    if (symbols > 0) throw boundaryError(code, path, "symbol keys are not JSON");
+    if (symbols > 0) warn("symbol keys of an array are not JSON; left out", path);
     if (names.length !== n + 1) {
       for (let j = 0; j < names.length; j++) {
         const k = names[j];
         if (k === "length") continue;
         const i = +k;
         if (!(StringCtor(i >>> 0) === k && i < n)) {
-          throw boundaryError(code, path, "an array with the extra property " + stringify(k) + " is not plain JSON");
+          warn("the array's extra property " + stringify(k) + " is not JSON; left out, as Claude Code does", path);
         }
-      }
-      for (let i = 0; i < n; i++) {
-        let present;
-        try {
-          present = i in v;
-        } catch (e) {
-          throw boundaryError(code, path, "cannot inspect the value: " + describeThrown(e));
-        }
-        if (!present) throw boundaryError(code, path, "a sparse array (hole at index " + i + ") is not plain JSON");
       }
     }
     const out = [];
     for (let i = 0; i < n; i++) {
       const itemPath = path + "[" + i + "]";
-      let item;
+      let item, present;
       try {
+        present = i in v;
         item = v[i];
       } catch (e) {
         throw boundaryError(code, itemPath, "the getter threw: " + describeThrown(e));
       }
-      append(out, toPlain(item, itemPath, code, stack));
+      if (!present) {
+        warn("a hole in an array is sent as null, as Claude Code sends it", itemPath);
+        append(out, null);
+        continue;
+      }
+      append(out, itemToPlain(item, itemPath, code, stack));
     }
     return out;
   }
@@ -446,7 +460,7 @@
   }
 
   function toJsonText(v, path, code) {
-    return plainJson(toPlain(v, path, code, new SetCtor()));
+    return plainJson(itemToPlain(v, path, code, new SetCtor()));
   }
 
   // ---------------------------------------------------------------- rendering thrown values and log arguments
@@ -653,6 +667,30 @@
     isolation: true,
   };
   const SUPPORTED_LIST = "label, phase, schema, model, provider, effort, agentType, isolation";
+  // Options Claude Code knows that dsh accepts without acting on them yet
+  // (docs/scripts.md says what each would do); a call with them runs.
+  const ACCEPTED_OPTIONS = {
+    __proto__: null,
+    stallMs: true,
+    disallowedTools: true,
+    bashCommandClamp: true,
+    sharedHeadLength: true,
+  };
+
+  // ---------------------------------------------------------------- warnings
+
+  // Contract §0: what Claude Code silently accepts, dsh accepts and says
+  // so — once per distinct message and path, at most MAX_WARNINGS times.
+  const MAX_WARNINGS = 1000;
+  let warned = create(null);
+  let warnedCount = 0;
+  function warn(message, path) {
+    const key = (path === null ? "" : path) + "\u0000" + message;
+    if (warned[key] === true || warnedCount >= MAX_WARNINGS || cancelled) return;
+    warned[key] = true;
+    warnedCount++;
+    N.warn(message, path);
+  }
   const STRING_OPTIONS = ["label", "phase", "model", "provider", "effort", "agentType"];
 
   function isHighSurrogate(c) {
@@ -719,8 +757,6 @@
     // An option explicitly set to undefined counts as not given, so options
     // built with spreads and conditionals keep working.
     const given = create(null);
-    let unknown = "";
-    let unknownCount = 0;
     for (let j = 0; j < keys.length; j++) {
       const k = keys[j];
       let v;
@@ -730,17 +766,14 @@
         throw fatal("INVALID_ARGUMENT", pathKey("options", k) + ": the getter threw: " + describeThrown(e));
       }
       if (v === undefined) continue;
-      defineData(given, k, v);
+      if (ACCEPTED_OPTIONS[k] === true) continue;
       if (SUPPORTED_OPTIONS[k] !== true) {
-        unknown += (unknownCount > 0 ? ", " : "") + stringify(k);
-        unknownCount++;
+        // Claude Code ignores an option it does not know; so does dsh, out loud.
+        warn("unknown agent() option, ignored (known options: " + SUPPORTED_LIST +
+          ", and Claude Code's stallMs, disallowedTools, bashCommandClamp, sharedHeadLength)", pathKey("options", k));
+        continue;
       }
-    }
-    if (unknownCount > 0) {
-      throw fatal(
-        "UNSUPPORTED_OPTION",
-        "agent(): unsupported option" + (unknownCount > 1 ? "s " : " ") + unknown + "; supported options: " + SUPPORTED_LIST,
-      );
+      defineData(given, k, v);
     }
     const plain = toPlain(given, "options", "INVALID_ARGUMENT", new SetCtor());
     for (let j = 0; j < STRING_OPTIONS.length; j++) {
@@ -750,7 +783,10 @@
       }
     }
     if ("isolation" in plain && plain.isolation !== "worktree") {
-      throw fatal("INVALID_ARGUMENT", 'options.isolation: must be "worktree", got ' + plainJson(plain.isolation));
+      // Contract §6 (revision 2): a warning, and the call runs without isolation.
+      warn('isolation other than "worktree" is ignored; the call runs without isolation (got ' +
+        plainJson(plain.isolation) + ")", "options.isolation");
+      delete plain.isolation;
     }
     let schemaJson = null;
     if ("schema" in plain) {
@@ -768,10 +804,17 @@
   function agent(prompt, options) {
     return new PromiseCtor(function (resolve, reject) {
       if (cancelled) throw cancelledError();
-      if (typeof prompt !== "string" || prompt.length === 0) {
-        throw fatal("INVALID_ARGUMENT", "agent(): prompt must be a non-empty string, got " +
-          (typeof prompt === "string" ? "an empty string" : typeName(prompt)));
+      if (typeof prompt !== "string") {
+        // Claude Code sends a non-string prompt as its string form.
+        const kind = typeName(prompt);
+        try {
+          prompt = StringCtor(prompt);
+        } catch (e) {
+          throw fatal("INVALID_ARGUMENT", "agent(): prompt is " + kind + " and has no string form: " + describeThrown(e));
+        }
+        warn("agent(): the prompt is " + kind + ", not a string; sent as its string form", "prompt");
       }
+      if (prompt.length === 0) warn("agent(): the prompt is empty; sent as it is", "prompt");
       const read = readOptions(options);
       const plain = read.plain;
       const schemaJson = read.schemaJson;

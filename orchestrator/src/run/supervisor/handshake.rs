@@ -61,6 +61,7 @@ pub(super) fn msg_name(msg: &WorkerMsg) -> &'static str {
         WorkerMsg::Ready { .. } => "Ready",
         WorkerMsg::Phase { .. } => "Phase",
         WorkerMsg::Log { .. } => "Log",
+        WorkerMsg::Warning { .. } => "Warning",
         WorkerMsg::ChildStart { .. } => "ChildStart",
         WorkerMsg::End { .. } => "End",
     }

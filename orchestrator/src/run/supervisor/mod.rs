@@ -49,6 +49,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_millis(500);
 /// Phase events kept per run; later `phase()` calls still set the phase in
 /// the worker but emit nothing.
 const MAX_PHASE_EVENTS: u64 = 10_000;
+/// Distinct warnings a run may emit; later ones are dropped.
+const MAX_WARNINGS: usize = 1000;
 /// Room above `logBytes` for the worker's truncation marker line.
 const LOG_MARKER_SLACK: u64 = 1024;
 
@@ -126,6 +128,8 @@ impl Phase {
 struct Narration {
     phases: u64,
     log_bytes: u64,
+    /// The distinct (message, path) warnings emitted so far.
+    warnings: std::collections::HashSet<(String, Option<String>)>,
 }
 
 /// What `start()` hands the supervisor.
@@ -417,6 +421,22 @@ impl Supervisor {
                     self.hub.emit(EventKind::Phase {
                         title: crate::events::shown_label(&title),
                     });
+                }
+                None
+            }
+            (None, WorkerMsg::Warning { message, path }) if self.phase.body_may_run() => {
+                // Bounded on the host side too: distinct warnings only, at
+                // most MAX_WARNINGS of them, each cut like a label.
+                let message = crate::events::shown(&message, crate::events::MAX_REASON_CHARS);
+                let path = path.map(|p| crate::events::shown(&p, crate::events::MAX_REASON_CHARS));
+                if !self.phase.is_cancelling()
+                    && self.narration.warnings.len() < MAX_WARNINGS
+                    && self
+                        .narration
+                        .warnings
+                        .insert((message.clone(), path.clone()))
+                {
+                    self.hub.emit(EventKind::Warning { message, path });
                 }
                 None
             }
