@@ -294,10 +294,6 @@ return r;
 // ------------------------------------------------------------------ fatal hook errors
 
 #[rstest]
-#[case::null_options(r#"await agent("x", null as any);"#, &[], "INVALID_ARGUMENT", &["options"])]
-#[case::non_string_label(r#"await agent("x", { label: 3 } as any);"#, &[], "INVALID_ARGUMENT", &["options.label"])]
-#[case::log_non_string(r#"log(42 as any);"#, &[], "INVALID_ARGUMENT", &["log()"])]
-#[case::phase_empty(r#"phase("");"#, &[], "INVALID_ARGUMENT", &["phase()"])]
 #[case::parallel_non_array(r#"await parallel("x" as any);"#, &[], "INVALID_ARGUMENT", &["parallel()"])]
 #[case::parallel_bad_item(r#"await parallel([() => 1, 7 as any]);"#, &[], "INVALID_ARGUMENT", &["item 1"])]
 #[case::pipeline_no_stage(r#"await pipeline([1]);"#, &[], "INVALID_ARGUMENT", &["at least one stage"])]
@@ -362,7 +358,7 @@ fn fatal_hook_errors_settle_error_with_exit_1(
 
 #[test]
 fn uncaught_fatal_error_prints_null_on_stdout() {
-    let out = run_ts(r#"await agent("x", null as any);"#, &std_fixture(), &[]);
+    let out = run_ts(r#"await agent("x", 5 as any);"#, &std_fixture(), &[]);
     assert_error_run(&out, "INVALID_ARGUMENT");
     assert_eq!(out.stdout.trim(), "null");
 }
@@ -372,7 +368,7 @@ fn hook_misuse_rejects_and_narration_throws_synchronously() {
     let script = r#"
 const seen: Record<string, string> = {};
 for (const [name, f] of [
-  ["agent", () => agent("x", null as any)],
+  ["agent", () => agent("x", 5 as any)],
   ["parallel", () => parallel("x" as any)],
   ["pipeline", () => pipeline("x" as any, (x: any) => x)],
 ] as const) {
@@ -398,8 +394,10 @@ return seen;
             "agent": "returned a promise rejected INVALID_ARGUMENT",
             "parallel": "returned a promise rejected INVALID_ARGUMENT",
             "pipeline": "returned a promise rejected INVALID_ARGUMENT",
-            "phase": "threw INVALID_ARGUMENT",
-            "log": "threw INVALID_ARGUMENT"
+            // Revision 2: a non-string title or message is accepted, as
+            // Claude Code accepts it, with a warning.
+            "phase": "no throw",
+            "log": "no throw"
         })
     );
 }
@@ -1787,7 +1785,7 @@ fn dropped_rejections_never_crash_the_run() {
     let out = run_ts(
         r#"
         Promise.reject(new Error("nobody listens"));
-        agent("x", null as any);
+        agent("x", 5 as any);
         parallel("not an array" as any);
         const never = agent("echo dropped");
         return "still fine";
@@ -1908,7 +1906,7 @@ const a = await agent("", { label: "empty" });
 const b = await agent(42 as any, { label: "number" });
 const c = await agent("echo c", { temperature: 0.2, tools: [] } as any);
 const d = await agent("echo d", { isolation: "vm" } as any);
-const e = await agent("echo e", { stallMs: 500, disallowedTools: ["Bash"], bashCommandClamp: 3, sharedHeadLength: 100 } as any);
+const e = await agent("echo e", { stallMs: 500, disallowedTools: ["Write"], bashCommandClamp: ["Bash(ls)"], sharedHeadLength: 100 } as any);
 const f = await agent("x", { label: "structured", schema: { type: "object", default: NaN } as any });
 const again = await agent("echo again", { temperature: 1 } as any);
 return [a, b, c, d, e, f, again];

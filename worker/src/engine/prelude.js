@@ -360,9 +360,8 @@
       }
       if (array) return arrayToPlain(v, proto, path, code, stack);
       if (proto !== ObjectProto && proto !== null) {
-        const inner = unwrap(v);
-        if (inner !== v) return toPlain(inner, path, code, stack);
-        // A Map, Set, Date or class instance: its own enumerable fields.
+        // A Map, Set, Date, boxed primitive or class instance: its own
+        // enumerable fields (toJSON is not called), as Claude Code does.
         warn(typeName(v) + " is not a plain object; sent as its own enumerable fields, as Claude Code sends it", path);
       }
       let symbols, keys;
@@ -724,20 +723,72 @@
     return fatal("INVALID_ARGUMENT", what + ": cannot inspect the value: " + describeThrown(e));
   }
 
+  function isSpace(c) {
+    return c <= 32 || c === 160 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) ||
+      c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff;
+  }
+
+  function listHas(list, x) {
+    for (let i = 0; i < list.length; i++) if (list[i] === x) return true;
+    return false;
+  }
+
+  function isNonEmptyStringArray(v) {
+    if (!isArray(v)) return false;
+    for (let i = 0; i < v.length; i++) if (typeof v[i] !== "string" || v[i].length === 0) return false;
+    return true;
+  }
+
+  // The options Claude Code knows and dsh does not act on yet are still
+  // checked as Claude Code checks them: a call it would refuse, dsh refuses.
+  function checkAccepted(a) {
+    if ("disallowedTools" in a && !isNonEmptyStringArray(a.disallowedTools)) {
+      throw fatal("INVALID_ARGUMENT", "options.disallowedTools: must be an array of non-empty tool names (e.g. [\"Bash\"]), got " +
+        plainJson(a.disallowedTools));
+    }
+    if ("sharedHeadLength" in a) {
+      const n = a.sharedHeadLength;
+      if (typeof n !== "number" || !(n >= 0) || n % 1 !== 0) {
+        throw fatal("INVALID_ARGUMENT", "options.sharedHeadLength: must be a whole number of characters, 0 or more, got " + plainJson(n));
+      }
+    }
+    if ("bashCommandClamp" in a) {
+      const c = a.bashCommandClamp;
+      if (!isNonEmptyStringArray(c)) {
+        throw fatal("INVALID_ARGUMENT", "options.bashCommandClamp: must be an array of non-empty strings, got " + plainJson(c));
+      }
+      for (let i = 0; i < c.length; i++) {
+        const r = c[i];
+        const inner = r.length > 6 && strSlice(r, 0, 5) === "Bash(" && strSlice(r, r.length - 1, r.length) === ")"
+          ? strSlice(r, 5, r.length - 1) : "";
+        if (inner.length === 0 || isSpace(charCodeAt(inner, 0)) || isSpace(charCodeAt(inner, inner.length - 1))) {
+          throw fatal("INVALID_ARGUMENT", "options.bashCommandClamp[" + i + "]: must be a Bash(<command or prefix>) rule, got " + plainJson(r));
+        }
+      }
+      if (c.length > 0 && "disallowedTools" in a && listHas(a.disallowedTools, "Bash")) {
+        throw fatal("INVALID_ARGUMENT", "options.bashCommandClamp: the call's disallowedTools removes Bash, so the clamp has nothing to bind");
+      }
+    }
+  }
+
   // Validates and copies the options; throws the fatal error to reject with.
   // The options object is read once: its prototype, then each own enumerable
   // string key in Object.keys order (a getter runs once); the copy is what
   // is checked and sent.
   function readOptions(options) {
     if (options === undefined) return { __proto__: null, plain: create(null), schemaJson: null };
-    if (options === null) throw fatal("INVALID_ARGUMENT", "agent(): options must be an object, got null");
     let array;
     try {
-      array = typeof options === "object" && isArray(options);
+      array = options !== null && typeof options === "object" && isArray(options);
     } catch (e) {
       throw inspectError("options", e);
     }
-    if (typeof options !== "object" || array) {
+    if (options === null || array) {
+      // Claude Code runs the call as if no options were given.
+      warn("agent(): options " + (array ? "is an array" : "is null") + "; the call runs with no options, as in Claude Code", "options");
+      return { __proto__: null, plain: create(null), schemaJson: null };
+    }
+    if (typeof options !== "object") {
       throw fatal("INVALID_ARGUMENT", "agent(): options must be an object, got " + typeName(options));
     }
     let proto, keys;
@@ -757,6 +808,8 @@
     // An option explicitly set to undefined counts as not given, so options
     // built with spreads and conditionals keep working.
     const given = create(null);
+    // Claude Code's own options, checked as it checks them, then dropped.
+    const accepted = create(null);
     for (let j = 0; j < keys.length; j++) {
       const k = keys[j];
       let v;
@@ -766,7 +819,10 @@
         throw fatal("INVALID_ARGUMENT", pathKey("options", k) + ": the getter threw: " + describeThrown(e));
       }
       if (v === undefined) continue;
-      if (ACCEPTED_OPTIONS[k] === true) continue;
+      if (ACCEPTED_OPTIONS[k] === true) {
+        defineData(accepted, k, v);
+        continue;
+      }
       if (SUPPORTED_OPTIONS[k] !== true) {
         // Claude Code ignores an option it does not know; so does dsh, out loud.
         warn("unknown agent() option, ignored (known options: " + SUPPORTED_LIST +
@@ -775,6 +831,16 @@
       }
       defineData(given, k, v);
     }
+    for (let j = 0; j < 2; j++) {
+      const k = j === 0 ? "label" : "phase";
+      if (k in given && typeof given[k] !== "string") {
+        // Claude Code takes a label or phase of another type as String(v).
+        warn("options." + k + " is " + typeName(given[k]) + ", not a string; used as its string form, as Claude Code does",
+          "options." + k);
+        defineData(given, k, safeString(given[k]));
+      }
+    }
+    checkAccepted(toPlain(accepted, "options", "INVALID_ARGUMENT", new SetCtor()));
     const plain = toPlain(given, "options", "INVALID_ARGUMENT", new SetCtor());
     for (let j = 0; j < STRING_OPTIONS.length; j++) {
       const k = STRING_OPTIONS[j];
@@ -805,14 +871,9 @@
     return new PromiseCtor(function (resolve, reject) {
       if (cancelled) throw cancelledError();
       if (typeof prompt !== "string") {
-        // Claude Code sends a non-string prompt as its string form.
-        const kind = typeName(prompt);
-        try {
-          prompt = StringCtor(prompt);
-        } catch (e) {
-          throw fatal("INVALID_ARGUMENT", "agent(): prompt is " + kind + " and has no string form: " + describeThrown(e));
-        }
-        warn("agent(): the prompt is " + kind + ", not a string; sent as its string form", "prompt");
+        // Claude Code sends a non-string prompt as its text form.
+        warn("agent(): the prompt is " + typeName(prompt) + ", not a string; sent as its text form, as Claude Code does", "prompt");
+        prompt = ccText(prompt);
       }
       if (prompt.length === 0) warn("agent(): the prompt is empty; sent as it is", "prompt");
       const read = readOptions(options);
@@ -998,7 +1059,7 @@
         let prev = item;
         for (let s = 0; s < stages.length; s++) prev = await stages[s](prev, item, i);
         return prev;
-      });
+      }, "pipeline");
     });
   }
 
@@ -1039,11 +1100,22 @@
 
   // ---------------------------------------------------------------- narration
 
+  // A value where Claude Code wants text (a prompt, a log message, a phase
+  // title), rendered the way it renders one: objects and arrays as
+  // "[object]", functions as "[function]", anything else as String(v).
+  function ccText(v) {
+    if (v !== null && typeof v === "object") return "[object]";
+    if (typeof v === "function") return "[function]";
+    return safeString(v);
+  }
+
   function phase(title) {
     if (cancelled) throw cancelledError();
-    if (typeof title !== "string" || title.length === 0) {
-      throw fatal("INVALID_ARGUMENT", "phase(): title must be a non-empty string, got " + typeName(title));
+    if (typeof title !== "string") {
+      warn("phase(): the title is " + typeName(title) + ", not a string; used as its text form, as Claude Code does", "phase");
+      title = ccText(title);
     }
+    if (title.length === 0) warn("phase(): the title is empty; accepted, as Claude Code accepts it", "phase");
     currentPhase = title;
     N.phase(title);
   }
@@ -1051,8 +1123,8 @@
   function log(message) {
     if (cancelled) throw cancelledError();
     if (typeof message !== "string") {
-      throw fatal("INVALID_ARGUMENT", "log(): message must be a string, got " + typeName(message) +
-        " (use console.log for other values)");
+      warn("log(): the message is " + typeName(message) + ", not a string; logged as its text form, as Claude Code does", "log");
+      message = ccText(message);
     }
     N.log(message);
   }
