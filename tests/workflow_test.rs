@@ -431,7 +431,7 @@ fn the_examples_pass() {
     for (p, v) in &got {
         assert_eq!(v, "ok", "{p}: {stdout}");
     }
-    let paths: Vec<&str> = got.iter().map(|(p, _)| p.as_str()).collect();
+    let paths: Vec<&str> = got.keys().map(String::as_str).collect();
     for want in [
         "scripts/compat/par.js",
         "scripts/compat/values.js",
