@@ -143,18 +143,24 @@ impl FrameBuffer {
     /// The next complete frame body, `Ok(None)` when more bytes are needed.
     /// An oversized declared length is an error as soon as the header is in.
     pub fn next_frame(&mut self) -> Result<Option<Vec<u8>>, FrameError> {
+        let Some(len) = self.complete_len()? else {
+            return Ok(None);
+        };
+        let body = self.pending()[HEADER..HEADER + len].to_vec();
+        self.consume(len);
+        Ok(Some(body))
+    }
+
+    /// The body length of the frame at the front once all of it is in;
+    /// an oversized declared length is an error as soon as the header is.
+    fn complete_len(&self) -> Result<Option<usize>, FrameError> {
         let Some(len) = self.declared_len() else {
             return Ok(None);
         };
         if len > self.max {
             return Err(FrameError::Oversized { len, max: self.max });
         }
-        let Some(body) = self.pending().get(HEADER..HEADER + len) else {
-            return Ok(None);
-        };
-        let body = body.to_vec();
-        self.consume(len);
-        Ok(Some(body))
+        Ok((self.pending().len() >= HEADER + len).then_some(len))
     }
 
     /// Marks the frame of body length `len` at the front as consumed.
@@ -175,16 +181,10 @@ impl FrameBuffer {
     /// The next complete message, decoded from the buffer in place (the
     /// body is not copied out first).
     pub fn next_msg<T: DeserializeOwned>(&mut self) -> Result<Option<T>, FrameError> {
-        let Some(len) = self.declared_len() else {
+        let Some(len) = self.complete_len()? else {
             return Ok(None);
         };
-        if len > self.max {
-            return Err(FrameError::Oversized { len, max: self.max });
-        }
-        let Some(body) = self.pending().get(HEADER..HEADER + len) else {
-            return Ok(None);
-        };
-        let msg = decode(body);
+        let msg = decode(&self.pending()[HEADER..HEADER + len]);
         self.consume(len);
         msg.map(Some)
     }
