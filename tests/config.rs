@@ -332,9 +332,31 @@ fn an_unknown_agent_type_is_agent_start_listing_the_known_ones() {
         &[
             "AGENT_START",
             "reviewr",
-            "known agent types: reviewer",
+            "known agent types: Explore, Plan, claude, general-purpose, reviewer, statusline-setup",
             "[agent_types.reviewr]",
         ],
+    );
+}
+
+/// Claude Code's built-in agent types run without any configuration: they
+/// go to the default provider with a system prompt of their own (the
+/// corpus's scripts name `general-purpose` and `Explore` without defining
+/// them).
+#[test]
+fn claude_code_built_in_agent_types_route_to_the_default_provider() {
+    let ws = routed_workspace(
+        r#"return await parallel(["general-purpose", "Explore", "Plan", "claude"].map((t) => () => agent("x", { agentType: t })));"#,
+    );
+    let out = ws.run(&["--output", "result"]);
+    out.assert_code(0);
+    assert_eq!(
+        out.json()["value"],
+        json!(["from alpha", "from alpha", "from alpha", "from alpha"])
+    );
+    assert!(
+        out.events_of("workflow/log").is_empty(),
+        "no item failed: {:?}",
+        out.events
     );
 }
 

@@ -60,6 +60,42 @@ pub fn usable(entry: &ProviderEntry) -> Result<String, SetupError> {
     }
 }
 
+/// The agent types Claude Code has built in, so scripts that name them run
+/// here too: each a system prompt in dsh's own words (no provider here has
+/// tools yet, so `Explore` and `Plan` are read-only by instruction), routed
+/// to the run's default provider. `[agent_types.NAME]` in dsh.toml replaces
+/// one.
+pub fn builtin_agent_types() -> BTreeMap<String, AgentTypeRoute> {
+    let general = "You are a capable general-purpose agent working on one task of a larger \
+                   workflow. Do the whole task and answer with its result, stated plainly.";
+    let explore = "You are an exploration agent. Investigate the code base or material the \
+                   task names to answer its question: read and search, but change nothing. \
+                   Answer with what you found, citing file paths and lines.";
+    let plan = "You are a planning agent. Study the task and the code it concerns, change \
+                nothing, and answer with a concrete, ordered plan: the steps, the files each \
+                touches, and the risks.";
+    let statusline = "You are an agent that sets up a terminal status line. Do what the task \
+                      asks and answer with what you configured.";
+    [
+        ("general-purpose", general),
+        ("claude", general),
+        ("Explore", explore),
+        ("Plan", plan),
+        ("statusline-setup", statusline),
+    ]
+    .into_iter()
+    .map(|(name, prompt)| {
+        (
+            name.to_string(),
+            AgentTypeRoute {
+                system_prompt: Some(prompt.to_string()),
+                ..AgentTypeRoute::default()
+            },
+        )
+    })
+    .collect()
+}
+
 /// Routes each call to a configured provider.
 pub struct Router {
     default: Option<String>,
@@ -86,7 +122,13 @@ impl Router {
                     )
                 })
                 .collect(),
-            agent_types: config.agent_types.clone(),
+            agent_types: {
+                // Claude Code's built-in types, overridden by dsh.toml's
+                // [agent_types.NAME] of the same name.
+                let mut types = builtin_agent_types();
+                types.extend(config.agent_types.clone());
+                types
+            },
         }
     }
 
