@@ -311,6 +311,74 @@ fn module_syntax_is_script_parse(#[case] source: &str, #[case] line: u32, #[case
     );
 }
 
+/// oxc's TypeScript parser accepts module statements inside blocks and
+/// functions (its JavaScript parser does not) and the transformer leaves
+/// them in the code, which the worker then could not compile. Found by the
+/// `script_grammar` fuzz target (fuzz/corpus/script_bytes/regress-nested-import).
+/// (An `import` directly inside a namespace was already refused: oxc's
+/// parser reports "Import declarations in a namespace cannot reference a
+/// module".)
+#[rstest]
+#[case::import_in_a_loop("while (x) {\r\nimport { x } from \"./m\";\r\n}\r\n", 2, 1, "`import`")]
+#[case::import_in_a_block("{ import { x } from 'm'; }\n", 1, 3, "`import`")]
+#[case::type_import_in_a_block("{ import type { X } from 'm'; }\n", 1, 3, "`import`")]
+#[case::require_in_a_block("{ import x = require('m'); }\n", 1, 3, "`import`")]
+#[case::export_in_a_block("{ export const x = 1; }\n", 1, 3, "`export`")]
+#[case::export_default_in_a_function("function f() {\n  export default 1;\n}\n", 2, 3, "`export`")]
+#[case::export_list_in_a_block("{ export { x }; }\n", 1, 3, "`export`")]
+#[case::export_all_in_an_if("if (a) { export * from 'm'; }\n", 1, 10, "`export`")]
+#[case::export_assignment_in_a_block("{ export = 1; }\n", 1, 3, "`export`")]
+#[case::export_list_in_a_namespace(
+    "namespace N { const a = 1; export { a }; }\n",
+    1,
+    28,
+    "`export`"
+)]
+fn nested_module_syntax_is_script_parse(
+    #[case] source: &str,
+    #[case] line: u32,
+    #[case] column: u32,
+    #[case] keyword: &str,
+) {
+    let diagnostics = parse_error("nested.ts", source, TS);
+    let first = &diagnostics[0];
+    assert_eq!(
+        (first.line, first.column),
+        (line, column),
+        "{diagnostics:#?}"
+    );
+    assert!(
+        first.message.contains(keyword)
+            && first
+                .message
+                .contains("a workflow is a single file with no modules"),
+        "{diagnostics:#?}"
+    );
+}
+
+/// What TypeScript allows below the top level stays allowed: members and
+/// aliases of a namespace, and anything inside an ambient declaration.
+#[rstest]
+#[case::namespace_member("namespace N { export const a = 1; }\nlog(N.a);\n")]
+#[case::nested_namespace(
+    "namespace N { export namespace M { export function f() { return 1; } } }\nlog(N.M.f());\n"
+)]
+#[case::namespace_alias(
+    "namespace N { export const y = 1; }\nnamespace M { import z = N.y; log(z); }\n"
+)]
+#[case::declare_module_with_imports(
+    "declare module 'foo' { import { x } from 'y'; export const z: typeof x; }\n"
+)]
+#[case::declare_namespace_export_list("declare namespace D { const a: 1; export { a }; }\n")]
+fn nested_namespace_syntax_is_allowed(#[case] source: &str) {
+    let p = ok("ns.ts", &format!("{source}return 1;\n"), TS);
+    let code = body(&p);
+    assert!(
+        !code.contains("import ") && !code.contains("export "),
+        "{code}"
+    );
+}
+
 #[rstest]
 #[case::class_decorator("function dec(t: any) {}\n@dec class A {}\n", 2, 1)]
 #[case::member_decorator("class A {\n  @log m() {}\n}\n", 2, 3)]
