@@ -356,6 +356,33 @@ fn nested_module_syntax_is_script_parse(
     );
 }
 
+/// oxc's TypeScript front end accepts a class and a function of one name
+/// (TypeScript itself does not); the printed JavaScript redeclared it and
+/// the worker's engine refused it, a parse error that reached a worker.
+/// The printed code is now checked as JavaScript, and the error points
+/// into the file. Found by the `script_grammar` fuzz target
+/// (fuzz/corpus/script_bytes/regress-class-function-same-name).
+#[rstest]
+#[case::class_then_function("class A {}\nfunction A() {}\nreturn 1;\n", 2, 10)]
+#[case::function_then_class("function A() {}\nclass A {}\nreturn 1;\n", 2, 7)]
+fn a_redeclaration_only_typescript_accepted_is_script_parse(
+    #[case] source: &str,
+    #[case] line: u32,
+    #[case] column: u32,
+) {
+    let diagnostics = parse_error("dup.ts", source, TS);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    let d = &diagnostics[0];
+    assert_eq!((d.line, d.column), (line, column), "{diagnostics:#?}");
+    assert!(
+        d.message.contains("already been declared"),
+        "{diagnostics:#?}"
+    );
+    // The same file as JavaScript was refused already, at the same place.
+    let js = parse_error("dup.js", source, JS);
+    assert_eq!((js[0].line, js[0].column), (line, column), "{js:#?}");
+}
+
 /// What TypeScript allows below the top level stays allowed: members and
 /// aliases of a namespace, and anything inside an ambient declaration.
 #[rstest]
