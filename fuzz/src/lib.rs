@@ -66,7 +66,7 @@ pub fn check_prepare(
                 let line = d.line as usize;
                 assert!(
                     (1..=lines.len()).contains(&line),
-                    "diagnostic line {} outside the source's {} lines: {d:?}",
+                    "diagnostic line {} outside the source's {} lines: {d:?}\nsource: {source:?}",
                     d.line,
                     lines.len()
                 );
@@ -78,7 +78,7 @@ pub fn check_prepare(
                 let width = text.chars().count();
                 assert!(
                     d.column >= 1 && d.column as usize <= width + 1,
-                    "diagnostic column {} outside line {line} ({width} characters): {d:?}",
+                    "diagnostic column {} outside line {line} ({width} characters): {d:?}\nsource: {source:?}",
                     d.column
                 );
                 assert!(!d.message.is_empty());

@@ -91,13 +91,15 @@ impl LineIndex {
     }
 
     /// 1-based (line, character column) of byte `offset` in `text`. Offsets
-    /// past the end or inside a character are clamped.
+    /// past the end, inside a character or inside a line terminator (between
+    /// the `\r` and the `\n` of a CRLF) are clamped: the column is at most
+    /// one past the line's last character.
     pub(crate) fn position(&self, text: &str, offset: usize) -> (u32, u32) {
         let offset = floor_char_boundary(text, offset.min(text.len()));
         let line = self.line_of(offset);
-        let (start, _) = self.line_range(text, line);
+        let (start, end) = self.line_range(text, line);
         let column = text
-            .get(start..offset.max(start))
+            .get(start..offset.clamp(start, end.max(start)))
             .map_or(0, |s| s.chars().count());
         (to_u32(line + 1), to_u32(column + 1))
     }

@@ -1030,6 +1030,26 @@ fn positions_with_bom_and_crlf() {
     assert_eq!(p.original_position(line, column), Some((2, 1)));
 }
 
+/// oxc can place an error between the `\r` and the `\n` of a CRLF (here
+/// "Unterminated string" after a broken template in meta); the column then
+/// counted the `\r` and pointed past the end of the line. Found by the
+/// `script_grammar` fuzz target (fuzz/corpus/script_bytes/regress-crlf-column).
+#[test]
+fn a_diagnostic_inside_a_crlf_stays_on_its_line() {
+    let source = "#!/usr/bin/env dsh\r\nconst meta = {\r\nname: `${()}`,\r\n};\r\n";
+    let diagnostics = parse_error("crlf.js", source, JS);
+    for d in &diagnostics {
+        let width = d.source_line.chars().count() as u32;
+        assert!(d.column <= width + 1, "{diagnostics:#?}");
+    }
+    let index = positions::LineIndex::new("a\r\nb");
+    assert_eq!(index.position("a\r\nb", 1), (1, 2));
+    assert_eq!(index.position("a\r\nb", 2), (1, 2));
+    assert_eq!(index.position("a\r\nb", 3), (2, 1));
+    let index = positions::LineIndex::new("a\u{2028}b");
+    assert_eq!(index.position("a\u{2028}b", 2), (1, 2));
+}
+
 #[test]
 fn bom_is_not_a_column_on_the_first_line() {
     let p = ok("b.js", "\u{feff}const a = 1; throw a;\n", JS);
