@@ -151,6 +151,23 @@ impl Limits {
         if self.compute.is_some_and(|d| d.is_zero()) {
             return err("computeMs", "must be greater than 0 when set".into());
         }
+        // These three cross the wire and `run.json` in whole milliseconds:
+        // a non-zero value under 1ms would become 0 there (the worker's
+        // slice budget, and a limit `resume` then refuses).
+        for (knob, d) in [
+            ("syncTimeoutMs", Some(self.sync_timeout)),
+            ("wallTimeoutMs", self.wall_timeout),
+            ("computeMs", self.compute),
+        ] {
+            if let Some(d) = d
+                && millis(d) == 0
+            {
+                return err(
+                    knob,
+                    format!("{d:?} is under 1ms; limits are whole milliseconds, use at least 1ms"),
+                );
+            }
+        }
         if self.memory_bytes < 1024 * 1024 {
             return err("memoryBytes", "must be at least 1 MiB".into());
         }
@@ -206,6 +223,33 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         Limits::default().validate().expect("defaults");
+    }
+
+    /// A duration under 1ms passed the zero checks, then went to the worker
+    /// and into `run.json` as 0 ms, so `resume` refused the run it had
+    /// started. Found by the `config` fuzz target (`sync_timeout = 0.0001`
+    /// in dsh.toml; fuzz/corpus/config/regress-sub-millisecond).
+    #[rstest]
+    #[case::sync(Limits { sync_timeout: Duration::from_micros(100), ..Limits::default() }, "syncTimeoutMs")]
+    #[case::wall(Limits { wall_timeout: Some(Duration::from_micros(999)), ..Limits::default() }, "wallTimeoutMs")]
+    #[case::compute(Limits { compute: Some(Duration::from_nanos(1)), ..Limits::default() }, "computeMs")]
+    fn sub_millisecond_durations_are_refused(#[case] limits: Limits, #[case] knob: &str) {
+        let e = limits.validate().expect_err("under 1ms");
+        assert_eq!(e.knob, knob);
+        assert!(e.message.contains("at least 1ms"), "{}", e.message);
+        // 1ms itself is fine, and survives run.json.
+        let ok = Limits {
+            sync_timeout: Duration::from_millis(1),
+            wall_timeout: limits.wall_timeout.map(|_| Duration::from_millis(1)),
+            compute: limits.compute.map(|_| Duration::from_millis(1)),
+            ..Limits::default()
+        };
+        ok.validate().expect("1ms");
+        let back =
+            crate::journal::rundir::limits_from_json(&crate::journal::rundir::limits_to_json(&ok))
+                .expect("readable");
+        assert_eq!(back, ok);
+        back.validate().expect("valid on resume");
     }
 
     #[rstest]

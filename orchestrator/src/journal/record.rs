@@ -394,4 +394,54 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("JSON");
         assert_eq!(doc, json!({"version": 1, "answers": []}));
     }
+
+    /// A recording replays whatever numbers its calls' schemas hold. With
+    /// serde_json's default float parser, which may be one unit in the
+    /// last place off, `1.1970897358768741e-304` written by `--record` read
+    /// back as another number: the recorded call no longer matched its own
+    /// entry and took the next one. Found by the `fixture` fuzz target
+    /// (fuzz/corpus/fixture/regress-float-schema); fixed by serde_json's
+    /// `float_roundtrip` feature.
+    #[tokio::test]
+    async fn a_recorded_schema_with_any_float_matches_its_call_on_replay() {
+        use crate::provider::{AgentRequest, ChildResult, SubagentProvider};
+        let schema =
+            json!({"type": "object", "properties": {"n": {"const": 1.1970897358768741e-304}}});
+        let calls = vec![
+            Recorded {
+                seq: 1,
+                prompt: "p".into(),
+                schema: Some(schema.clone()),
+                model: None,
+                outcome: Outcome::Text("first".into()),
+                usage: None,
+            },
+            Recorded {
+                seq: 2,
+                prompt: "p".into(),
+                schema: None,
+                model: None,
+                outcome: Outcome::Text("second".into()),
+                usage: None,
+            },
+        ];
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("rec.json");
+        write(&path, &calls).expect("write");
+        let provider = ScriptedProvider::from_file(&path).expect("a valid fixture");
+        let request = AgentRequest {
+            schema: Some(schema),
+            ..AgentRequest::new(1, "p", "p")
+        };
+        let child = provider
+            .start(request, tokio_util::sync::CancellationToken::new())
+            .await
+            .expect("the recorded answer");
+        let outcome = child.result().await.expect("an answer");
+        assert!(
+            matches!(&outcome.result, ChildResult::Text(t) if t == "first"),
+            "{:?}",
+            outcome.result
+        );
+    }
 }

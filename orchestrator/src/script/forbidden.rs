@@ -10,7 +10,8 @@
 use oxc::ast::ast::{
     Declaration, Decorator, ExportDefaultDeclarationKind, ImportDeclaration,
     ImportDeclarationSpecifier, ImportExpression, ImportMeta, Program, Statement,
-    TSModuleReference,
+    TSExternalModuleDeclaration, TSGlobalDeclaration, TSModuleBlock, TSModuleReference,
+    TSNamespaceDeclaration,
 };
 use oxc::ast_visit::{Visit, walk};
 use oxc::span::{GetSpan, Span};
@@ -49,7 +50,10 @@ pub(crate) fn check(program: &Program<'_>) -> Vec<Forbidden> {
             errors.push(Forbidden::new(statement.span(), message));
         }
     }
-    let mut finder = NestedFinder { errors: Vec::new() };
+    let mut finder = NestedFinder {
+        errors: Vec::new(),
+        ambient: 0,
+    };
     finder.visit_program(program);
     errors.extend(finder.errors);
     errors.sort_by_key(|e| e.span.start);
@@ -149,12 +153,96 @@ fn is_type_only_declaration(decl: &Declaration<'_>) -> bool {
     }
 }
 
-/// Finds `import(…)`, `import.meta` and decorators anywhere in the program.
+/// Finds `import(…)`, `import.meta` and decorators anywhere in the program,
+/// and module syntax below the top level. oxc's TypeScript parser accepts
+/// `import`/`export` statements inside blocks and functions (its JavaScript
+/// parser refuses them) and the transformer leaves them in place, so
+/// without this check such a file prepared and its code then failed to
+/// compile in the worker.
 struct NestedFinder {
     errors: Vec<Forbidden>,
+    /// Inside `declare module "m" {…}`, `declare global {…}` or
+    /// `declare namespace N {…}`: erased as a whole, so module syntax in
+    /// there is a type-level matter.
+    ambient: usize,
+}
+
+impl NestedFinder {
+    fn nested_statement(&mut self, statement: &Statement<'_>, namespace_member: bool) {
+        if self.ambient > 0 {
+            return;
+        }
+        let message = match statement {
+            // `import x = N.y` is a namespace alias, which TypeScript
+            // allows directly inside a namespace.
+            Statement::TSImportEqualsDeclaration(decl)
+                if namespace_member
+                    && !matches!(
+                        decl.module_reference,
+                        TSModuleReference::ExternalModuleReference(_)
+                    ) =>
+            {
+                return;
+            }
+            Statement::ImportDeclaration(_) | Statement::TSImportEqualsDeclaration(_) => {
+                import_message()
+            }
+            // `export const x = …` directly inside a namespace is a member
+            // of it, not module syntax.
+            Statement::ExportDeclaration(_) if namespace_member => return,
+            Statement::ExportDeclaration(_)
+            | Statement::ExportNamedDeclaration(_)
+            | Statement::ExportFromDeclaration(_)
+            | Statement::ExportAllDeclaration(_)
+            | Statement::ExportDefaultDeclaration(_)
+            | Statement::TSExportAssignment(_)
+            | Statement::TSNamespaceExportDeclaration(_) => export_message(),
+            _ => return,
+        };
+        self.errors.push(Forbidden::new(statement.span(), message));
+    }
 }
 
 impl<'a> Visit<'a> for NestedFinder {
+    fn visit_program(&mut self, it: &Program<'a>) {
+        // The top-level statements are checked by `forbidden_statement`;
+        // only what is inside them is looked at here.
+        for statement in &it.body {
+            walk::walk_statement(self, statement);
+        }
+    }
+
+    fn visit_ts_module_block(&mut self, it: &TSModuleBlock<'a>) {
+        for statement in &it.body {
+            self.nested_statement(statement, true);
+            walk::walk_statement(self, statement);
+        }
+    }
+
+    fn visit_statement(&mut self, it: &Statement<'a>) {
+        self.nested_statement(it, false);
+        walk::walk_statement(self, it);
+    }
+
+    fn visit_ts_external_module_declaration(&mut self, it: &TSExternalModuleDeclaration<'a>) {
+        self.ambient += 1;
+        walk::walk_ts_external_module_declaration(self, it);
+        self.ambient -= 1;
+    }
+
+    fn visit_ts_global_declaration(&mut self, it: &TSGlobalDeclaration<'a>) {
+        self.ambient += 1;
+        walk::walk_ts_global_declaration(self, it);
+        self.ambient -= 1;
+    }
+
+    fn visit_ts_namespace_declaration(&mut self, it: &TSNamespaceDeclaration<'a>) {
+        let ambient = usize::from(it.declare);
+        self.ambient += ambient;
+        walk::walk_ts_namespace_declaration(self, it);
+        self.ambient -= ambient;
+    }
+
     fn visit_decorator(&mut self, it: &Decorator<'a>) {
         self.errors.push(Forbidden::new(
             it.span,

@@ -309,12 +309,51 @@ fn prepare_unguarded(
         strip::PREFIX_LINES,
         &generated.tokens,
     );
+    // What the worker compiles must be JavaScript. oxc's TypeScript front
+    // end lets through some code its JavaScript parser refuses (a class and
+    // a function of one name); checking the printed code makes that a
+    // SCRIPT_PARSE here, at its place in the file, so no parse error
+    // reaches a worker.
+    let problems = generated_code_problems(&code, &mapping, source, &index);
+    if !problems.is_empty() {
+        return Err(ScriptError::Parse(diagnostics(problems)));
+    }
     Ok(PreparedScript {
         display_name: display_name.to_string(),
         code,
         meta,
         mapping,
     })
+}
+
+/// The JavaScript errors of the generated `code`, each placed where the
+/// mapping puts it in `source` (at the start of the file when it has no
+/// counterpart there).
+fn generated_code_problems(
+    code: &str,
+    mapping: &SourceMapping,
+    source: &str,
+    index: &LineIndex,
+) -> Vec<Located> {
+    let errors = parse::javascript_errors(code);
+    if errors.is_empty() {
+        return Vec::new();
+    }
+    let code_index = LineIndex::new(code);
+    errors
+        .iter()
+        .map(|e| {
+            let at = Located::from_oxc(e);
+            let (line, column) = code_index.byte_position(at.offset);
+            match mapping.original_position(line, column) {
+                Some((l, c)) => Located::new(index.offset_at(source, l, c), at.message),
+                None => Located::new(
+                    0usize,
+                    format!("{} (in the JavaScript printed from this file)", at.message),
+                ),
+            }
+        })
+        .collect()
 }
 
 /// Validates a meta given as JSON by a library caller, with the same rules as

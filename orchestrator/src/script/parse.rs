@@ -67,6 +67,22 @@ fn parses_as_typescript(source: &str) -> bool {
     !ret.panicked && errors_only(ret.diagnostics).is_empty()
 }
 
+/// The parser and early errors of `code` as JavaScript (a module, as the
+/// file itself was read), without the hints [`parse`] adds for a user's
+/// file: used on the code printed from a file, which must be JavaScript.
+pub(crate) fn javascript_errors(code: &str) -> Vec<OxcDiagnostic> {
+    let allocator = Allocator::default();
+    let ret = Parser::new(&allocator, code, SourceType::mjs()).parse();
+    let errors = errors_only(ret.diagnostics);
+    if !errors.is_empty() {
+        return errors;
+    }
+    if ret.panicked {
+        return vec![OxcDiagnostic::error("the parser gave up on this file")];
+    }
+    analyze(&ret.program).1
+}
+
 /// Runs semantic analysis with the early-error checks; returns the scoping
 /// the transformer needs and the errors found.
 pub(crate) fn analyze(program: &Program<'_>) -> (Scoping, Vec<OxcDiagnostic>) {

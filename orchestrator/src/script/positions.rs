@@ -91,13 +91,15 @@ impl LineIndex {
     }
 
     /// 1-based (line, character column) of byte `offset` in `text`. Offsets
-    /// past the end or inside a character are clamped.
+    /// past the end, inside a character or inside a line terminator (between
+    /// the `\r` and the `\n` of a CRLF) are clamped: the column is at most
+    /// one past the line's last character.
     pub(crate) fn position(&self, text: &str, offset: usize) -> (u32, u32) {
         let offset = floor_char_boundary(text, offset.min(text.len()));
         let line = self.line_of(offset);
-        let (start, _) = self.line_range(text, line);
+        let (start, end) = self.line_range(text, line);
         let column = text
-            .get(start..offset.max(start))
+            .get(start..offset.clamp(start, end.max(start)))
             .map_or(0, |s| s.chars().count());
         (to_u32(line + 1), to_u32(column + 1))
     }
@@ -120,6 +122,28 @@ impl LineIndex {
     /// Raw byte offset of the start of 0-based `line`.
     pub(crate) fn line_start(&self, line: usize) -> Option<usize> {
         self.starts.get(line).copied()
+    }
+
+    /// 1-based line and 1-based *byte* column of byte `offset` (clamped),
+    /// the way the engine reports positions in the generated code.
+    pub(crate) fn byte_position(&self, offset: usize) -> (u32, u32) {
+        let offset = offset.min(self.len);
+        let line = self.line_of(offset);
+        let start = self.starts.get(line).copied().unwrap_or(0);
+        (to_u32(line + 1), to_u32(offset.saturating_sub(start) + 1))
+    }
+
+    /// Byte offset of the 1-based `line` and 1-based character `column`
+    /// that [`LineIndex::position`] reports, clamped to the line's end.
+    pub(crate) fn offset_at(&self, text: &str, line: u32, column: u32) -> usize {
+        let (start, end) = self.line_range(text, (line as usize).saturating_sub(1));
+        let content = text.get(start..end).unwrap_or("");
+        let skip = (column as usize).saturating_sub(1);
+        start
+            + content
+                .char_indices()
+                .nth(skip)
+                .map_or(content.len(), |(i, _)| i)
     }
 }
 

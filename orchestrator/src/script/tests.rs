@@ -311,6 +311,101 @@ fn module_syntax_is_script_parse(#[case] source: &str, #[case] line: u32, #[case
     );
 }
 
+/// oxc's TypeScript parser accepts module statements inside blocks and
+/// functions (its JavaScript parser does not) and the transformer leaves
+/// them in the code, which the worker then could not compile. Found by the
+/// `script_grammar` fuzz target (fuzz/corpus/script_bytes/regress-nested-import).
+/// (An `import` directly inside a namespace was already refused: oxc's
+/// parser reports "Import declarations in a namespace cannot reference a
+/// module".)
+#[rstest]
+#[case::import_in_a_loop("while (x) {\r\nimport { x } from \"./m\";\r\n}\r\n", 2, 1, "`import`")]
+#[case::import_in_a_block("{ import { x } from 'm'; }\n", 1, 3, "`import`")]
+#[case::type_import_in_a_block("{ import type { X } from 'm'; }\n", 1, 3, "`import`")]
+#[case::require_in_a_block("{ import x = require('m'); }\n", 1, 3, "`import`")]
+#[case::export_in_a_block("{ export const x = 1; }\n", 1, 3, "`export`")]
+#[case::export_default_in_a_function("function f() {\n  export default 1;\n}\n", 2, 3, "`export`")]
+#[case::export_list_in_a_block("{ export { x }; }\n", 1, 3, "`export`")]
+#[case::export_all_in_an_if("if (a) { export * from 'm'; }\n", 1, 10, "`export`")]
+#[case::export_assignment_in_a_block("{ export = 1; }\n", 1, 3, "`export`")]
+#[case::export_list_in_a_namespace(
+    "namespace N { const a = 1; export { a }; }\n",
+    1,
+    28,
+    "`export`"
+)]
+fn nested_module_syntax_is_script_parse(
+    #[case] source: &str,
+    #[case] line: u32,
+    #[case] column: u32,
+    #[case] keyword: &str,
+) {
+    let diagnostics = parse_error("nested.ts", source, TS);
+    let first = &diagnostics[0];
+    assert_eq!(
+        (first.line, first.column),
+        (line, column),
+        "{diagnostics:#?}"
+    );
+    assert!(
+        first.message.contains(keyword)
+            && first
+                .message
+                .contains("a workflow is a single file with no modules"),
+        "{diagnostics:#?}"
+    );
+}
+
+/// oxc's TypeScript front end accepts a class and a function of one name
+/// (TypeScript itself does not); the printed JavaScript redeclared it and
+/// the worker's engine refused it, a parse error that reached a worker.
+/// The printed code is now checked as JavaScript, and the error points
+/// into the file. Found by the `script_grammar` fuzz target
+/// (fuzz/corpus/script_bytes/regress-class-function-same-name).
+#[rstest]
+#[case::class_then_function("class A {}\nfunction A() {}\nreturn 1;\n", 2, 10)]
+#[case::function_then_class("function A() {}\nclass A {}\nreturn 1;\n", 2, 7)]
+fn a_redeclaration_only_typescript_accepted_is_script_parse(
+    #[case] source: &str,
+    #[case] line: u32,
+    #[case] column: u32,
+) {
+    let diagnostics = parse_error("dup.ts", source, TS);
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    let d = &diagnostics[0];
+    assert_eq!((d.line, d.column), (line, column), "{diagnostics:#?}");
+    assert!(
+        d.message.contains("already been declared"),
+        "{diagnostics:#?}"
+    );
+    // The same file as JavaScript was refused already, at the same place.
+    let js = parse_error("dup.js", source, JS);
+    assert_eq!((js[0].line, js[0].column), (line, column), "{js:#?}");
+}
+
+/// What TypeScript allows below the top level stays allowed: members and
+/// aliases of a namespace, and anything inside an ambient declaration.
+#[rstest]
+#[case::namespace_member("namespace N { export const a = 1; }\nlog(N.a);\n")]
+#[case::nested_namespace(
+    "namespace N { export namespace M { export function f() { return 1; } } }\nlog(N.M.f());\n"
+)]
+#[case::namespace_alias(
+    "namespace N { export const y = 1; }\nnamespace M { import z = N.y; log(z); }\n"
+)]
+#[case::declare_module_with_imports(
+    "declare module 'foo' { import { x } from 'y'; export const z: typeof x; }\n"
+)]
+#[case::declare_namespace_export_list("declare namespace D { const a: 1; export { a }; }\n")]
+fn nested_namespace_syntax_is_allowed(#[case] source: &str) {
+    let p = ok("ns.ts", &format!("{source}return 1;\n"), TS);
+    let code = body(&p);
+    assert!(
+        !code.contains("import ") && !code.contains("export "),
+        "{code}"
+    );
+}
+
 #[rstest]
 #[case::class_decorator("function dec(t: any) {}\n@dec class A {}\n", 2, 1)]
 #[case::member_decorator("class A {\n  @log m() {}\n}\n", 2, 3)]
@@ -933,6 +1028,26 @@ fn positions_with_bom_and_crlf() {
     assert_eq!(p.original_position(line, column), Some((3, 3)));
     let (line, column) = generated_position(&p.code, "const a");
     assert_eq!(p.original_position(line, column), Some((2, 1)));
+}
+
+/// oxc can place an error between the `\r` and the `\n` of a CRLF (here
+/// "Unterminated string" after a broken template in meta); the column then
+/// counted the `\r` and pointed past the end of the line. Found by the
+/// `script_grammar` fuzz target (fuzz/corpus/script_bytes/regress-crlf-column).
+#[test]
+fn a_diagnostic_inside_a_crlf_stays_on_its_line() {
+    let source = "#!/usr/bin/env dsh\r\nconst meta = {\r\nname: `${()}`,\r\n};\r\n";
+    let diagnostics = parse_error("crlf.js", source, JS);
+    for d in &diagnostics {
+        let width = d.source_line.chars().count() as u32;
+        assert!(d.column <= width + 1, "{diagnostics:#?}");
+    }
+    let index = positions::LineIndex::new("a\r\nb");
+    assert_eq!(index.position("a\r\nb", 1), (1, 2));
+    assert_eq!(index.position("a\r\nb", 2), (1, 2));
+    assert_eq!(index.position("a\r\nb", 3), (2, 1));
+    let index = positions::LineIndex::new("a\u{2028}b");
+    assert_eq!(index.position("a\u{2028}b", 2), (1, 2));
 }
 
 #[test]
