@@ -427,7 +427,12 @@ mod tests {
         ];
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("rec.json");
-        write(&path, &calls).expect("write");
+        let rec = Recorder::new(&path);
+        for c in &calls {
+            rec.start(c.seq, &c.prompt, c.schema.as_ref(), c.model.as_deref());
+            rec.settle(c.seq, &c.outcome, c.usage);
+        }
+        rec.write(&path).expect("write");
         let provider = ScriptedProvider::from_file(&path).expect("a valid fixture");
         let request = AgentRequest {
             schema: Some(schema),
