@@ -16,7 +16,15 @@ use dsh_orchestrator::script::{ScriptKind, prepare};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|script: Script| {
+    dsh_fuzz::contain_oxc_panics();
     let text = render(&script);
+    // To see the script of a reproducer: DSH_FUZZ_PRINT=1 <binary> <file>.
+    if std::env::var_os("DSH_FUZZ_PRINT").is_some() {
+        eprintln!(
+            "--- script ({:?}):\n{text}\n--- {text:?}",
+            script.typescript
+        );
+    }
     let (kind, name) = if script.typescript {
         (ScriptKind::TypeScript, "workflows/fuzz.ts")
     } else {

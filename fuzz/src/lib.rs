@@ -5,6 +5,8 @@
 pub mod grammar;
 pub mod json;
 
+use std::sync::Once;
+
 use dsh_orchestrator::script::{
     PreparedScript, ScriptError, ScriptKind, prepare, validate_meta_json,
 };
@@ -42,6 +44,48 @@ pub fn ecma_lines(text: &str) -> Vec<&str> {
     lines.push(&text[start..]);
     lines
 }
+
+/// `prepare` runs oxc under `catch_unwind`: a panic inside oxc becomes a
+/// `SCRIPT_PARSE` ("internal error: the script could not be prepared")
+/// instead of taking the host down. libFuzzer's panic hook aborts before
+/// anything unwinds, so without this a contained oxc panic would count as
+/// a crash of dsh. This hook lets panics raised *inside oxc's crates*
+/// unwind to `prepare` (printing one line, so they stay visible), and hands
+/// every other panic — dsh's own, the targets' assertions — to libFuzzer's
+/// hook, which aborts. `DSH_FUZZ_OXC_PANICS=abort` makes oxc panics crashes
+/// again, to hunt them.
+pub fn contain_oxc_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        if std::env::var("DSH_FUZZ_OXC_PANICS").as_deref() == Ok("abort") {
+            return;
+        }
+        let fuzzer_hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let in_oxc = info.location().is_some_and(|l| {
+                let file = l.file().replace('\\', "/");
+                file.contains("/oxc_") || file.contains("/oxc-")
+            });
+            if in_oxc {
+                let message = info
+                    .payload()
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                eprintln!(
+                    "dsh-fuzz: a panic inside oxc, contained by prepare: {} {message}",
+                    info.location().map(|l| l.to_string()).unwrap_or_default()
+                );
+            } else {
+                fuzzer_hook(info);
+            }
+        }));
+    });
+}
+
+/// The message `prepare` reports for a contained panic of the parser.
+pub const CONTAINED_PANIC: &str = "internal error: the script could not be prepared";
 
 /// Prepares `source` as the real entry point does (`script::prepare`, which
 /// bounds the nesting and moves deep scripts to a big-stack thread itself)
@@ -82,6 +126,10 @@ pub fn check_prepare(
                     d.column
                 );
                 assert!(!d.message.is_empty());
+            }
+            if ds.iter().any(|d| d.message.starts_with(CONTAINED_PANIC)) {
+                assert_eq!(ds.len(), 1, "{ds:?}");
+                assert_eq!((ds[0].line, ds[0].column), (1, 1), "{ds:?}");
             }
             // Rendering the error (what the CLI prints) must not panic.
             let _ = e.to_string();

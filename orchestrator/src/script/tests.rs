@@ -383,6 +383,28 @@ fn a_redeclaration_only_typescript_accepted_is_script_parse(
     assert_eq!((js[0].line, js[0].column), (line, column), "{js:#?}");
 }
 
+/// oxc 0.146's enum transform panics (an `unwrap` of a missing reference
+/// id) on an inner enum member named like the outer enum whose initializer
+/// refers to an outer member. `prepare` contains it: the run cannot start,
+/// with a SCRIPT_PARSE at the start of the file, and the host lives on.
+/// Found by the `script_grammar` fuzz target
+/// (fuzz/corpus/script_bytes/regress-oxc-enum-panic). When an oxc upgrade
+/// fixes it, this file prepares and the expectation changes.
+#[test]
+fn a_panic_inside_oxc_is_contained_as_script_parse() {
+    let diagnostics = parse_error(
+        "enum.ts",
+        "enum P { x = (function () { enum B { P = x } }) }\nreturn 1;\n",
+        TS,
+    );
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
+    assert_eq!((diagnostics[0].line, diagnostics[0].column), (1, 1));
+    assert!(
+        diagnostics[0].message.starts_with("internal error"),
+        "{diagnostics:#?}"
+    );
+}
+
 /// What TypeScript allows below the top level stays allowed: members and
 /// aliases of a namespace, and anything inside an ambient declaration.
 #[rstest]
