@@ -6,11 +6,17 @@
 //!   call's label: `[dry run] answer for "review parser.rs"`.
 //! - A call **with** `schema` gets the smallest value that satisfies it
 //!   ([`minimal_value`]): required properties filled (optional ones left
-//!   out), the first `enum`/`const` value, empty arrays, `""`, `0`,
-//!   `false`, `null`, and for `oneOf` the first branch whose value matches
-//!   exactly one branch. Every candidate is checked with the project's own
-//!   validator ([`dsh_protocol::schema::validate`]) before it is used, so
-//!   the host never rejects a dry-run answer.
+//!   out), the first `enum`/`const` value, `minItems` elements (empty
+//!   arrays otherwise), `""` padded to `minLength`, `0` moved into
+//!   `minimum`/`maximum`, `false`, `null`, a sample of a known `format`,
+//!   the first usable type of a type array, for `oneOf`/`anyOf` the first
+//!   branch that validates, `allOf` branches merged, local `$ref`s
+//!   resolved, and as a last resort the schema's own `default`/`examples`.
+//!   Every candidate is checked with the project's own validator
+//!   ([`dsh_protocol::schema::validate`]) before it is used, so the host
+//!   never rejects a dry-run answer; a schema the generator cannot satisfy
+//!   (a `pattern` the samples miss, an `if`/`then` it cannot meet) fails the
+//!   call with a message saying so.
 //!
 //! Children answer immediately, report no token usage, get the ids
 //! `dry-run-1`, `dry-run-2`, … and mark their events `"dryRun": true`
@@ -65,11 +71,14 @@ fn answer(request: &AgentRequest) -> ChildResult {
         None => ChildResult::Text(placeholder_text(&request.label)),
         Some(schema) => match minimal_value(schema) {
             Some(v) => ChildResult::Structured(v),
-            // Only a schema no value satisfies gets here (e.g. two
-            // identical oneOf branches); the child fails like a model that
-            // could not comply.
+            // A schema no value satisfies (two identical oneOf branches), or
+            // one the generator cannot satisfy (a `pattern` its samples
+            // miss); the child fails like a model that could not comply.
             None => ChildResult::Failed(format!(
-                "[dry run] no value satisfies the schema of call #{} ({:?})",
+                "[dry run] no value satisfies the schema of call #{} ({:?}) that the dry run \
+                 could build (it does not invent strings for \"pattern\" or solve \
+                 \"if\"/\"then\"; give the schema a \"default\" or \"examples\" value, or \
+                 answer this call with a fixture)",
                 request.seq, request.label
             )),
         },
@@ -103,34 +112,155 @@ impl SubagentProvider for DryRunProvider {
 /// candidates tried does (a schema no value satisfies, such as a `oneOf`
 /// whose branches always match together).
 ///
-/// Besides the subset of [`dsh_protocol::schema`] it honours `minItems`,
-/// `minLength`, `minimum`/`maximum` (and their exclusive forms) and
-/// `anyOf`, which the subset rejects at call time today; they cost little
-/// and keep dry runs right if the subset grows.
+/// Local `$ref`s are resolved against `schema` itself; nothing outside it
+/// is read.
 pub fn minimal_value(schema: &Value) -> Option<Value> {
-    generate(schema, 0)
+    let v = generate(schema, schema, 0)?;
+    // The whole answer, against the whole schema: what the host checks.
+    schema::validate(schema, &v, "").is_empty().then_some(v)
 }
 
 /// The first candidate for `node` that the validator accepts.
-fn generate(node: &Value, depth: usize) -> Option<Value> {
+fn generate(node: &Value, root: &Value, depth: usize) -> Option<Value> {
     if depth > MAX_DEPTH {
         return None;
     }
-    candidates(node, depth)
+    let scoped = with_root_defs(node, root);
+    let usable = schema::validate(&scoped, &Value::Null, "")
+        .first()
+        .is_none_or(|v| !v.message.starts_with("the schema cannot be used"));
+    let mut tries = candidates(node, root, depth);
+    tries.extend(fallbacks(node));
+    if !usable {
+        // A reference the node cannot resolve on its own (`"#"`, a
+        // pointer into `properties`): the caller's check of the whole
+        // schema decides.
+        return tries.into_iter().next();
+    }
+    tries
         .into_iter()
-        .find(|c| schema::validate(node, c, "").is_empty())
+        .find(|c| schema::validate(&scoped, c, "").is_empty())
+}
+
+/// `node` as a schema of its own: the root's `$defs`/`definitions` copied
+/// in, so its `#/$defs/...` references still resolve.
+fn with_root_defs(node: &Value, root: &Value) -> Value {
+    let (Value::Object(obj), Value::Object(root_obj)) = (node, root) else {
+        return node.clone();
+    };
+    let mut scoped = obj.clone();
+    for key in ["$defs", "definitions"] {
+        if let Some(defs) = root_obj.get(key)
+            && !scoped.contains_key(key)
+        {
+            scoped.insert(key.to_owned(), defs.clone());
+        }
+    }
+    Value::Object(scoped)
+}
+
+/// The schema's own sample values, tried after everything built.
+fn fallbacks(node: &Value) -> Vec<Value> {
+    let mut out = Vec::new();
+    if let Some(d) = node.get("default") {
+        out.push(d.clone());
+    }
+    if let Some(Value::Array(examples)) = node.get("examples") {
+        out.extend(examples.iter().cloned());
+    }
+    out
+}
+
+/// The target of a local `$ref` (`#`, `#/$defs/name`, `#/definitions/x`).
+fn resolve<'a>(root: &'a Value, reference: &str) -> Option<&'a Value> {
+    let pointer = reference.strip_prefix('#')?;
+    let decoded = percent_decode(pointer);
+    root.pointer(&decoded)
+}
+
+/// `%XX` escapes in a URI fragment, as JSON pointers in `$ref` may carry.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Values to try for `node`, smallest first. Each is built from valid
 /// values of the node's parts; the caller checks the node as a whole (which
 /// is where `enum`, `const` and `oneOf` on the same node come in).
-fn candidates(node: &Value, depth: usize) -> Vec<Value> {
+fn candidates(node: &Value, root: &Value, depth: usize) -> Vec<Value> {
+    if depth > MAX_DEPTH {
+        return Vec::new();
+    }
     let obj = match node {
         Value::Object(obj) => obj,
         // `true` (or anything unexpected) accepts anything; `false` nothing,
         // which the validator then reports.
         _ => return vec![Value::Null],
     };
+    // A local reference: the target's keywords with this node's on top.
+    if let Some(Value::String(reference)) = obj.get("$ref") {
+        let Some(Value::Object(target)) = resolve(root, reference) else {
+            return match resolve(root, reference) {
+                Some(Value::Bool(true)) => vec![Value::Null],
+                _ => Vec::new(),
+            };
+        };
+        let mut merged = obj.clone();
+        merged.remove("$ref");
+        let merged = merge_branch(target, "$ref", &merged);
+        return candidates(&Value::Object(merged), root, depth + 1);
+    }
+    // allOf: every branch's keywords on one node.
+    if let Some(Value::Array(branches)) = obj.get("allOf") {
+        let mut merged = obj.clone();
+        merged.remove("allOf");
+        for branch in branches {
+            if let Value::Object(b) = branch {
+                let b = match b
+                    .get("$ref")
+                    .and_then(Value::as_str)
+                    .and_then(|r| resolve(root, r))
+                {
+                    Some(Value::Object(target)) => target,
+                    _ => b,
+                };
+                merged = merge_branch(&merged, "allOf", b);
+            }
+        }
+        return candidates(&Value::Object(merged), root, depth + 1);
+    }
+    // A type array: each type in turn, the first usable one first.
+    if let Some(Value::Array(types)) = obj.get("type") {
+        let mut out = Vec::new();
+        for ty in types {
+            let mut one = obj.clone();
+            one.insert("type".to_owned(), ty.clone());
+            for c in candidates(&Value::Object(one), root, depth + 1) {
+                if !out.contains(&c) {
+                    out.push(c);
+                }
+            }
+        }
+        return out;
+    }
     if let Some(c) = obj.get("const") {
         return vec![c.clone()];
     }
@@ -145,15 +275,15 @@ fn candidates(node: &Value, depth: usize) -> Vec<Value> {
             for branch in branches {
                 if let Value::Object(b) = branch {
                     let merged = merge_branch(obj, key, b);
-                    out.extend(candidates(&Value::Object(merged), depth + 1));
+                    out.extend(candidates(&Value::Object(merged), root, depth + 1));
                 }
             }
             return out;
         }
     }
     match node_type(obj) {
-        Some("object") => object_candidates(obj, depth),
-        Some("array") => array_candidates(obj, depth),
+        Some("object") => object_candidates(obj, root, depth),
+        Some("array") => array_candidates(obj, root, depth),
         Some("string") => string_candidates(obj),
         Some("integer") => number_candidates(obj, true),
         Some("number") => number_candidates(obj, false),
@@ -214,7 +344,7 @@ fn merge_branch(
 
 /// Required properties only (in `properties` order, then any required name
 /// `properties` does not declare), then every declared property.
-fn object_candidates(obj: &Map<String, Value>, depth: usize) -> Vec<Value> {
+fn object_candidates(obj: &Map<String, Value>, root: &Value, depth: usize) -> Vec<Value> {
     let empty = Map::new();
     let props = obj
         .get("properties")
@@ -226,7 +356,13 @@ fn object_candidates(obj: &Map<String, Value>, depth: usize) -> Vec<Value> {
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     let any = Value::Object(Map::new());
-    let sub = |name: &str| generate(props.get(name).unwrap_or(&any), depth + 1);
+    // A required name `properties` does not declare gets what
+    // `additionalProperties` (when a schema) asks for.
+    let extra = match obj.get("additionalProperties") {
+        Some(s @ Value::Object(_)) => s,
+        _ => &any,
+    };
+    let sub = |name: &str| generate(props.get(name).unwrap_or(extra), root, depth + 1);
 
     let mut minimal = Map::new();
     for name in props.keys().filter(|k| required.contains(&k.as_str())) {
@@ -236,7 +372,10 @@ fn object_candidates(obj: &Map<String, Value>, depth: usize) -> Vec<Value> {
         };
     }
     for name in required.iter().filter(|n| !props.contains_key(**n)) {
-        minimal.insert((*name).to_string(), Value::Null);
+        match sub(name) {
+            Some(v) => minimal.insert((*name).to_string(), v),
+            None => return Vec::new(),
+        };
     }
     let mut full = minimal.clone();
     for name in props.keys() {
@@ -254,20 +393,43 @@ fn object_candidates(obj: &Map<String, Value>, depth: usize) -> Vec<Value> {
 }
 
 /// `[]`, then one item; exactly `minItems` items when that is asked for.
-fn array_candidates(obj: &Map<String, Value>, depth: usize) -> Vec<Value> {
+fn array_candidates(obj: &Map<String, Value>, root: &Value, depth: usize) -> Vec<Value> {
     let min_items = obj.get("minItems").and_then(Value::as_u64).unwrap_or(0);
-    let items = obj
-        .get("items")
-        .cloned()
-        .unwrap_or(Value::Object(Map::new()));
-    let item = generate(&items, depth + 1);
     // A generous cap: a schema asking for millions of items is not worth
     // allocating for a dry run.
     let n = usize::try_from(min_items.min(4096)).unwrap_or(4096);
-    match (n, item) {
-        (0, Some(item)) => vec![Value::Array(Vec::new()), Value::Array(vec![item])],
-        (0, None) => vec![Value::Array(Vec::new())],
-        (n, Some(item)) => vec![Value::Array(vec![item; n])],
+    // Positional schemas first: 2020-12 `prefixItems`, draft-07 `items` as
+    // an array; then the schema of every further item.
+    let (prefix, rest) = match (obj.get("prefixItems"), obj.get("items")) {
+        (Some(Value::Array(p)), rest) => (p.as_slice(), rest),
+        (None, Some(Value::Array(p))) => (p.as_slice(), obj.get("additionalItems")),
+        (None, rest) => (&[][..], rest),
+        (Some(_), rest) => (&[][..], rest),
+    };
+    let any = Value::Object(Map::new());
+    let rest = rest.unwrap_or(&any);
+    let mut built = Vec::new();
+    for (i, sub) in prefix.iter().enumerate() {
+        if i >= n {
+            break;
+        }
+        match generate(sub, root, depth + 1) {
+            Some(v) => built.push(v),
+            None => return Vec::new(),
+        }
+    }
+    let item = generate(rest, root, depth + 1);
+    match (n.saturating_sub(built.len()), item) {
+        (0, Some(item)) => {
+            let mut one_more = built.clone();
+            one_more.push(item);
+            vec![Value::Array(built), Value::Array(one_more)]
+        }
+        (0, None) => vec![Value::Array(built)],
+        (more, Some(item)) => {
+            built.extend(std::iter::repeat_n(item, more));
+            vec![Value::Array(built)]
+        }
         (_, None) => Vec::new(),
     }
 }
@@ -275,6 +437,13 @@ fn array_candidates(obj: &Map<String, Value>, depth: usize) -> Vec<Value> {
 /// `""`, or `minLength` characters; then a non-empty string, which a
 /// `oneOf` of strings may need to tell its branches apart.
 fn string_candidates(obj: &Map<String, Value>) -> Vec<Value> {
+    if let Some(sample) = obj
+        .get("format")
+        .and_then(Value::as_str)
+        .and_then(format_sample)
+    {
+        return vec![Value::String(sample.to_owned())];
+    }
     let min = obj.get("minLength").and_then(Value::as_u64).unwrap_or(0);
     let min = usize::try_from(min.min(4096)).unwrap_or(4096);
     let first = "x".repeat(min);
@@ -284,6 +453,26 @@ fn string_candidates(obj: &Map<String, Value>) -> Vec<Value> {
         out.push(Value::String(second));
     }
     out
+}
+
+/// A short valid string of a `format` the validator checks.
+fn format_sample(format: &str) -> Option<&'static str> {
+    Some(match format {
+        "date-time" => "1970-01-01T00:00:00Z",
+        "date" => "1970-01-01",
+        "time" => "00:00:00Z",
+        "duration" => "P0D",
+        "email" | "idn-email" => "user@example.com",
+        "hostname" | "idn-hostname" => "example.com",
+        "ipv4" => "127.0.0.1",
+        "ipv6" => "::1",
+        "uri" | "iri" | "uri-reference" | "iri-reference" => "https://example.com/",
+        "uri-template" => "https://example.com/{id}",
+        "uuid" => "00000000-0000-0000-0000-000000000000",
+        "json-pointer" | "regex" => "",
+        "relative-json-pointer" => "0",
+        _ => return None,
+    })
 }
 
 /// `0` moved into `minimum`/`maximum` (exclusive bounds respected), then
@@ -471,7 +660,8 @@ mod tests {
         assert_eq!(schema::validate(&schema, &v, "value"), vec![]);
     }
 
-    /// Keywords outside today's subset that the generator still honours.
+    /// The constraint keywords, references and combinators the generator
+    /// builds values for.
     #[rstest]
     #[case::min_items(
         json!({"type": "array", "items": {"type": "integer"}, "minItems": 2}),
@@ -494,14 +684,62 @@ mod tests {
     )]
     #[case::zero_in_range(json!({"type": "number", "minimum": -3, "maximum": 3}), json!(0))]
     #[case::any_of(json!({"anyOf": [{"type": "boolean"}, {"type": "string"}]}), json!(false))]
+    #[case::type_array_first_type(json!({"type": ["null", "string"]}), json!(null))]
+    #[case::type_array_first_usable(
+        json!({"type": ["integer", "string"], "minimum": 3, "maximum": 1, "minLength": 2}),
+        json!("xx")
+    )]
+    #[case::max_length(json!({"type": "string", "minLength": 2, "maxLength": 2}), json!("xx"))]
+    #[case::ref_to_defs(
+        json!({"type": "object", "$defs": {"sev": {"enum": ["low", "high"]}},
+               "properties": {"s": {"$ref": "#/$defs/sev"}}, "required": ["s"]}),
+        json!({"s": "low"})
+    )]
+    #[case::ref_to_definitions_nested(
+        json!({"type": "object", "definitions": {"item": {"type": "object",
+                   "properties": {"n": {"type": "integer", "minimum": 2}}, "required": ["n"]}},
+               "properties": {"xs": {"type": "array", "minItems": 1, "items": {"$ref": "#/definitions/item"}}},
+               "required": ["xs"]}),
+        json!({"xs": [{"n": 2}]})
+    )]
+    #[case::recursive_ref(
+        json!({"type": "object", "$defs": {"node": {"type": "object",
+                   "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["kids"]}},
+               "properties": {"root": {"$ref": "#/$defs/node"}}, "required": ["root"]}),
+        json!({"root": {"kids": []}})
+    )]
+    #[case::all_of_merged(
+        json!({"type": "object", "allOf": [{"properties": {"a": {"type": "string"}}, "required": ["a"]},
+                                           {"properties": {"b": {"type": "integer", "minimum": 1}}, "required": ["b"]}]}),
+        json!({"a": "", "b": 1})
+    )]
+    #[case::prefix_items(
+        json!({"type": "array", "prefixItems": [{"type": "string"}, {"type": "boolean"}], "minItems": 2}),
+        json!(["", false])
+    )]
+    #[case::format_date_time(json!({"type": "string", "format": "date-time"}), json!("1970-01-01T00:00:00Z"))]
+    #[case::format_email(json!({"type": "string", "format": "email"}), json!("user@example.com"))]
+    #[case::pattern_from_examples(
+        json!({"type": "string", "pattern": "^[A-Z]{3}-\\d+$", "examples": ["ABC-1"]}),
+        json!("ABC-1")
+    )]
+    #[case::enum_of_objects(json!({"enum": [{"k": 1}, [2]]}), json!({"k": 1}))]
+    #[case::undeclared_required_uses_additional_properties(
+        json!({"type": "object", "required": ["x"], "additionalProperties": {"type": "integer", "minimum": 4}}),
+        json!({"x": 4})
+    )]
+    #[case::multiple_of(json!({"type": "number", "minimum": 1, "multipleOf": 0.5}), json!(1))]
     fn keywords_beyond_the_subset(#[case] schema: Value, #[case] expected: Value) {
-        assert_eq!(minimal_value(&schema), Some(expected));
+        assert_eq!(minimal_value(&schema), Some(expected.clone()));
+        assert_eq!(schema::validate(&schema, &expected, "value"), vec![]);
     }
 
     #[rstest]
     #[case::identical_one_of_branches(json!({"type": "object",
         "properties": {"v": {"oneOf": [{"type": "string"}, {"type": "string"}]}}, "required": ["v"]}))]
     #[case::empty_range(json!({"type": "integer", "minimum": 3, "maximum": 2}))]
+    #[case::pattern_without_samples(json!({"type": "string", "pattern": "^[A-Z]{3}$"}))]
+    #[case::dangling_ref(json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/nope"}}, "required": ["a"]}))]
     fn unsatisfiable_schemas_have_no_value(#[case] schema: Value) {
         assert_eq!(minimal_value(&schema), None);
     }

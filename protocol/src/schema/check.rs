@@ -1,21 +1,255 @@
-//! Schema checking: is a schema inside the subset? Every violation is
-//! listed, at its path.
+//! Schema checking: the root rule, the strict-mode walk (unknown keywords,
+//! `$schema`, remote references) and the meta-schema, every violation at
+//! its path. Also the compilation options [`validate`](super::validate)
+//! shares, so both sides agree on what a schema means.
 
-use serde_json::Value;
+use jsonschema::{Draft, ValidationOptions, Validator};
+use serde_json::{Map, Value};
 
 use super::*;
 
-/// Checks one schema node. `inherited` is the type a value reaching this node
-/// is already known to have: set for `oneOf` branches (they may leave `type`
-/// to the enclosing node, the usual way to write alternatives of one object
-/// shape) and for a root whose missing `type` was already reported.
-pub(super) fn check_node(
-    node: &Value,
-    path: &str,
-    depth: usize,
-    inherited: Option<Ty>,
-    out: &mut Vec<Violation>,
-) {
+/// Keywords whose value is one subschema.
+const SCHEMA_KEYWORDS: &[&str] = &[
+    "additionalProperties",
+    "additionalItems",
+    "contains",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
+];
+
+/// Keywords whose value is an array of subschemas.
+const SCHEMA_ARRAY_KEYWORDS: &[&str] = &["allOf", "anyOf", "oneOf", "prefixItems"];
+
+/// Keywords whose value maps names to subschemas.
+const SCHEMA_MAP_KEYWORDS: &[&str] = &[
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+];
+
+/// Keywords whose value is data, not a schema: assertions of the
+/// validation vocabulary, annotations and core keywords.
+const VALUE_KEYWORDS: &[&str] = &[
+    // validation
+    "type",
+    "enum",
+    "const",
+    "multipleOf",
+    "maximum",
+    "exclusiveMaximum",
+    "minimum",
+    "exclusiveMinimum",
+    "maxLength",
+    "minLength",
+    "pattern",
+    "maxItems",
+    "minItems",
+    "uniqueItems",
+    "maxContains",
+    "minContains",
+    "maxProperties",
+    "minProperties",
+    "required",
+    "dependentRequired",
+    "format",
+    "contentEncoding",
+    "contentMediaType",
+    // annotations
+    "title",
+    "description",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    // core
+    "$id",
+    "$anchor",
+    "$dynamicAnchor",
+    "$comment",
+    "$vocabulary",
+];
+
+/// The `$schema` values accepted: draft-07 and draft 2020-12, as Ajv spells
+/// them (with or without the empty fragment).
+const DRAFT_07: &[&str] = &[
+    "http://json-schema.org/draft-07/schema#",
+    "http://json-schema.org/draft-07/schema",
+];
+const DRAFT_2020_12: &[&str] = &[
+    "https://json-schema.org/draft/2020-12/schema",
+    "https://json-schema.org/draft/2020-12/schema#",
+];
+
+/// The draft a schema is read as: what its `$schema` says, else draft-07
+/// when it uses a spelling only draft-07 has (`items` as an array,
+/// `additionalItems`, `dependencies`), else 2020-12.
+pub(super) fn draft_of(schema: &Value) -> Draft {
+    if let Some(uri) = schema.get("$schema").and_then(Value::as_str) {
+        if DRAFT_07.contains(&uri) {
+            return Draft::Draft7;
+        }
+        if DRAFT_2020_12.contains(&uri) {
+            return Draft::Draft202012;
+        }
+    }
+    if uses_draft7_spelling(schema, 0) {
+        Draft::Draft7
+    } else {
+        Draft::Draft202012
+    }
+}
+
+fn uses_draft7_spelling(node: &Value, depth: usize) -> bool {
+    if depth > MAX_DEPTH {
+        return false;
+    }
+    let Value::Object(obj) = node else {
+        return false;
+    };
+    if obj.get("items").is_some_and(Value::is_array)
+        || obj.contains_key("additionalItems")
+        || obj.contains_key("dependencies")
+    {
+        return true;
+    }
+    subschemas(obj).any(|(_, sub)| uses_draft7_spelling(sub, depth + 1))
+}
+
+/// The subschemas directly under a schema object, each with its path
+/// segments relative to the object (`["properties", "x"]`).
+fn subschemas(obj: &Map<String, Value>) -> impl Iterator<Item = (Vec<Seg<'_>>, &Value)> {
+    obj.iter().flat_map(|(key, val)| {
+        let k = key.as_str();
+        let mut out: Vec<(Vec<Seg<'_>>, &Value)> = Vec::new();
+        if SCHEMA_KEYWORDS.contains(&k) || (k == "items" && !val.is_array()) {
+            out.push((vec![Seg::Key(k)], val));
+        } else if SCHEMA_ARRAY_KEYWORDS.contains(&k) || k == "items" {
+            if let Value::Array(items) = val {
+                for (i, sub) in items.iter().enumerate() {
+                    out.push((vec![Seg::Key(k), Seg::Index(i)], sub));
+                }
+            }
+        } else if SCHEMA_MAP_KEYWORDS.contains(&k) {
+            if let Value::Object(map) = val {
+                for (name, sub) in map {
+                    out.push((vec![Seg::Key(k), Seg::Key(name)], sub));
+                }
+            }
+        } else if k == "dependencies"
+            && let Value::Object(map) = val
+        {
+            // draft-07: a schema or an array of property names per key.
+            for (name, sub) in map {
+                if !sub.is_array() {
+                    out.push((vec![Seg::Key(k), Seg::Key(name)], sub));
+                }
+            }
+        }
+        out
+    })
+}
+
+/// One step of a path: a member or an array index.
+#[derive(Debug, Clone, Copy)]
+enum Seg<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+fn join(path: &str, segs: &[Seg<'_>]) -> String {
+    let mut at = path.to_owned();
+    for seg in segs {
+        at = match seg {
+            Seg::Key(k) => member(&at, k),
+            Seg::Index(i) => index(&at, *i),
+        };
+    }
+    at
+}
+
+/// The options both the check and the validation compile with: the
+/// schema's draft, formats asserted (an unknown format is an error, as in
+/// Ajv's strict mode), and no retrieval of anything outside the schema.
+pub(super) fn options(schema: &Value) -> ValidationOptions<'static> {
+    jsonschema::options()
+        .with_draft(draft_of(schema))
+        .should_validate_formats(true)
+        .should_ignore_unknown_formats(false)
+        .offline()
+}
+
+/// Compiles a schema for validation.
+pub(super) fn compile(schema: &Value) -> Result<Validator, String> {
+    options(schema).build(schema).map_err(|e| e.to_string())
+}
+
+pub(super) fn check_schema(schema: &Value, path: &str) -> Vec<Violation> {
+    let mut out = Vec::new();
+    let Some(root) = schema.as_object() else {
+        push(
+            &mut out,
+            path,
+            format!(
+                "the schema must be a JSON object with \"type\": \"object\", got {}",
+                kind_with_article(schema)
+            ),
+        );
+        return out;
+    };
+    // The top level must describe an object (providers wrap structured
+    // answers in an object).
+    match root.get("type") {
+        None => push(
+            &mut out,
+            path,
+            "the top-level schema needs \"type\": \"object\"",
+        ),
+        Some(Value::String(name)) if name == "object" => {}
+        Some(other) => push(
+            &mut out,
+            member(path, "type"),
+            format!(
+                "the top-level schema must have \"type\": \"object\", not {}",
+                snippet(other)
+            ),
+        ),
+    }
+    walk(schema, path, 1, &mut out);
+    if !out.is_empty() {
+        // The meta-schema and the compiler would repeat what the walk
+        // found in their own words; one account per problem is enough.
+        return out;
+    }
+    let meta = match draft_of(schema) {
+        Draft::Draft7 => jsonschema::draft7::meta::validator(),
+        _ => jsonschema::draft202012::meta::validator(),
+    };
+    for error in meta.iter_errors(schema) {
+        let at = pointer_path(path, error.instance_path());
+        let message = super::validate::message(&error, path);
+        push(&mut out, at, message);
+    }
+    if out.is_empty()
+        && let Err(message) = compile(schema)
+    {
+        // What the meta-schema cannot see: a pattern that is not a regular
+        // expression, an unknown format, a local $ref to nowhere.
+        push(&mut out, path, message);
+    }
+    out
+}
+
+/// The strict-mode walk over one schema node.
+fn walk(node: &Value, path: &str, depth: usize, out: &mut Vec<Violation>) {
     if depth > MAX_DEPTH {
         push(
             out,
@@ -26,363 +260,101 @@ pub(super) fn check_node(
     }
     let obj = match node {
         Value::Object(obj) => obj,
-        Value::Bool(_) => {
-            push(
-                out,
-                path,
-                "boolean schemas are not supported; use {} to accept any value",
-            );
-            return;
-        }
+        // `true` accepts anything, `false` nothing.
+        Value::Bool(_) => return,
         other => {
             push(
                 out,
                 path,
                 format!(
-                    "a schema must be a JSON object, got {}",
+                    "a schema must be a JSON object or a boolean, got {}",
                     kind_with_article(other)
                 ),
             );
             return;
         }
     };
-
-    let node_type = match obj.get("type") {
-        None => inherited.map_or(NodeType::Absent, NodeType::Known),
-        Some(Value::String(name)) => match (Ty::parse(name), inherited) {
-            (Some(own), Some(outer)) if own.compatible(outer) => {
-                NodeType::Known(own.narrower(outer))
-            }
-            (Some(own), _) => NodeType::Known(own),
-            (None, _) => NodeType::Invalid,
-        },
-        Some(_) => NodeType::Invalid,
-    };
-
-    // Walk the keys in document order (serde_json preserve_order) so the
-    // violations come out in the order the author reads the schema.
+    // Document order (serde_json preserve_order), so the violations come
+    // out in the order the author reads the schema.
     for (key, val) in obj {
-        let at = member(path, key);
-        match key.as_str() {
-            "type" => check_type(val, &at, inherited, out),
-            "properties" => {
-                require_type(node_type, Ty::Object, key, &at, out);
-                check_properties(val, &at, depth, out);
-            }
-            "required" => {
-                require_type(node_type, Ty::Object, key, &at, out);
-                check_required(val, obj.get("properties"), &at, out);
-            }
-            "additionalProperties" => {
-                require_type(node_type, Ty::Object, key, &at, out);
-                if !val.is_boolean() {
-                    push(
-                        out,
-                        at,
-                        "\"additionalProperties\" must be true or false; schemas are not supported",
-                    );
-                }
-            }
-            "items" => {
-                require_type(node_type, Ty::Array, key, &at, out);
-                if val.is_array() {
-                    push(
-                        out,
-                        at,
-                        "\"items\" must be a single schema; the tuple form (an array of schemas) is not supported",
-                    );
-                } else {
-                    check_node(val, &at, depth + 1, None, out);
-                }
-            }
-            "enum" => check_enum(val, node_type, &at, out),
-            "const" => check_const(val, node_type, obj.get("enum"), &at, out),
-            "oneOf" => check_one_of(val, node_type, &at, depth, out),
-            // Annotations carry no constraint; their contents are free-form.
-            "description" | "title" | "default" | "examples" => {}
+        let k = key.as_str();
+        let at = member(path, k);
+        match k {
+            "$schema" => check_dollar_schema(val, &at, out),
+            "$ref" | "$dynamicRef" => check_ref(k, val, &at, out),
+            "dependencies" => {}
+            _ if VALUE_KEYWORDS.contains(&k)
+                || SCHEMA_KEYWORDS.contains(&k)
+                || SCHEMA_ARRAY_KEYWORDS.contains(&k)
+                || SCHEMA_MAP_KEYWORDS.contains(&k)
+                || k == "items" => {}
             _ => push(
                 out,
                 at,
                 format!(
-                    "unsupported keyword {}; supported: {SUPPORTED_KEYWORDS}",
-                    quote(key)
+                    "unknown keyword {}; Claude Code validates schemas in strict mode, which refuses \
+                     keywords outside JSON Schema (draft 2020-12 and draft-07); remove it or move it \
+                     into \"description\"",
+                    quote(k)
                 ),
             ),
         }
     }
+    for (segs, sub) in subschemas(obj) {
+        walk(sub, &join(path, &segs), depth + 1, out);
+    }
 }
 
-fn check_type(val: &Value, at: &str, inherited: Option<Ty>, out: &mut Vec<Violation>) {
-    match val {
-        Value::String(name) => match Ty::parse(name) {
-            None => push(
-                out,
-                at,
-                format!("unknown type {}; use one of {TYPE_NAMES}", quote(name)),
-            ),
-            Some(own) => {
-                // Only oneOf branches inherit a type from a node that
-                // declared one (the root's inherited type stands in for a
-                // missing one), so a clash here is a branch that can never
-                // match anything.
-                if let Some(outer) = inherited.filter(|outer| !own.compatible(*outer)) {
-                    push(
-                        out,
-                        at,
-                        format!(
-                            "type \"{}\" conflicts with \"type\": \"{}\" of the enclosing schema, so this branch can never match",
-                            own.name(),
-                            outer.name()
-                        ),
-                    );
-                }
-            }
-        },
-        Value::Array(_) => push(
+fn check_dollar_schema(val: &Value, at: &str, out: &mut Vec<Violation>) {
+    let supported = val
+        .as_str()
+        .is_some_and(|uri| DRAFT_07.contains(&uri) || DRAFT_2020_12.contains(&uri));
+    if !supported {
+        push(
             out,
             at,
-            "\"type\" must be a single string; for alternatives use oneOf",
+            format!(
+                "unsupported $schema {}; use \"{}\" or \"{}\" (or leave it out)",
+                snippet(val),
+                DRAFT_2020_12[0],
+                DRAFT_07[0]
+            ),
+        );
+    }
+}
+
+fn check_ref(keyword: &str, val: &Value, at: &str, out: &mut Vec<Violation>) {
+    match val {
+        Value::String(target) if target.starts_with('#') => {}
+        Value::String(target) => push(
+            out,
+            at,
+            format!(
+                "remote or file reference {} is not supported; only references inside the schema \
+                 (\"#/$defs/name\") are resolved",
+                quote(target)
+            ),
         ),
         other => push(
             out,
             at,
             format!(
-                "\"type\" must be a string (one of {TYPE_NAMES}), got {}",
+                "\"{keyword}\" must be a string, got {}",
                 kind_with_article(other)
             ),
         ),
     }
 }
 
-/// Object and array keywords on a node that cannot hold objects/arrays are
-/// almost always a misplaced or forgotten `type`; we insist on an explicit
-/// one (on the node, or for a oneOf branch on the enclosing node) so that
-/// providers translating the schema see the intent.
-fn require_type(node_type: NodeType, needed: Ty, key: &str, at: &str, out: &mut Vec<Violation>) {
-    let plural = if needed == Ty::Object {
-        "objects"
-    } else {
-        "arrays"
-    };
-    match node_type {
-        NodeType::Invalid => {}
-        NodeType::Known(ty) if ty == needed => {}
-        NodeType::Absent => push(
-            out,
-            at,
-            format!(
-                "{} applies only to {plural}; add \"type\": \"{}\"",
-                quote(key),
-                needed.name()
-            ),
-        ),
-        NodeType::Known(ty) => push(
-            out,
-            at,
-            format!(
-                "{} applies only to {plural}, but \"type\" is \"{}\"",
-                quote(key),
-                ty.name()
-            ),
-        ),
-    }
-}
-
-fn check_properties(val: &Value, at: &str, depth: usize, out: &mut Vec<Violation>) {
-    let Some(props) = val.as_object() else {
-        push(
-            out,
-            at,
-            "\"properties\" must be an object mapping property names to schemas",
-        );
-        return;
-    };
-    for (name, sub) in props {
-        check_node(sub, &member(at, name), depth + 1, None, out);
-    }
-}
-
-/// `required` must name declared properties: a required key outside
-/// `properties` is either a typo or (with `additionalProperties: false`) a
-/// schema no value can satisfy, and the contract asks us to reject both.
-fn check_required(val: &Value, properties: Option<&Value>, at: &str, out: &mut Vec<Violation>) {
-    let Some(names) = val.as_array() else {
-        push(out, at, "\"required\" must be an array of property names");
-        return;
-    };
-    let declared = match properties {
-        None => Some(None),
-        Some(Value::Object(props)) => Some(Some(props)),
-        // A malformed `properties` is reported on its own; checking names
-        // against it would only add noise.
-        Some(_) => None,
-    };
-    for (i, entry) in names.iter().enumerate() {
-        let entry_at = index(at, i);
-        let Some(name) = entry.as_str() else {
-            push(
-                out,
-                entry_at,
-                format!(
-                    "\"required\" entries must be property names (strings), got {}",
-                    kind_with_article(entry)
-                ),
-            );
-            continue;
+/// A JSON pointer into a value or schema, as a dsh path under `prefix`
+/// (`/items/2/name` gives `value.items[2].name`).
+pub(super) fn pointer_path(prefix: &str, location: &jsonschema::paths::Location) -> String {
+    let mut at = prefix.to_owned();
+    for seg in location.iter() {
+        at = match seg {
+            jsonschema::paths::LocationSegment::Property(name) => member(&at, &name),
+            jsonschema::paths::LocationSegment::Index(i) => index(&at, i),
         };
-        if names[..i]
-            .iter()
-            .any(|earlier| earlier.as_str() == Some(name))
-        {
-            push(
-                out,
-                entry_at,
-                format!("{} is listed twice in \"required\"", quote(name)),
-            );
-            continue;
-        }
-        if let Some(props) = declared
-            && !props.is_some_and(|props| props.contains_key(name))
-        {
-            push(
-                out,
-                entry_at,
-                format!(
-                    "required property {} is not in \"properties\"; declare it there or drop it from \"required\"",
-                    quote(name)
-                ),
-            );
-        }
     }
-}
-
-fn check_enum(val: &Value, node_type: NodeType, at: &str, out: &mut Vec<Violation>) {
-    let Some(members) = val.as_array() else {
-        push(out, at, "\"enum\" must be a non-empty array of scalars");
-        return;
-    };
-    if members.is_empty() {
-        push(
-            out,
-            at,
-            "\"enum\" is empty, so no value can match; list at least one value",
-        );
-        return;
-    }
-    let node_type = scalar_only(node_type, "enum", at, out);
-    for (i, m) in members.iter().enumerate() {
-        check_scalar(m, node_type, "enum value", &index(at, i), out);
-    }
-}
-
-fn check_const(
-    val: &Value,
-    node_type: NodeType,
-    enum_members: Option<&Value>,
-    at: &str,
-    out: &mut Vec<Violation>,
-) {
-    let node_type = scalar_only(node_type, "const", at, out);
-    if !check_scalar(val, node_type, "const value", at, out) {
-        return;
-    }
-    // const and enum together are legal but must overlap, otherwise nothing
-    // can ever match. A malformed or empty enum is reported by check_enum.
-    if let Some(Value::Array(members)) = enum_members
-        && !members.is_empty()
-        && !members.iter().any(|m| json_eq(m, val))
-    {
-        push(
-            out,
-            at,
-            "\"const\" value is not among the \"enum\" values, so no value can match",
-        );
-    }
-}
-
-/// enum/const are limited to scalars, so they cannot sit on an object or
-/// array node. Reports that once and returns the type to check members
-/// against (none, after such a report, to avoid one message per member).
-fn scalar_only(node_type: NodeType, key: &str, at: &str, out: &mut Vec<Violation>) -> NodeType {
-    match node_type {
-        NodeType::Known(ty) if !ty.is_scalar() => {
-            push(
-                out,
-                at,
-                format!(
-                    "\"{key}\" needs a scalar type ({}), but \"type\" is \"{}\"",
-                    "string, number, integer, boolean or null",
-                    ty.name()
-                ),
-            );
-            NodeType::Invalid
-        }
-        other => other,
-    }
-}
-
-/// Checks one enum/const value; returns whether it was acceptable.
-fn check_scalar(
-    value: &Value,
-    node_type: NodeType,
-    what: &str,
-    at: &str,
-    out: &mut Vec<Violation>,
-) -> bool {
-    if matches!(value, Value::Array(_) | Value::Object(_)) {
-        push(
-            out,
-            at,
-            format!(
-                "{what} must be a scalar (string, number, boolean or null), got {}",
-                kind_with_article(value)
-            ),
-        );
-        return false;
-    }
-    if let NodeType::Known(ty) = node_type
-        && !ty.matches(value)
-    {
-        push(
-            out,
-            at,
-            format!(
-                "{what} {} does not match \"type\": \"{}\"",
-                snippet(value),
-                ty.name()
-            ),
-        );
-        return false;
-    }
-    true
-}
-
-fn check_one_of(
-    val: &Value,
-    node_type: NodeType,
-    at: &str,
-    depth: usize,
-    out: &mut Vec<Violation>,
-) {
-    let Some(branches) = val.as_array() else {
-        push(out, at, "\"oneOf\" must be an array of two or more schemas");
-        return;
-    };
-    if branches.len() < 2 {
-        push(
-            out,
-            at,
-            format!(
-                "\"oneOf\" needs two or more branches, got {}; use the schema directly instead",
-                branches.len()
-            ),
-        );
-    }
-    let inherited = match node_type {
-        NodeType::Known(ty) => Some(ty),
-        NodeType::Absent | NodeType::Invalid => None,
-    };
-    for (i, branch) in branches.iter().enumerate() {
-        check_node(branch, &index(at, i), depth + 1, inherited, out);
-    }
+    at
 }

@@ -1,52 +1,46 @@
-//! The JSON Schema subset accepted by `agent(prompt, { schema })` (contract §3).
+//! The JSON Schema accepted by `agent(prompt, { schema })` (contract §3).
 //!
-//! Scripts hand us arbitrary JSON and call it a schema. Providers differ in
-//! what they understand, and a keyword we silently ignored would turn into a
-//! constraint the script author believes in but nobody enforces. So this
-//! module accepts a deliberately small subset, rejects everything else by
-//! name, and is the single place where both sides (the call-time check and
-//! the host's validation of a child's structured answer) agree on meaning.
+//! The vocabulary is the whole validation vocabulary of JSON Schema draft
+//! 2020-12 plus the draft-07 spellings, validated by the `jsonschema`
+//! crate. What dsh adds around it is what Claude Code's own validator (Ajv in
+//! strict mode) adds: a keyword nobody knows (`x-priority`), a `$schema`
+//! other than draft-07 or 2020-12, or a reference outside the schema is a
+//! refusal naming its path, not a constraint silently ignored. The root must
+//! be an object schema (providers wrap structured answers in an object).
 //!
 //! Two entry points:
-//! - [`check_schema`] decides whether a schema is inside the subset. It lists
-//!   *every* problem at once, because a script author fixing one violation per
-//!   run would be miserable; the result becomes an `UNSUPPORTED_SCHEMA` error.
-//! - [`validate`] checks a value against a schema that already passed
-//!   [`check_schema`]. It still never panics on an unchecked schema (it then
-//!   just ignores what it does not understand), because a panic in the host
-//!   would take the whole run down.
+//! - [`check_schema`] decides whether a schema is accepted. It lists *every*
+//!   problem it can at once (unknown keywords, remote references and
+//!   meta-schema violations all together), because a script author fixing
+//!   one violation per run would be miserable; the result becomes an
+//!   `UNSUPPORTED_SCHEMA` error.
+//! - [`validate`] checks a value against a schema that passed
+//!   [`check_schema`], listing every violation at its path
+//!   (`value.items[2].name`). It never panics on an unchecked schema: one
+//!   that cannot be compiled is reported as a single violation.
 //!
-//! Both walk recursively and stop at 64 levels (`MAX_DEPTH`): serde_json's
-//! parser limits depth, but a `Value` built in code does not, and a stack
-//! overflow is an abort, not an error we could report.
+//! The check walks the schema recursively and stops at 64 levels
+//! (`MAX_DEPTH`): serde_json's parser limits depth, but a `Value` built in
+//! code does not, and a stack overflow is an abort, not an error we could
+//! report.
 //!
-//! The keyword rules are in `check.rs` (is a schema inside the subset?) and
-//! `validate.rs` (does a value match it?); this file holds what both share.
+//! `check.rs` holds the strict-mode walk and the compilation options both
+//! sides share; `validate.rs` turns the crate's errors into dsh's
+//! violations; this file holds the path and message helpers.
 
 use std::fmt;
 
-use serde_json::{Number, Value};
+use serde_json::Value;
 
 mod check;
 #[cfg(test)]
 mod tests;
 mod validate;
 
-use check::check_node;
-use validate::validate_node;
-
 /// Deepest schema nesting either function walks before reporting instead of
 /// recursing. Real structured-output schemas are a handful of levels deep;
 /// 64 leaves ample room while keeping the stack use trivially bounded.
 const MAX_DEPTH: usize = 64;
-
-/// Listed verbatim in the "unsupported keyword" message so the author sees
-/// the whole vocabulary without opening the docs.
-const SUPPORTED_KEYWORDS: &str = "type, properties, required, additionalProperties, items, enum, \
-     const, oneOf (annotations: description, title, default, examples)";
-
-/// The values `type` may take, for messages.
-const TYPE_NAMES: &str = "object, array, string, number, integer, boolean, null";
 
 /// How many enum members / allowed keys a validation message lists before
 /// eliding: messages go back to a model or a human and must stay short.
@@ -75,160 +69,17 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Checks that `schema` is inside the supported subset. `path` is the prefix for locations,
-/// e.g. "options.schema" gives "options.schema.properties.x.type". Returns every violation (empty = ok).
+/// Checks that `schema` is one dsh (and Claude Code's strict validator)
+/// accepts. `path` is the prefix for locations, e.g. "options.schema" gives
+/// "options.schema.properties.x.x-priority". Returns every violation (empty = ok).
 pub fn check_schema(schema: &Value, path: &str) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let Some(root) = schema.as_object() else {
-        push(
-            &mut out,
-            path,
-            format!(
-                "the schema must be a JSON object with \"type\": \"object\", got {}",
-                kind_with_article(schema)
-            ),
-        );
-        return out;
-    };
-    // The top level must describe an object (providers wrap structured
-    // answers in an object). When `type` is simply missing we say so once and
-    // then check the rest as if it were present, so `properties` and friends
-    // do not each add a second complaint about the same omission.
-    let inherited = match root.get("type") {
-        None => {
-            push(
-                &mut out,
-                path,
-                "the top-level schema needs \"type\": \"object\"",
-            );
-            Some(Ty::Object)
-        }
-        Some(Value::String(name)) => match Ty::parse(name) {
-            Some(ty) if ty != Ty::Object => {
-                push(
-                    &mut out,
-                    member(path, "type"),
-                    format!(
-                        "the top-level schema must have \"type\": \"object\", not \"{}\"",
-                        ty.name()
-                    ),
-                );
-                None
-            }
-            // "object" is fine; an unknown name is reported by check_node.
-            _ => None,
-        },
-        // A malformed `type` is reported by check_node.
-        Some(_) => None,
-    };
-    check_node(schema, path, 1, inherited, &mut out);
-    out
+    check::check_schema(schema, path)
 }
 
 /// Validates `value` against a schema that passed check_schema. `path` is the prefix, e.g. "value"
 /// gives `value.items[3].name`. Returns every violation (empty = valid).
 pub fn validate(schema: &Value, value: &Value, path: &str) -> Vec<Violation> {
-    let mut out = Vec::new();
-    validate_node(schema, value, path, 1, &mut out);
-    out
-}
-
-// ---------------------------------------------------------------------------
-// Types
-// ---------------------------------------------------------------------------
-
-/// A value of the `type` keyword.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ty {
-    Object,
-    Array,
-    String,
-    Number,
-    Integer,
-    Boolean,
-    Null,
-}
-
-impl Ty {
-    fn parse(name: &str) -> Option<Ty> {
-        Some(match name {
-            "object" => Ty::Object,
-            "array" => Ty::Array,
-            "string" => Ty::String,
-            "number" => Ty::Number,
-            "integer" => Ty::Integer,
-            "boolean" => Ty::Boolean,
-            "null" => Ty::Null,
-            _ => return None,
-        })
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            Ty::Object => "object",
-            Ty::Array => "array",
-            Ty::String => "string",
-            Ty::Number => "number",
-            Ty::Integer => "integer",
-            Ty::Boolean => "boolean",
-            Ty::Null => "null",
-        }
-    }
-
-    fn is_scalar(self) -> bool {
-        !matches!(self, Ty::Object | Ty::Array)
-    }
-
-    fn matches(self, value: &Value) -> bool {
-        match self {
-            Ty::Object => value.is_object(),
-            Ty::Array => value.is_array(),
-            Ty::String => value.is_string(),
-            Ty::Number => value.is_number(),
-            Ty::Integer => match value {
-                Value::Number(n) => is_integral(n),
-                _ => false,
-            },
-            Ty::Boolean => value.is_boolean(),
-            Ty::Null => value.is_null(),
-        }
-    }
-
-    /// Whether some value could satisfy both types; integer is a subset of
-    /// number, every other pair is disjoint.
-    fn compatible(self, other: Ty) -> bool {
-        self == other
-            || matches!(
-                (self, other),
-                (Ty::Integer, Ty::Number) | (Ty::Number, Ty::Integer)
-            )
-    }
-
-    /// The tighter of two compatible types.
-    fn narrower(self, other: Ty) -> Ty {
-        if self == Ty::Number { other } else { self }
-    }
-}
-
-/// "Has no fractional part", whatever representation serde_json chose:
-/// `1.0` arrives as an f64 but a model writing it meant an integer.
-fn is_integral(n: &Number) -> bool {
-    if n.is_i64() || n.is_u64() {
-        return true;
-    }
-    n.as_f64()
-        .is_some_and(|f| f.is_finite() && f.fract() == 0.0)
-}
-
-/// What the check of one node knows about the type its values must have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum NodeType {
-    /// No `type` here or above: keywords needing a type are violations.
-    Absent,
-    /// `type` is malformed and already reported; type-dependent checks are
-    /// skipped so one mistake does not cascade into several messages.
-    Invalid,
-    Known(Ty),
+    validate::validate(schema, value, path)
 }
 
 // ---------------------------------------------------------------------------
@@ -323,70 +174,5 @@ fn kind_with_article(value: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
-    }
-}
-
-/// JSON equality as a reader understands it: `1` equals `1.0`, object key
-/// order does not matter. Iterative, so an adversarially deep value cannot
-/// overflow the stack.
-fn json_eq(a: &Value, b: &Value) -> bool {
-    let mut pending = vec![(a, b)];
-    while let Some(pair) = pending.pop() {
-        match pair {
-            (Value::Number(x), Value::Number(y)) => {
-                if !number_eq(x, y) {
-                    return false;
-                }
-            }
-            (Value::Array(xs), Value::Array(ys)) => {
-                if xs.len() != ys.len() {
-                    return false;
-                }
-                pending.extend(xs.iter().zip(ys));
-            }
-            (Value::Object(xs), Value::Object(ys)) => {
-                if xs.len() != ys.len() {
-                    return false;
-                }
-                for (key, x) in xs {
-                    match ys.get(key) {
-                        Some(y) => pending.push((x, y)),
-                        None => return false,
-                    }
-                }
-            }
-            // Null, booleans, strings, and any mix of kinds.
-            (x, y) => {
-                if x != y {
-                    return false;
-                }
-            }
-        }
-    }
-    true
-}
-
-/// Compares integers exactly (an f64 round trip would make 2^53 + 1 equal
-/// 2^53) and falls back to f64 only when one side is fractional/huge.
-fn number_eq(x: &Number, y: &Number) -> bool {
-    fn exact(n: &Number) -> Option<i128> {
-        n.as_i64()
-            .map(i128::from)
-            .or_else(|| n.as_u64().map(i128::from))
-    }
-    match (exact(x), exact(y)) {
-        (Some(a), Some(b)) => a == b,
-        (Some(int), None) | (None, Some(int)) => {
-            let float = if exact(x).is_some() { y } else { x };
-            float.as_f64().is_some_and(|f| {
-                // `as` saturates, so bound first; every i64/u64 is far
-                // inside ±2^127 and any integral f64 there converts exactly.
-                f.fract() == 0.0 && f.abs() < 1.0e38 && f as i128 == int
-            })
-        }
-        (None, None) => match (x.as_f64(), y.as_f64()) {
-            (Some(a), Some(b)) => a == b,
-            _ => false,
-        },
     }
 }

@@ -1,5 +1,6 @@
-//! The subset, keyword by keyword: what the check accepts and refuses, and
-//! what validation reports.
+//! The schema vocabulary keyword family by keyword family: what the check
+//! accepts and refuses (strict mode, remote references, the root rule), and
+//! what validation reports, at which path.
 
 use super::*;
 use rstest::rstest;
@@ -30,59 +31,68 @@ fn assert_violations(got: &[Violation], expected: &[(&str, &str)]) {
     }
 }
 
+/// An object schema with one property `v` of the given schema.
+fn prop(sub: Value) -> Value {
+    json!({"type": "object", "properties": {"v": sub}})
+}
+
 // --- check_schema: accepted ------------------------------------------
 
 #[rstest]
 #[case::minimal(json!({"type": "object"}))]
 #[case::all_scalar_types(json!({"type": "object", "properties": {
     "s": {"type": "string"}, "n": {"type": "number"}, "i": {"type": "integer"},
-    "b": {"type": "boolean"}, "z": {"type": "null"}}}))]
+    "b": {"type": "boolean"}, "z": {"type": "null"}, "o": {"type": "object"}, "a": {"type": "array"}}}))]
 #[case::required_and_closed(json!({"type": "object",
-    "properties": {"a": {"type": "string"}, "b": {}},
-    "required": ["a", "b"], "additionalProperties": false}))]
-#[case::additional_true(json!({"type": "object", "additionalProperties": true}))]
-#[case::array_items(json!({"type": "object", "properties": {
-    "xs": {"type": "array", "items": {"type": "object",
-        "properties": {"name": {"type": "string"}}, "required": ["name"]}}}}))]
-#[case::array_without_items(json!({"type": "object", "properties": {"xs": {"type": "array"}}}))]
-#[case::enum_strings(json!({"type": "object", "properties": {
-    "level": {"type": "string", "enum": ["low", "high"]}}}))]
-#[case::enum_integers_incl_float_form(json!({"type": "object", "properties": {
-    "n": {"type": "integer", "enum": [1, 2.0, -3]}}}))]
-#[case::enum_number_accepts_integers(json!({"type": "object", "properties": {
-    "n": {"type": "number", "enum": [1, 2.5]}}}))]
-#[case::enum_untyped_mixed(json!({"type": "object", "properties": {
-    "x": {"enum": [1, "a", null, true]}}}))]
-#[case::const_typed(json!({"type": "object", "properties": {
-    "kind": {"type": "string", "const": "issue"}}}))]
-#[case::const_in_enum(json!({"type": "object", "properties": {
-    "k": {"type": "string", "enum": ["a", "b"], "const": "a"}}}))]
-#[case::const_null_untyped(json!({"type": "object", "properties": {"k": {"const": null}}}))]
-#[case::one_of_scalars(json!({"type": "object", "properties": {
-    "v": {"oneOf": [{"type": "string"}, {"type": "integer"}]}}}))]
-#[case::one_of_branches_inherit_object(json!({"type": "object", "oneOf": [
-    {"properties": {"a": {"type": "string"}}, "required": ["a"]},
-    {"properties": {"b": {"type": "string"}}, "required": ["b"]}]}))]
-#[case::one_of_integer_under_number(json!({"type": "object", "properties": {
-    "v": {"type": "number", "oneOf": [{"type": "integer", "enum": [1]}, {"const": 2.5}]}}}))]
+    "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": false}))]
+#[case::required_undeclared(json!({"type": "object", "required": ["x"]}))]
+#[case::type_array(prop(json!({"type": ["number", "null"]})))]
+#[case::enum_of_any_type(prop(json!({"enum": ["a", 1, null, [1], {"k": true}]})))]
+#[case::const_object(prop(json!({"const": {"a": [1, 2]}})))]
+#[case::string_constraints(prop(json!({"type": "string", "minLength": 1, "maxLength": 80,
+    "pattern": "^[a-z]+$", "format": "email"})))]
+#[case::number_constraints(prop(json!({"type": "number", "minimum": 0, "maximum": 1,
+    "exclusiveMinimum": -1, "exclusiveMaximum": 2, "multipleOf": 0.5})))]
+#[case::array_constraints(prop(json!({"type": "array", "items": {"type": "string"},
+    "minItems": 1, "maxItems": 5, "uniqueItems": true, "contains": {"const": "x"},
+    "minContains": 1, "maxContains": 2, "prefixItems": [{"type": "string"}]})))]
+#[case::object_constraints(prop(json!({"type": "object", "minProperties": 1, "maxProperties": 3,
+    "patternProperties": {"^x-": {"type": "string"}}, "propertyNames": {"maxLength": 8},
+    "additionalProperties": {"type": "integer"}, "dependentRequired": {"a": ["b"]},
+    "dependentSchemas": {"a": {"required": ["c"]}}, "unevaluatedProperties": false})))]
+#[case::combinators(prop(json!({"anyOf": [{"type": "string"}, {"type": "number"}],
+    "allOf": [{}], "oneOf": [{"type": "string"}, {"type": "number"}], "not": {"const": ""}})))]
+#[case::conditional(prop(json!({"type": "object", "if": {"properties": {"k": {"const": "a"}}},
+    "then": {"required": ["a"]}, "else": {"required": ["b"]}})))]
+#[case::defs_and_ref(json!({"type": "object", "$defs": {"n": {"type": "integer", "minimum": 0}},
+    "properties": {"v": {"$ref": "#/$defs/n"}}}))]
+#[case::definitions_draft07(json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+    "definitions": {"n": {"type": "integer"}}, "properties": {"v": {"$ref": "#/definitions/n"}}}))]
+#[case::definitions_without_dollar_schema(json!({"type": "object",
+    "definitions": {"n": {"type": "integer"}}, "properties": {"v": {"$ref": "#/definitions/n"}}}))]
+#[case::draft07_tuple_items(prop(json!({"type": "array", "items": [{"type": "string"}],
+    "additionalItems": false})))]
+#[case::draft2020_dollar_schema(json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}))]
+#[case::recursive_ref(json!({"type": "object", "$defs": {"node": {"type": "object",
+    "properties": {"children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+    "properties": {"root": {"$ref": "#/$defs/node"}}}))]
+#[case::ref_to_root(json!({"type": "object", "properties": {"next": {"$ref": "#"}}}))]
+#[case::boolean_subschemas(json!({"type": "object", "properties": {"a": true, "b": false}}))]
 #[case::annotations_everywhere(json!({"type": "object", "title": "T", "description": "d",
-    "default": {}, "examples": [{}], "properties": {"a": {"type": "string",
-    "description": 5, "title": ["free-form"], "default": 1, "examples": "x"}}}))]
-#[case::empty_nested_accepts_anything(json!({"type": "object", "properties": {"any": {}}}))]
-#[case::annotation_only_nested(json!({"type": "object", "properties": {
-    "any": {"description": "whatever"}}}))]
+    "$comment": "c", "$id": "https://example.com/s", "examples": [{}],
+    "properties": {"a": {"type": "integer", "default": 7, "deprecated": true,
+                         "readOnly": true, "writeOnly": false, "examples": [1]}}}))]
+#[case::empty_nested_accepts_anything(prop(json!({})))]
 #[case::weird_property_names(json!({"type": "object",
-    "properties": {"a b": {}, "": {}, "é": {}, "type": {"type": "string"}},
-    "required": ["a b", "", "é", "type"]}))]
+    "properties": {"a b": {}, "x-priority": {}, "$ref": {"type": "string"}, "": {}}}))]
 #[case::deep_but_allowed(nested_schema(MAX_DEPTH))]
 fn accepts(#[case] schema: Value) {
     assert_eq!(check_schema(&schema, P), vec![]);
 }
 
-// --- check_schema: rejected ------------------------------------------
+// --- check_schema: refused -------------------------------------------
 
 #[rstest]
-// top level
 #[case::root_array(json!([]), &[(P, "must be a JSON object with \"type\": \"object\", got an array")])]
 #[case::root_string(json!("x"), &[(P, "got a string")])]
 #[case::root_true(json!(true), &[(P, "got a boolean")])]
@@ -90,142 +100,68 @@ fn accepts(#[case] schema: Value) {
 #[case::root_wrong_type(json!({"type": "array", "items": {}}),
     &[("options.schema.type", "must have \"type\": \"object\", not \"array\"")])]
 #[case::root_type_list(json!({"type": ["object", "null"]}),
-    &[("options.schema.type", "must be a single string; for alternatives use oneOf")])]
-// unsupported keywords
-#[case::min_length(json!({"type": "object", "properties": {"s": {"type": "string", "minLength": 1}}}),
-    &[("options.schema.properties.s.minLength", "unsupported keyword \"minLength\"; supported: type, properties")])]
-#[case::pattern(json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "x"}}}),
-    &[("options.schema.properties.s.pattern", "unsupported keyword \"pattern\"")])]
-#[case::format(json!({"type": "object", "properties": {"s": {"type": "string", "format": "uri"}}}),
-    &[("options.schema.properties.s.format", "unsupported keyword \"format\"")])]
-#[case::any_of(json!({"type": "object", "anyOf": [{}, {}]}),
-    &[("options.schema.anyOf", "unsupported keyword \"anyOf\"")])]
-#[case::dollar_schema_and_ref(json!({"$schema": "x", "type": "object", "properties": {"a": {"$ref": "#/x"}}}),
-    &[("options.schema.$schema", "unsupported keyword \"$schema\""),
-      ("options.schema.properties.a.$ref", "unsupported keyword \"$ref\"")])]
-#[case::weird_keyword_name(json!({"type": "object", "x-y": 1}),
-    &[("options.schema[\"x-y\"]", "unsupported keyword \"x-y\"")])]
-#[case::min_items_on_array(json!({"type": "object", "properties": {"xs": {"type": "array", "minItems": 1}}}),
-    &[("options.schema.properties.xs.minItems", "unsupported keyword")])]
-// type
-#[case::type_list(json!({"type": "object", "properties": {"a": {"type": ["string", "null"]}}}),
-    &[("options.schema.properties.a.type", "\"type\" must be a single string; for alternatives use oneOf")])]
-#[case::unknown_type(json!({"type": "object", "properties": {"a": {"type": "strng"}}}),
-    &[("options.schema.properties.a.type", "unknown type \"strng\"; use one of object, array")])]
-#[case::numeric_type(json!({"type": "object", "properties": {"a": {"type": 5}}}),
-    &[("options.schema.properties.a.type", "must be a string (one of object")])]
-// object keywords
-#[case::properties_not_object(json!({"type": "object", "properties": []}),
-    &[("options.schema.properties", "\"properties\" must be an object")])]
-#[case::properties_on_string(json!({"type": "object", "properties": {"a": {"type": "string", "properties": {}}}}),
-    &[("options.schema.properties.a.properties", "\"properties\" applies only to objects, but \"type\" is \"string\"")])]
-#[case::properties_untyped(json!({"type": "object", "properties": {"a": {"properties": {"b": {}}}}}),
-    &[("options.schema.properties.a.properties", "applies only to objects; add \"type\": \"object\"")])]
-#[case::required_not_declared(json!({"type": "object", "properties": {"a": {}}, "required": ["a", "b"]}),
-    &[("options.schema.required[1]", "required property \"b\" is not in \"properties\"")])]
-#[case::required_closed_object(json!({"type": "object", "additionalProperties": false, "required": ["x"]}),
-    &[("options.schema.required[0]", "required property \"x\" is not in \"properties\"")])]
-#[case::required_duplicate(json!({"type": "object", "properties": {"a": {}}, "required": ["a", "a"]}),
-    &[("options.schema.required[1]", "\"a\" is listed twice")])]
-#[case::required_non_string(json!({"type": "object", "properties": {"a": {}}, "required": [1]}),
-    &[("options.schema.required[0]", "must be property names (strings), got a number")])]
-#[case::required_not_array(json!({"type": "object", "required": "a"}),
-    &[("options.schema.required", "must be an array of property names")])]
-#[case::required_on_array(json!({"type": "object", "properties": {"xs": {"type": "array", "required": []}}}),
-    &[("options.schema.properties.xs.required", "applies only to objects, but \"type\" is \"array\"")])]
-#[case::additional_schema(json!({"type": "object", "additionalProperties": {"type": "string"}}),
-    &[("options.schema.additionalProperties", "must be true or false; schemas are not supported")])]
-#[case::additional_on_number(json!({"type": "object", "properties": {"n": {"type": "number", "additionalProperties": false}}}),
-    &[("options.schema.properties.n.additionalProperties", "applies only to objects")])]
-// items
-#[case::items_untyped(json!({"type": "object", "properties": {"xs": {"items": {}}}}),
-    &[("options.schema.properties.xs.items", "\"items\" applies only to arrays; add \"type\": \"array\"")])]
-#[case::items_on_object(json!({"type": "object", "items": {}}),
-    &[("options.schema.items", "applies only to arrays, but \"type\" is \"object\"")])]
-#[case::items_tuple(json!({"type": "object", "properties": {"xs": {"type": "array", "items": [{}, {}]}}}),
-    &[("options.schema.properties.xs.items", "tuple form")])]
-#[case::items_invalid_inner(json!({"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "string", "maxLength": 3}}}}),
-    &[("options.schema.properties.xs.items.maxLength", "unsupported keyword")])]
-// enum
-#[case::enum_empty(json!({"type": "object", "properties": {"e": {"enum": []}}}),
-    &[("options.schema.properties.e.enum", "\"enum\" is empty, so no value can match")])]
-#[case::enum_not_array(json!({"type": "object", "properties": {"e": {"enum": "a"}}}),
-    &[("options.schema.properties.e.enum", "must be a non-empty array of scalars")])]
-#[case::enum_non_scalar(json!({"type": "object", "properties": {"e": {"enum": ["a", ["b"], {"c": 1}]}}}),
-    &[("options.schema.properties.e.enum[1]", "enum value must be a scalar (string, number, boolean or null), got an array"),
-      ("options.schema.properties.e.enum[2]", "got an object")])]
-#[case::enum_wrong_type(json!({"type": "object", "properties": {"e": {"type": "string", "enum": ["a", 1, null]}}}),
-    &[("options.schema.properties.e.enum[1]", "enum value 1 does not match \"type\": \"string\""),
-      ("options.schema.properties.e.enum[2]", "enum value null does not match")])]
-#[case::enum_fraction_for_integer(json!({"type": "object", "properties": {"e": {"type": "integer", "enum": [1, 1.5]}}}),
-    &[("options.schema.properties.e.enum[1]", "1.5 does not match \"type\": \"integer\"")])]
-#[case::enum_on_object(json!({"type": "object", "enum": ["a"]}),
-    &[("options.schema.enum", "\"enum\" needs a scalar type (string, number, integer, boolean or null), but \"type\" is \"object\"")])]
-// const
-#[case::const_wrong_type(json!({"type": "object", "properties": {"c": {"type": "boolean", "const": "true"}}}),
-    &[("options.schema.properties.c.const", "const value \"true\" does not match \"type\": \"boolean\"")])]
-#[case::const_non_scalar(json!({"type": "object", "properties": {"c": {"const": [1]}}}),
-    &[("options.schema.properties.c.const", "const value must be a scalar")])]
-#[case::const_on_array(json!({"type": "object", "properties": {"c": {"type": "array", "const": 1}}}),
-    &[("options.schema.properties.c.const", "\"const\" needs a scalar type")])]
-#[case::const_not_in_enum(json!({"type": "object", "properties": {"c": {"enum": ["a", "b"], "const": "z"}}}),
-    &[("options.schema.properties.c.const", "not among the \"enum\" values")])]
-// oneOf
-#[case::one_of_single(json!({"type": "object", "properties": {"v": {"oneOf": [{}]}}}),
-    &[("options.schema.properties.v.oneOf", "needs two or more branches, got 1")])]
-#[case::one_of_empty(json!({"type": "object", "properties": {"v": {"oneOf": []}}}),
-    &[("options.schema.properties.v.oneOf", "got 0")])]
-#[case::one_of_not_array(json!({"type": "object", "properties": {"v": {"oneOf": {}}}}),
-    &[("options.schema.properties.v.oneOf", "must be an array of two or more schemas")])]
-#[case::one_of_bad_branch(json!({"type": "object", "properties": {"v": {"oneOf": [{"type": "string"}, {"type": "number", "minimum": 0}]}}}),
-    &[("options.schema.properties.v.oneOf[1].minimum", "unsupported keyword \"minimum\"")])]
-#[case::one_of_branch_conflict(json!({"type": "object", "oneOf": [{"type": "string"}, {"properties": {}}]}),
-    &[("options.schema.oneOf[0].type", "type \"string\" conflicts with \"type\": \"object\" of the enclosing schema")])]
-#[case::one_of_branch_enum_inherits_type(json!({"type": "object", "properties": {"v": {"type": "string", "oneOf": [{"enum": ["a"]}, {"enum": [1]}]}}}),
-    &[("options.schema.properties.v.oneOf[1].enum[0]", "enum value 1 does not match \"type\": \"string\"")])]
-// node shape
-#[case::boolean_subschema(json!({"type": "object", "properties": {"a": true}}),
-    &[("options.schema.properties.a", "boolean schemas are not supported; use {} to accept any value")])]
+    &[("options.schema.type", "must have \"type\": \"object\", not [\"object\",\"null\"]")])]
+#[case::unknown_keyword_nested(json!({"type": "object", "properties": {"x": {"type": "string", "x-priority": 1}}}),
+    &[("options.schema.properties.x[\"x-priority\"]", "unknown keyword \"x-priority\"; Claude Code validates schemas in strict mode")])]
+#[case::unknown_keyword_root(json!({"type": "object", "strict": true}),
+    &[("options.schema.strict", "unknown keyword \"strict\"")])]
+#[case::unknown_keyword_in_defs(json!({"type": "object", "$defs": {"a": {"minLenght": 3}}}),
+    &[("options.schema.$defs.a.minLenght", "unknown keyword \"minLenght\"")])]
+#[case::unknown_keyword_in_any_of(json!({"type": "object", "anyOf": [{}, {"nullable": true}]}),
+    &[("options.schema.anyOf[1].nullable", "unknown keyword \"nullable\"")])]
+#[case::unknown_keyword_in_items(prop(json!({"type": "array", "items": {"optional": true}})),
+    &[("options.schema.properties.v.items.optional", "unknown keyword \"optional\"")])]
+#[case::remote_ref(prop(json!({"$ref": "https://example.com/schema.json"})),
+    &[("options.schema.properties.v.$ref", "remote or file reference \"https://example.com/schema.json\" is not supported")])]
+#[case::file_ref(prop(json!({"$ref": "other.json#/x"})),
+    &[("options.schema.properties.v.$ref", "remote or file reference \"other.json#/x\"")])]
+#[case::ref_not_string(prop(json!({"$ref": 1})),
+    &[("options.schema.properties.v.$ref", "\"$ref\" must be a string, got a number")])]
+#[case::dangling_local_ref(prop(json!({"$ref": "#/$defs/missing"})), &[(P, "missing")])]
+#[case::unsupported_dollar_schema(json!({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object"}),
+    &[("options.schema.$schema", "unsupported $schema \"http://json-schema.org/draft-04/schema#\"")])]
+#[case::meta_schema_min_length(prop(json!({"type": "string", "minLength": "3"})),
+    &[("options.schema.properties.v.minLength", "expected integer, got string")])]
+#[case::meta_schema_unknown_type(prop(json!({"type": "strng"})),
+    &[("options.schema.properties.v.type", "")])]
+#[case::meta_schema_every_problem(json!({"type": "object", "properties": {
+        "a": {"type": "string", "maxLength": -1},
+        "b": {"type": "array", "minItems": 1.5}}, "required": "a"}),
+    &[("options.schema.properties.a.maxLength", ""),
+      ("options.schema.properties.b.minItems", ""),
+      ("options.schema.required", "expected array, got string")])]
+#[case::bad_pattern(prop(json!({"type": "string", "pattern": "(unclosed"})), &[(P, "")])]
+#[case::unknown_format(prop(json!({"type": "string", "format": "telephone"})), &[(P, "telephone")])]
 #[case::number_subschema(json!({"type": "object", "properties": {"a": 5}}),
-    &[("options.schema.properties.a", "a schema must be a JSON object, got a number")])]
-// paths
-#[case::quoted_key_path(json!({"type": "object", "properties": {"a b": {"type": "strin"}}}),
-    &[("options.schema.properties[\"a b\"].type", "unknown type")])]
-#[case::quoted_unicode_and_quote(json!({"type": "object", "properties": {"é\"": {"type": 1}, "1st": {"type": 1}}}),
-    &[("options.schema.properties[\"é\\\"\"].type", "must be a string"),
-      ("options.schema.properties[\"1st\"].type", "must be a string")])]
-#[case::dollar_and_underscore_plain(json!({"type": "object", "properties": {"$_a1": {"type": 1}}}),
-    &[("options.schema.properties.$_a1.type", "must be a string")])]
-// every violation at once, in document order
-#[case::many(json!({"type": "object", "title": "t", "properties": {
-        "a": {"type": "string", "minLength": 2, "enum": [1]},
-        "b": {"type": ["x"], "items": {}},
-        "c": {"type": "array", "items": {"type": "object", "required": ["z"]}}},
-    "required": ["a", "q"], "additionalProperties": {}, "not": {}}),
-    &[("options.schema.properties.a.minLength", "unsupported keyword"),
-      ("options.schema.properties.a.enum[0]", "does not match"),
-      ("options.schema.properties.b.type", "single string"),
-      ("options.schema.properties.c.items.required[0]", "\"z\" is not in \"properties\""),
-      ("options.schema.required[1]", "\"q\""),
-      ("options.schema.additionalProperties", "true or false"),
-      ("options.schema.not", "unsupported keyword \"not\"")])]
+    &[("options.schema.properties.a", "a schema must be a JSON object or a boolean, got a number")])]
+#[case::quoted_key_path(json!({"type": "object", "properties": {"a b": {"typ": "string"}}}),
+    &[("options.schema.properties[\"a b\"].typ", "unknown keyword \"typ\"")])]
+#[case::every_unknown_keyword_at_once(json!({"type": "object", "x-a": 1,
+        "properties": {"p": {"x-b": 2, "items": {"x-c": 3}}}}),
+    &[("options.schema[\"x-a\"]", "\"x-a\""),
+      ("options.schema.properties.p[\"x-b\"]", "\"x-b\""),
+      ("options.schema.properties.p.items[\"x-c\"]", "\"x-c\"")])]
 fn rejects(#[case] schema: Value, #[case] expected: &[(&str, &str)]) {
-    assert_violations(&check_schema(&schema, P), expected);
+    let got = check_schema(&schema, P);
+    if expected.first().is_some_and(|(p, _)| p.is_empty()) {
+        // Only the message matters (the path is deep).
+        assert_eq!(got.len(), 1, "{got:#?}");
+        assert!(got[0].message.contains(expected[0].1), "{got:#?}");
+        return;
+    }
+    assert_violations(&got, expected);
 }
 
 #[test]
-fn unsupported_keyword_message_is_exact() {
-    let got = check_schema(
-        &json!({"type": "object", "properties": {"x": {"type": "string", "minLength": 1}}}),
-        P,
-    );
+fn unknown_keyword_message_is_exact() {
+    let got = check_schema(&prop(json!({"type": "string", "x-priority": "high"})), P);
     assert_eq!(
         got,
         vec![Violation {
-            path: "options.schema.properties.x.minLength".into(),
-            message: "unsupported keyword \"minLength\"; supported: type, properties, required, \
-                      additionalProperties, items, enum, const, oneOf (annotations: description, \
-                      title, default, examples)"
+            path: "options.schema.properties.v[\"x-priority\"]".into(),
+            message: "unknown keyword \"x-priority\"; Claude Code validates schemas in strict \
+                      mode, which refuses keywords outside JSON Schema (draft 2020-12 and \
+                      draft-07); remove it or move it into \"description\""
                 .into(),
         }]
     );
@@ -323,6 +259,9 @@ fn valid(#[case] schema: Value, #[case] value: Value) {
       ("value[\"a b\"]", "unexpected property")])]
 #[case::closed_without_properties(json!({"type": "object", "additionalProperties": false}), json!({"k": 1}),
     &[("value.k", "unexpected property; allowed: none")])]
+#[case::closed_without_properties_each(json!({"type": "object", "additionalProperties": false}),
+    json!({"k": {"a": 1}, "j": 2}),
+    &[("value.k", "unexpected property; allowed: none"), ("value.j", "unexpected property; allowed: none")])]
 #[case::nested_item_path(person(), json!({"name": "a", "age": 1,
         "items": [{"name": "a"}, {"name": "b"}, {"name": "c"}, {"name": 4}]}),
     &[("value.items[3].name", "expected string, got number")])]
@@ -340,15 +279,15 @@ fn valid(#[case] schema: Value, #[case] value: Value) {
 #[case::one_of_none(json!({"oneOf": [{"type": "string"}, {"type": "integer"}]}), json!(1.5),
     &[("value", "matches none of the 2 oneOf branches (branch 0: expected string, got number; branch 1: expected integer, got 1.5)")])]
 #[case::one_of_two(json!({"oneOf": [{"type": "number"}, {"type": "integer"}]}), json!(2),
-    &[("value", "matches 2 oneOf branches (0, 1); exactly one must match")])]
+    &[("value", "matches more than one oneOf branch; exactly one must match")])]
 #[case::one_of_nested_reason(json!({"type": "object", "oneOf": [
         {"properties": {"a": {"type": "string"}}, "required": ["a"]},
         {"properties": {"b": {}}, "required": ["b"]}]}), json!({"a": 1}),
     &[("value", "branch 0 at value.a: expected string, got number; branch 1: missing required property \"b\"")])]
 #[case::one_of_all_three(json!({"oneOf": [{}, {}, {"description": "x"}]}), json!(null),
-    &[("value", "matches 3 oneOf branches (0, 1, 2)")])]
-#[case::type_mismatch_stops_node(json!({"type": "string", "enum": ["a"]}), json!(1),
-    &[("value", "expected string, got number")])]
+    &[("value", "matches more than one oneOf branch")])]
+#[case::type_and_enum_both_reported(json!({"type": "string", "enum": ["a"]}), json!(1),
+    &[("value", "expected string, got number"), ("value", "must be one of \"a\"")])]
 fn invalid(#[case] schema: Value, #[case] value: Value, #[case] expected: &[(&str, &str)]) {
     assert_violations(&validate(&schema, &value, "value"), expected);
 }
@@ -361,60 +300,168 @@ fn validate_empty_prefix() {
 
 #[test]
 fn validate_tolerates_unchecked_schemas() {
-    // None of these passed check_schema; validate must degrade, not panic.
+    // None of these passed check_schema; validate must degrade, not panic:
+    // a schema the validator cannot compile is one violation at the prefix.
     let cases = [
         (json!(true), json!(1), 0),
         (json!(false), json!(1), 1),
         (json!(5), json!(1), 1),
-        (json!({"type": ["string"]}), json!(1), 0),
-        (json!({"type": "bogus", "minLength": 3}), json!("a"), 0),
+        (json!({"type": "bogus", "minLength": 3}), json!("a"), 1),
         (
-            json!({"type": "array", "items": [{}, {"type": "string"}]}),
-            json!([1]),
+            json!({"properties": 3, "required": [1, "a"]}),
+            json!({"b": 1}),
             1,
         ),
-        (
-            json!({"properties": 3, "required": [1, "a"], "additionalProperties": false}),
-            json!({"b": 1}),
-            2,
-        ),
-        (json!({"oneOf": []}), json!(1), 1),
-        (
-            json!({"oneOf": "x", "enum": "y", "const": {"a": [1]}}),
-            json!({"a": [1.0]}),
-            0,
-        ),
+        (json!({"pattern": "(unclosed"}), json!("a"), 1),
+        (json!({"$ref": "https://example.com/s.json"}), json!(1), 1),
+        (json!({"$ref": "#/nowhere"}), json!(1), 1),
     ];
     for (schema, value, count) in cases {
-        assert_eq!(
-            validate(&schema, &value, "v").len(),
-            count,
-            "{schema} / {value}"
-        );
+        let got = validate(&schema, &value, "v");
+        assert_eq!(got.len(), count, "{schema} / {value}: {got:?}");
+        assert!(got.iter().all(|v| v.path == "v"), "{got:?}");
     }
 }
 
-// --- equality -------------------------------------------------------
+// --- the vocabulary, family by family -----------------------------------
+//
+// Each case: a schema the check accepts, a value it accepts, a value it
+// refuses and the violations (path, message fragment) the refusal lists.
 
 #[rstest]
-#[case::int_float(json!(1), json!(1.0), true)]
-#[case::neg_int_float(json!(-3), json!(-3.0), true)]
-#[case::u64_i64(json!(5u64), json!(5i64), true)]
-#[case::u64_max_exact(json!(u64::MAX), json!(u64::MAX - 1), false)]
-#[case::beyond_f64_precision(json!(9_007_199_254_740_993u64), json!(9_007_199_254_740_992.0), false)]
-#[case::fraction(json!(1), json!(1.5), false)]
-#[case::floats(json!(0.5), json!(0.5), true)]
-#[case::huge_float_vs_int(json!(1e300), json!(i64::MAX), false)]
-#[case::kinds_differ(json!(0), json!(false), false)]
-#[case::string_number(json!("1"), json!(1), false)]
-#[case::arrays(json!([1, [2.0]]), json!([1.0, [2]]), true)]
-#[case::array_len(json!([1]), json!([1, 1]), false)]
-#[case::objects_order_free(json!({"a": 1, "b": 2}), json!({"b": 2.0, "a": 1}), true)]
-#[case::objects_missing_key(json!({"a": 1}), json!({"b": 1}), false)]
-#[case::object_vs_array(json!({}), json!([]), false)]
-fn equality(#[case] a: Value, #[case] b: Value, #[case] equal: bool) {
-    assert_eq!(json_eq(&a, &b), equal);
-    assert_eq!(json_eq(&b, &a), equal);
+#[case::type_array(prop(json!({"type": ["number", "null"]})),
+    json!({"v": null}), json!({"v": "3"}),
+    &[("value.v", "expected null or number, got string")])]
+#[case::enum_of_objects(prop(json!({"enum": [{"k": 1}, [1, 2], null]})),
+    json!({"v": {"k": 1.0}}), json!({"v": {"k": 2}}),
+    &[("value.v", "must be one of {\"k\":1}, [1,2], null")])]
+#[case::const_array(prop(json!({"const": [1, "a"]})),
+    json!({"v": [1, "a"]}), json!({"v": [1]}),
+    &[("value.v", "must equal [1,\"a\"]")])]
+#[case::min_length(prop(json!({"type": "string", "minLength": 3})),
+    json!({"v": "abc"}), json!({"v": "ab"}),
+    &[("value.v", "must be at least 3 characters long, got 2")])]
+#[case::max_length_counts_characters(prop(json!({"type": "string", "maxLength": 2})),
+    json!({"v": "éé"}), json!({"v": "abc"}),
+    &[("value.v", "must be at most 2 characters long, got 3")])]
+#[case::pattern(prop(json!({"type": "string", "pattern": "^[a-z]+-\\d+$"})),
+    json!({"v": "bug-12"}), json!({"v": "Bug 12"}),
+    &[("value.v", "must match the pattern \"^[a-z]+-\\\\d+$\"")])]
+#[case::format_email(prop(json!({"type": "string", "format": "email"})),
+    json!({"v": "a@example.com"}), json!({"v": "not an email"}),
+    &[("value.v", "must be a valid \"email\" (format)")])]
+#[case::format_date_time(prop(json!({"type": "string", "format": "date-time"})),
+    json!({"v": "2026-12-01T12:00:00Z"}), json!({"v": "yesterday"}),
+    &[("value.v", "\"date-time\"")])]
+#[case::minimum_maximum(prop(json!({"type": "integer", "minimum": 1, "maximum": 5})),
+    json!({"v": 5}), json!({"v": 0}),
+    &[("value.v", "must be >= 1, got 0")])]
+#[case::maximum(prop(json!({"type": "number", "maximum": 1})),
+    json!({"v": 1.0}), json!({"v": 1.5}),
+    &[("value.v", "must be <= 1, got 1.5")])]
+#[case::exclusive_bounds(prop(json!({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1})),
+    json!({"v": 0.5}), json!({"v": 1}),
+    &[("value.v", "must be < 1, got 1")])]
+#[case::multiple_of(prop(json!({"type": "number", "multipleOf": 0.5})),
+    json!({"v": 2.5}), json!({"v": 0.3}),
+    &[("value.v", "must be a multiple of 0.5")])]
+#[case::min_max_items(prop(json!({"type": "array", "minItems": 1, "maxItems": 2})),
+    json!({"v": [1]}), json!({"v": []}),
+    &[("value.v", "must have at least 1 items, got 0")])]
+#[case::max_items(prop(json!({"type": "array", "maxItems": 2})),
+    json!({"v": [1, 2]}), json!({"v": [1, 2, 3]}),
+    &[("value.v", "must have at most 2 items, got 3")])]
+#[case::unique_items(prop(json!({"type": "array", "uniqueItems": true})),
+    json!({"v": [1, 2]}), json!({"v": [1, 1]}),
+    &[("value.v", "items must be unique")])]
+#[case::contains(prop(json!({"type": "array", "contains": {"const": "x"}})),
+    json!({"v": ["a", "x"]}), json!({"v": ["a"]}),
+    &[("value.v", "must contain an item matching")])]
+#[case::prefix_items(prop(json!({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}]})),
+    json!({"v": ["a", 1, null]}), json!({"v": ["a", "b"]}),
+    &[("value.v[1]", "expected integer, got string")])]
+#[case::draft07_tuple_items(prop(json!({"type": "array", "items": [{"type": "string"}], "additionalItems": false})),
+    json!({"v": ["a"]}), json!({"v": ["a", 1]}),
+    &[("value.v", "\"additionalItems\": false")])]
+#[case::items_every_violation(prop(json!({"type": "array", "items": {"type": "object",
+        "properties": {"name": {"type": "string", "minLength": 1}}, "required": ["name"]}})),
+    json!({"v": [{"name": "a"}]}), json!({"v": [{"name": "a"}, {}, {"name": ""}]}),
+    &[("value.v[1]", "missing required property \"name\""),
+      ("value.v[2].name", "must be at least 1 characters long")])]
+#[case::min_max_properties(prop(json!({"type": "object", "minProperties": 1, "maxProperties": 1})),
+    json!({"v": {"a": 1}}), json!({"v": {}}),
+    &[("value.v", "must have at least 1 properties, got 0")])]
+#[case::additional_properties_schema(prop(json!({"type": "object", "properties": {"a": {}},
+        "additionalProperties": {"type": "integer"}})),
+    json!({"v": {"a": "x", "b": 1}}), json!({"v": {"a": "x", "b": "y"}}),
+    &[("value.v.b", "expected integer, got string")])]
+#[case::pattern_properties(prop(json!({"type": "object", "patternProperties": {"^n_": {"type": "number"}}})),
+    json!({"v": {"n_a": 1, "s": "x"}}), json!({"v": {"n_a": "1"}}),
+    &[("value.v.n_a", "expected number, got string")])]
+#[case::property_names(prop(json!({"type": "object", "propertyNames": {"maxLength": 3}})),
+    json!({"v": {"abc": 1}}), json!({"v": {"abcd": 1}}),
+    &[("value.v", "property name \"abcd\"")])]
+#[case::dependent_required(prop(json!({"type": "object", "dependentRequired": {"a": ["b"]}})),
+    json!({"v": {"a": 1, "b": 2}}), json!({"v": {"a": 1}}),
+    &[("value.v", "missing required property \"b\"")])]
+#[case::unevaluated_properties(prop(json!({"type": "object", "allOf": [{"properties": {"a": {}}}],
+        "unevaluatedProperties": false})),
+    json!({"v": {"a": 1}}), json!({"v": {"a": 1, "z": 2}}),
+    &[("value.v.z", "unexpected property")])]
+#[case::any_of(prop(json!({"anyOf": [{"type": "string", "maxLength": 2}, {"type": "integer"}]})),
+    json!({"v": 3}), json!({"v": "abc"}),
+    &[("value.v", "matches none of the 2 anyOf branches (branch 0: must be at most 2 characters long, got 3; branch 1: expected integer, got string)")])]
+#[case::all_of(prop(json!({"allOf": [{"type": "string"}, {"minLength": 2}]})),
+    json!({"v": "ab"}), json!({"v": "a"}),
+    &[("value.v", "must be at least 2 characters long")])]
+#[case::one_of(prop(json!({"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 10}]})),
+    json!({"v": 10.5}), json!({"v": 11}),
+    &[("value.v", "matches more than one oneOf branch")])]
+#[case::not(prop(json!({"not": {"type": "null"}})),
+    json!({"v": 0}), json!({"v": null}),
+    &[("value.v", "must not match the \"not\" schema {\"type\":\"null\"}")])]
+#[case::if_then_else(json!({"type": "object",
+        "properties": {"kind": {"enum": ["bug", "idea"]}},
+        "if": {"properties": {"kind": {"const": "bug"}}},
+        "then": {"required": ["line"]}, "else": {"required": ["why"]}}),
+    json!({"kind": "bug", "line": 3}), json!({"kind": "idea"}),
+    &[("value", "missing required property \"why\"")])]
+#[case::ref_defs(json!({"type": "object", "$defs": {"sev": {"enum": ["low", "high"]}},
+        "properties": {"items": {"type": "array", "items": {"type": "object",
+            "properties": {"severity": {"$ref": "#/$defs/sev"}}}}}}),
+    json!({"items": [{"severity": "low"}]}), json!({"items": [{}, {}, {"severity": "mid"}]}),
+    &[("value.items[2].severity", "must be one of \"low\", \"high\"")])]
+#[case::ref_definitions(json!({"type": "object", "definitions": {"n": {"type": "integer"}},
+        "properties": {"v": {"$ref": "#/definitions/n"}}}),
+    json!({"v": 1}), json!({"v": 1.5}),
+    &[("value.v", "expected integer, got 1.5")])]
+#[case::recursive_ref(json!({"type": "object", "$defs": {"node": {"type": "object",
+        "properties": {"name": {"type": "string"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+        "properties": {"root": {"$ref": "#/$defs/node"}}}),
+    json!({"root": {"name": "a", "kids": [{"name": "b", "kids": []}]}}),
+    json!({"root": {"kids": [{"kids": [{"name": 1}]}]}}),
+    &[("value.root.kids[0].kids[0].name", "expected string, got number")])]
+#[case::closed_object_through_ref(json!({"type": "object", "$defs": {"p": {"type": "object",
+        "properties": {"a": {}}, "additionalProperties": false}},
+        "properties": {"v": {"$ref": "#/$defs/p"}}}),
+    json!({"v": {"a": 1}}), json!({"v": {"b": 1}}),
+    &[("value.v.b", "unexpected property; allowed: \"a\"")])]
+#[case::false_subschema(json!({"type": "object", "properties": {"never": false}}),
+    json!({}), json!({"never": 1}),
+    &[("value.never", "no value is allowed here")])]
+fn keyword_families(
+    #[case] schema: Value,
+    #[case] good: Value,
+    #[case] bad: Value,
+    #[case] expected: &[(&str, &str)],
+) {
+    assert_eq!(
+        check_schema(&schema, P),
+        vec![],
+        "the schema must be accepted"
+    );
+    assert_eq!(validate(&schema, &good, "value"), vec![], "for {good}");
+    assert_violations(&validate(&schema, &bad, "value"), expected);
 }
 
 // --- deep nesting -----------------------------------------------------
@@ -511,8 +558,7 @@ fn validate_stops_at_depth_on_unchecked_schema() {
     let got = validate(&schema, &value, "value");
     forget_deep(schema);
     forget_deep(value);
-    let path = deep_path("value", ".a", MAX_DEPTH);
-    assert_violations(&got, &[(&path, "nesting exceeds 64 levels")]);
+    assert_violations(&got, &[("value", "nesting exceeds 64 levels")]);
 }
 
 #[test]
@@ -525,15 +571,6 @@ fn validate_deep_one_of_terminates() {
     forget_deep(node);
     assert_eq!(got.len(), 1);
     assert!(got[0].message.contains("nesting exceeds"), "{}", got[0]);
-}
-
-#[test]
-fn deep_const_equality_is_iterative() {
-    let a = nested_value(5_000);
-    let b = nested_value(5_000);
-    assert!(json_eq(&a, &b));
-    forget_deep(a);
-    forget_deep(b);
 }
 
 // --- robustness: arbitrary inputs never panic --------------------------
@@ -569,6 +606,12 @@ impl Gen {
             "b",
             "minLength",
             "a b",
+            "anyOf",
+            "$ref",
+            "pattern",
+            "minItems",
+            "not",
+            "x-priority",
         ];
         const TYPES: &[&str] = &[
             "object", "array", "string", "number", "integer", "boolean", "null", "x",

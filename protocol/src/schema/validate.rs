@@ -1,187 +1,335 @@
-//! Validation: does a value match a schema that passed the check?
+//! Validation: does a value match a schema? The `jsonschema` crate decides;
+//! this file turns its errors into dsh's violations (a dsh path, a short
+//! message a model or a human can act on).
 
-use serde_json::{Map, Value};
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use jsonschema::{JsonType, ValidationError};
+use serde_json::Value;
 
+use super::check::{compile, pointer_path};
 use super::*;
 
-/// Validates `value` against one schema node. Keywords are read defensively
-/// (`as_*`/pattern matches, never indexing or unwrap): the schema is meant
-/// to have passed check_schema, but a malformed one must degrade to "less
-/// checking", not to a panic in the host.
-pub(super) fn validate_node(
-    schema: &Value,
-    value: &Value,
-    path: &str,
-    depth: usize,
-    out: &mut Vec<Violation>,
-) {
-    if depth > MAX_DEPTH {
+/// Deepest JSON nesting of a schema `validate` compiles. The check bounds
+/// schemas at 64 schema levels (about twice as many JSON levels); an
+/// unchecked schema deeper than this is refused rather than risking the
+/// stack in the compiler.
+const MAX_JSON_DEPTH: usize = 2 * MAX_DEPTH + 4;
+
+pub(super) fn validate(schema: &Value, value: &Value, path: &str) -> Vec<Violation> {
+    let mut out = Vec::new();
+    if json_depth(schema) > MAX_JSON_DEPTH {
         push(
-            out,
+            &mut out,
             path,
-            format!("schema nesting exceeds {MAX_DEPTH} levels; not validated further"),
+            format!("schema nesting exceeds {MAX_DEPTH} levels; not validated"),
         );
-        return;
+        return out;
     }
-    let obj = match schema {
-        Value::Object(obj) => obj,
-        // Boolean schemas are outside the subset but have an obvious meaning.
-        Value::Bool(true) => return,
-        Value::Bool(false) => {
-            push(out, path, "no value is allowed here");
-            return;
-        }
-        _ => {
+    let validator = match compile(schema) {
+        Ok(v) => v,
+        Err(message) => {
             push(
-                out,
+                &mut out,
                 path,
-                "the schema here is not a JSON object; run check_schema on it first",
+                format!("the schema cannot be used ({message}); run check_schema on it first"),
             );
-            return;
+            return out;
         }
     };
-
-    if let Some(ty) = obj.get("type").and_then(Value::as_str).and_then(Ty::parse)
-        && !ty.matches(value)
-    {
-        // Everything else on this node presumes the right type; one clear
-        // message beats a pile of follow-on complaints.
-        push(out, path, type_mismatch(ty, value));
-        return;
+    for error in validator.iter_errors(value) {
+        report(schema, value, &error, path, &mut out);
     }
+    out
+}
 
-    match value {
-        Value::Object(members) => validate_object(obj, members, path, depth, out),
-        Value::Array(elements) => {
-            if let Some(items) = obj.get("items") {
-                for (i, element) in elements.iter().enumerate() {
-                    validate_node(items, element, &index(path, i), depth + 1, out);
+/// One crate error as one or more violations: an unexpected property is
+/// reported at the property itself, once per property.
+fn report(
+    schema: &Value,
+    value: &Value,
+    error: &ValidationError<'_>,
+    prefix: &str,
+    out: &mut Vec<Violation>,
+) {
+    let at = pointer_path(prefix, error.instance_path());
+    match error.kind() {
+        // The crate reports `"additionalProperties": false` on an object
+        // without `properties` as a false schema per member, at the
+        // object's path; name the members, as for the general case.
+        ValidationErrorKind::FalseSchema
+            if error
+                .schema_path()
+                .as_str()
+                .ends_with("/additionalProperties")
+                && schema
+                    .pointer(parent(error.schema_path().as_str()))
+                    .is_some_and(|node| {
+                        !node.as_object().is_some_and(|o| {
+                            o.contains_key("properties") || o.contains_key("patternProperties")
+                        })
+                    }) =>
+        {
+            let members = value
+                .pointer(error.instance_path().as_str())
+                .and_then(Value::as_object);
+            for name in members.into_iter().flat_map(|m| m.keys()) {
+                let violation = Violation {
+                    path: member(&at, name),
+                    message: "unexpected property; allowed: none".to_owned(),
+                };
+                if !out.contains(&violation) {
+                    out.push(violation);
                 }
             }
         }
-        _ => {}
-    }
-
-    if let Some(Value::Array(allowed)) = obj.get("enum")
-        && !allowed.iter().any(|a| json_eq(a, value))
-    {
-        push(
-            out,
-            path,
-            format!(
-                "must be one of {}",
-                elided_list(allowed.iter().map(snippet))
-            ),
-        );
-    }
-    if let Some(expected) = obj.get("const")
-        && !json_eq(expected, value)
-    {
-        push(out, path, format!("must equal {}", snippet(expected)));
-    }
-    if let Some(Value::Array(branches)) = obj.get("oneOf") {
-        validate_one_of(branches, value, path, depth, out);
-    }
-}
-
-fn validate_object(
-    schema: &Map<String, Value>,
-    members: &Map<String, Value>,
-    path: &str,
-    depth: usize,
-    out: &mut Vec<Violation>,
-) {
-    let props = schema.get("properties").and_then(Value::as_object);
-    if let Some(Value::Array(required)) = schema.get("required") {
-        for name in required.iter().filter_map(Value::as_str) {
-            if !members.contains_key(name) {
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            let allowed = allowed_properties(schema, error);
+            for name in unexpected {
                 push(
                     out,
-                    path,
-                    format!("missing required property {}", quote(name)),
-                );
-            }
-        }
-    }
-    if let Some(props) = props {
-        for (name, sub) in props {
-            if let Some(member_value) = members.get(name) {
-                validate_node(sub, member_value, &member(path, name), depth + 1, out);
-            }
-        }
-    }
-    if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
-        let allowed = match props {
-            Some(props) if !props.is_empty() => elided_list(props.keys().map(|k| quote(k))),
-            _ => "none".to_owned(),
-        };
-        for name in members.keys() {
-            if !props.is_some_and(|props| props.contains_key(name)) {
-                push(
-                    out,
-                    member(path, name),
+                    member(&at, name),
                     format!("unexpected property; allowed: {allowed}"),
                 );
             }
         }
-    }
-}
-
-/// Exactly one branch must match. Zero matches is reported with each
-/// branch's first complaint, since "matches none" alone gives a model (or a
-/// human) nothing to correct.
-fn validate_one_of(
-    branches: &[Value],
-    value: &Value,
-    path: &str,
-    depth: usize,
-    out: &mut Vec<Violation>,
-) {
-    let mut matched = Vec::new();
-    let mut reasons = Vec::new();
-    for (i, branch) in branches.iter().enumerate() {
-        let mut sub = Vec::new();
-        validate_node(branch, value, path, depth + 1, &mut sub);
-        match sub.into_iter().next() {
-            None => matched.push(i),
-            Some(first) if first.path == path => {
-                reasons.push(format!("branch {i}: {}", first.message));
+        ValidationErrorKind::UnevaluatedProperties { unexpected } => {
+            for name in unexpected {
+                push(
+                    out,
+                    member(&at, name),
+                    "unexpected property (\"unevaluatedProperties\")",
+                );
             }
-            Some(first) => reasons.push(format!("branch {i} at {first}")),
         }
-    }
-    match matched.len() {
-        1 => {}
-        0 => push(
-            out,
-            path,
-            format!(
-                "matches none of the {} oneOf branches ({})",
-                branches.len(),
-                reasons.join("; ")
-            ),
-        ),
-        n => push(
-            out,
-            path,
-            format!(
-                "matches {n} oneOf branches ({}); exactly one must match",
-                matched
-                    .iter()
-                    .map(usize::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        ),
+        _ => {
+            let message = message(error, prefix);
+            push(out, at, message);
+        }
     }
 }
 
-fn type_mismatch(expected: Ty, value: &Value) -> String {
-    match value {
-        // "expected integer, got number" would read as nonsense for 1.5.
-        Value::Number(_) if expected == Ty::Integer => {
-            format!("expected integer, got {}", snippet(value))
-        }
-        _ => format!("expected {}, got {}", expected.name(), kind(value)),
+/// The properties the schema object holding a failed
+/// `"additionalProperties": false` declares, for the message: a model told
+/// what is allowed can correct itself.
+fn allowed_properties(schema: &Value, error: &ValidationError<'_>) -> String {
+    let props = schema
+        .pointer(parent(error.schema_path().as_str()))
+        .and_then(|node| node.get("properties"))
+        .and_then(Value::as_object);
+    match props {
+        Some(props) if !props.is_empty() => elided_list(props.keys().map(|k| quote(k))),
+        _ => "none".to_owned(),
     }
+}
+
+/// The message for one error; `prefix` is the path its instance paths are
+/// under (used to place the reasons of `oneOf`/`anyOf` branches).
+pub(super) fn message(error: &ValidationError<'_>, prefix: &str) -> String {
+    let instance: &Value = error.instance();
+    match error.kind() {
+        ValidationErrorKind::Type { kind } => {
+            let expected = match kind {
+                TypeKind::Single(ty) => type_name(*ty).to_owned(),
+                TypeKind::Multiple(set) => {
+                    set.iter().map(type_name).collect::<Vec<_>>().join(" or ")
+                }
+            };
+            match instance {
+                // "expected integer, got number" would read as nonsense for 1.5.
+                Value::Number(_) if expected == "integer" => {
+                    format!("expected integer, got {}", snippet(instance))
+                }
+                _ => format!("expected {expected}, got {}", super::kind(instance)),
+            }
+        }
+        ValidationErrorKind::Required { property } => match property {
+            Value::String(name) => format!("missing required property {}", quote(name)),
+            other => format!("missing required property {}", snippet(other)),
+        },
+        ValidationErrorKind::Enum { options } => match &**options {
+            Value::Array(allowed) => format!(
+                "must be one of {}",
+                elided_list(allowed.iter().map(snippet))
+            ),
+            other => format!("must be one of {}", snippet(other)),
+        },
+        ValidationErrorKind::Constant { expected_value } => {
+            format!("must equal {}", snippet(expected_value))
+        }
+        ValidationErrorKind::MinLength { limit } => format!(
+            "must be at least {limit} characters long, got {}",
+            char_count(instance)
+        ),
+        ValidationErrorKind::MaxLength { limit } => format!(
+            "must be at most {limit} characters long, got {}",
+            char_count(instance)
+        ),
+        ValidationErrorKind::MinItems { limit } => {
+            format!("must have at least {limit} items, got {}", len(instance))
+        }
+        ValidationErrorKind::MaxItems { limit } => {
+            format!("must have at most {limit} items, got {}", len(instance))
+        }
+        ValidationErrorKind::MinProperties { limit } => format!(
+            "must have at least {limit} properties, got {}",
+            len(instance)
+        ),
+        ValidationErrorKind::MaxProperties { limit } => format!(
+            "must have at most {limit} properties, got {}",
+            len(instance)
+        ),
+        ValidationErrorKind::Minimum { limit } => {
+            format!("must be >= {}, got {}", snippet(limit), snippet(instance))
+        }
+        ValidationErrorKind::Maximum { limit } => {
+            format!("must be <= {}, got {}", snippet(limit), snippet(instance))
+        }
+        ValidationErrorKind::ExclusiveMinimum { limit } => {
+            format!("must be > {}, got {}", snippet(limit), snippet(instance))
+        }
+        ValidationErrorKind::ExclusiveMaximum { limit } => {
+            format!("must be < {}, got {}", snippet(limit), snippet(instance))
+        }
+        ValidationErrorKind::MultipleOf { multiple_of } => {
+            format!(
+                "must be a multiple of {multiple_of}, got {}",
+                snippet(instance)
+            )
+        }
+        ValidationErrorKind::Pattern { pattern } => {
+            format!("must match the pattern {}", quote(pattern))
+        }
+        ValidationErrorKind::Format { format } => {
+            format!(
+                "must be a valid {} (format), got {}",
+                quote(format),
+                snippet(instance)
+            )
+        }
+        ValidationErrorKind::UniqueItems => "items must be unique".to_owned(),
+        ValidationErrorKind::Contains => {
+            "must contain an item matching the \"contains\" schema".to_owned()
+        }
+        ValidationErrorKind::Not { schema } => {
+            format!("must not match the \"not\" schema {}", snippet(schema))
+        }
+        ValidationErrorKind::FalseSchema => "no value is allowed here".to_owned(),
+        ValidationErrorKind::AdditionalItems { limit } => {
+            format!("must have at most {limit} items (\"additionalItems\": false)")
+        }
+        ValidationErrorKind::PropertyNames { error } => {
+            format!(
+                "property name {}: {}",
+                snippet(error.instance()),
+                message(error, prefix)
+            )
+        }
+        ValidationErrorKind::OneOfNotValid { context } => format!(
+            "matches none of the {} oneOf branches ({})",
+            context.len(),
+            branch_reasons(
+                context,
+                &pointer_path(prefix, error.instance_path()),
+                prefix
+            )
+        ),
+        ValidationErrorKind::OneOfMultipleValid { .. } => {
+            "matches more than one oneOf branch; exactly one must match".to_owned()
+        }
+        ValidationErrorKind::AnyOf { context } => format!(
+            "matches none of the {} anyOf branches ({})",
+            context.len(),
+            branch_reasons(
+                context,
+                &pointer_path(prefix, error.instance_path()),
+                prefix
+            )
+        ),
+        ValidationErrorKind::AdditionalProperties { unexpected }
+        | ValidationErrorKind::UnevaluatedProperties { unexpected } => format!(
+            "unexpected properties: {}",
+            elided_list(unexpected.iter().map(|k| quote(k)))
+        ),
+        _ => cut(&error.to_string()),
+    }
+}
+
+/// Each failing branch's first complaint, since "matches none" alone gives
+/// a model (or a human) nothing to correct.
+fn branch_reasons(context: &[Vec<ValidationError<'static>>], at: &str, prefix: &str) -> String {
+    let reasons: Vec<String> = context
+        .iter()
+        .enumerate()
+        .filter_map(|(i, errors)| {
+            let first = errors.first()?;
+            let full = pointer_path(prefix, first.instance_path());
+            let msg = message(first, prefix);
+            Some(if full == at {
+                format!("branch {i}: {msg}")
+            } else {
+                format!("branch {i} at {full}: {msg}")
+            })
+        })
+        .collect();
+    reasons.join("; ")
+}
+
+/// The JSON pointer of a keyword's schema object.
+fn parent(keyword_pointer: &str) -> &str {
+    keyword_pointer
+        .rfind('/')
+        .map_or("", |i| &keyword_pointer[..i])
+}
+
+fn type_name(ty: JsonType) -> &'static str {
+    match ty {
+        JsonType::Array => "array",
+        JsonType::Boolean => "boolean",
+        JsonType::Integer => "integer",
+        JsonType::Null => "null",
+        JsonType::Number => "number",
+        JsonType::Object => "object",
+        JsonType::String => "string",
+    }
+}
+
+fn char_count(value: &Value) -> usize {
+    value.as_str().map_or(0, |s| s.chars().count())
+}
+
+fn len(value: &Value) -> usize {
+    match value {
+        Value::Array(a) => a.len(),
+        Value::Object(o) => o.len(),
+        _ => 0,
+    }
+}
+
+/// A message from the crate, cut so an enormous value in it cannot bloat a
+/// violation.
+fn cut(text: &str) -> String {
+    const LIMIT: usize = 200;
+    if text.chars().count() > LIMIT {
+        let mut short: String = text.chars().take(LIMIT - 1).collect();
+        short.push('…');
+        short
+    } else {
+        text.to_owned()
+    }
+}
+
+/// JSON nesting depth, iteratively (a deep value must not overflow the
+/// stack while we measure it).
+fn json_depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut pending = vec![(value, 1usize)];
+    while let Some((v, d)) = pending.pop() {
+        deepest = deepest.max(d);
+        match v {
+            Value::Array(items) => pending.extend(items.iter().map(|i| (i, d + 1))),
+            Value::Object(map) => pending.extend(map.values().map(|i| (i, d + 1))),
+            _ => {}
+        }
+    }
+    deepest
 }

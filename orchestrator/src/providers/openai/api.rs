@@ -107,9 +107,26 @@ pub fn response_format(mode: StructuredOutput, strict: bool, schema: &Value) -> 
     }
 }
 
+/// Keywords a schema may use and still be sent in strict mode. OpenAI's
+/// strict mode refuses many others (and the rules differ between models),
+/// so anything beyond these plain shapes is sent non-strict, where the
+/// host's own validation still enforces every keyword.
+const STRICT_KEYWORDS: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "description",
+    "title",
+];
+
 /// Whether OpenAI's strict mode accepts `schema`: every object lists its
 /// properties, has `additionalProperties: false` and requires every
-/// property; no `oneOf`.
+/// property; only the keywords of [`STRICT_KEYWORDS`] (no `oneOf`,
+/// `anyOf`, `$ref`, string or number constraints).
 pub fn strict_compatible(schema: &Value) -> bool {
     fn walk(node: &Value, depth: usize) -> bool {
         if depth > MAX_DEPTH {
@@ -118,10 +135,14 @@ pub fn strict_compatible(schema: &Value) -> bool {
         let Some(obj) = node.as_object() else {
             return true;
         };
-        if obj.contains_key("oneOf") {
+        if !obj.keys().all(|k| STRICT_KEYWORDS.contains(&k.as_str())) {
             return false;
         }
-        let is_object = obj.get("type").and_then(Value::as_str) == Some("object");
+        let is_object = match obj.get("type") {
+            Some(Value::String(t)) => t == "object",
+            Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
+            _ => false,
+        };
         if is_object {
             let Some(props) = obj.get("properties").and_then(Value::as_object) else {
                 return false;
@@ -371,6 +392,26 @@ mod tests {
     #[case::one_of(json!({
         "type": "object",
         "properties": { "a": { "oneOf": [{ "type": "string" }, { "type": "null" }] } },
+        "required": ["a"], "additionalProperties": false
+    }), false)]
+    #[case::nullable_type_array(json!({
+        "type": "object",
+        "properties": { "a": { "type": ["string", "null"] } },
+        "required": ["a"], "additionalProperties": false
+    }), true)]
+    #[case::open_object_behind_type_array(json!({
+        "type": "object",
+        "properties": { "a": { "type": ["object", "null"], "properties": {} } },
+        "required": ["a"], "additionalProperties": false
+    }), false)]
+    #[case::ref_and_defs(json!({
+        "type": "object", "$defs": { "s": { "type": "string" } },
+        "properties": { "a": { "$ref": "#/$defs/s" } },
+        "required": ["a"], "additionalProperties": false
+    }), false)]
+    #[case::string_constraint(json!({
+        "type": "object",
+        "properties": { "a": { "type": "string", "minLength": 1 } },
         "required": ["a"], "additionalProperties": false
     }), false)]
     fn strict_mode_only_for_schemas_that_allow_it(#[case] s: Value, #[case] strict: bool) {

@@ -56,7 +56,8 @@ pub struct OpenAiConfig {
     pub structured_output: StructuredOutput,
     /// With `structured_output = "json_schema"`: ask for strict mode when
     /// the schema allows it (every object closed and every property
-    /// required, no `oneOf`); other schemas are sent non-strict.
+    /// required, only plain keywords: no `oneOf`, `anyOf`, `$ref`, string or
+    /// number constraints); other schemas are sent non-strict.
     #[serde(default)]
     pub strict: bool,
     /// Whether the endpoint takes `reasoning_effort`; when false a call's
