@@ -299,10 +299,10 @@ return r;
 #[case::pipeline_no_stage(r#"await pipeline([1]);"#, &[], "INVALID_ARGUMENT", &["at least one stage"])]
 #[case::pipeline_bad_stage(r#"await pipeline([1], (x: any) => x, "s" as any);"#, &[], "INVALID_ARGUMENT", &["stage 2"])]
 #[case::unsupported_schema(
-    r#"await agent("x", { schema: { type: "object", properties: { a: { type: "strng" }, b: { type: "string", minLength: 2 } }, required: ["c"], patternProperties: {} } as any });"#,
+    r#"await agent("x", { schema: { type: "object", properties: { a: { type: "strng" }, b: { type: "string", minLength: 2, priority: 1 } } } as any });"#,
     &[],
     "UNSUPPORTED_SCHEMA",
-    &["options.schema.properties.a.type", "options.schema.properties.b.minLength", "options.schema.required", "options.schema.patternProperties"]
+    &["options.schema.properties.b.priority", "unknown keyword \"priority\""]
 )]
 #[case::schema_not_object_root(r#"await agent("x", { schema: { type: "array", items: {} } as any });"#, &[], "UNSUPPORTED_SCHEMA", &["options.schema"])]
 #[case::agent_cap(

@@ -649,11 +649,14 @@ fn schema_violations_survive_array_index_setters() {
 for (const k of ["0", "1", "2"]) {
   Object.defineProperty(Array.prototype, k, { __proto__: null, get() { return undefined; }, set(v: any) {}, configurable: true } as any);
 }
-await agent("q", { label: "s", schema: { type: "object", properties: { ok: { type: "boolean" } }, required: ["missing"] } });
+await agent("q", { label: "s", schema: { type: "object", properties: { ok: { type: "boolean", bogusKeyword: 1 } } } as any });
 "#;
     let out = run(script);
     let msg = assert_error(&out, "UNSUPPORTED_SCHEMA");
-    assert!(msg.contains("options.schema.required"), "{msg}");
+    assert!(
+        msg.contains("options.schema.properties.ok.bogusKeyword"),
+        "{msg}"
+    );
     assert!(events_of(&out.events, "workflow/agent-start").is_empty());
 }
 
