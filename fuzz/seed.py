@@ -63,22 +63,27 @@ def vec(items):
     return varint(len(items)) + b"".join(items)
 
 
-# WorkerMsg variants: Hello 0, Ready 1, Phase 2, Log 3, ChildStart 4, End 5.
+# WorkerMsg variants (protocol 5): Hello 0, Ready 1, Phase 2, Log 3,
+# Warning 4, ChildStart 5, End 6; an End ends with its optional sandbox.
 # HostMsg variants: Init 0, Go 1, Cancel 2, ChildStarted 3, ChildStartError 4,
 # ChildSettled 5, ChildFailed 6.
 SCHEMA = json.dumps({"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]})
+REPORT = varint(1) + opt(varint(4)) + vec([s("rlimits")]) + vec([s("landlock: kernel too old")])
 WORKER = [
-    varint(0) + varint(3) + varint(4242),
+    varint(0) + varint(5) + varint(4242),
     varint(1) + varint(0) + opt(varint(4)) + vec([s("rlimits"), s("seccomp")]) + vec([]),
-    varint(1) + varint(1) + opt(None) + vec([s("rlimits")]) + vec([s("landlock: kernel too old")]),
+    varint(1) + REPORT,
     varint(2) + s("Review"),
     varint(3) + s("3 of 3 reviewed"),
-    varint(4) + varint(1) + s("Review src/a.rs") + s("src/a.rs") + opt(s("Review")) + opt(s(SCHEMA))
+    varint(4) + s("unknown option bogus, ignored") + opt(s("options.bogus")),
+    varint(4) + s("a lossy value") + opt(None),
+    varint(5) + varint(1) + s("Review src/a.rs") + s("src/a.rs") + opt(s("Review")) + opt(s(SCHEMA))
     + opt(s("m1")) + opt(None) + opt(s("high")) + opt(s("reviewer")) + opt(s("worktree")),
-    varint(4) + varint(2) + s("plain") + s("plain") + opt(None) + opt(None) + b"\x00" * 5,
-    varint(5) + varint(0) + s('{"reviews":[1,2]}') + varint(3) + varint(0),
-    varint(5) + varint(1) + varint(1) + s("boom at review.ts:3:5") + varint(0) + varint(12),
-    varint(5) + varint(2) + varint(12) + s("cancelled") + varint(1) + varint(0),
+    varint(5) + varint(2) + s("plain") + s("plain") + opt(None) + opt(None) + b"\x00" * 5,
+    varint(6) + varint(0) + s('{"reviews":[1,2]}') + varint(3) + varint(0) + opt(None),
+    varint(6) + varint(1) + varint(1) + s("boom at review.ts:3:5") + varint(0) + varint(12) + opt(None),
+    varint(6) + varint(1) + varint(16) + s("strict: landlock missing") + varint(0) + varint(0) + opt(REPORT),
+    varint(6) + varint(2) + varint(12) + s("cancelled") + varint(1) + varint(0) + opt(None),
 ]
 LIMITS = varint(16) + varint(1000) + varint(1000) + varint(10000) + opt(varint(5000)) \
     + varint(268435456) + opt(None) + varint(1048576) + varint(500)

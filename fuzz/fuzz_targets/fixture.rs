@@ -8,11 +8,12 @@
 //!   (or refuses) a few calls without panicking, and a cancelled child
 //!   ends as cancelled at once.
 //! - odd: the rest builds the calls of one attempt (prompts, schemas,
-//!   models, outcomes, usage: arbitrary). The fixture `journal::record`
-//!   makes of them, printed as `--record` prints it, must load, and
-//!   replaying the same calls in order must give back each call's own
-//!   outcome (text, structured value, failure, start error, result fault,
-//!   or a hang for a call that never answered).
+//!   models, outcomes, usage: arbitrary). They go through the `--record`
+//!   `journal::record::Recorder` as a run feeds it (every call started,
+//!   then settled in reverse order, some left open), and the fixture it
+//!   writes must load, and replaying the same calls in order must give back
+//!   each call's own outcome (text, structured value, failure, start error,
+//!   result fault, or a hang for a call that never answered).
 #![no_main]
 
 use std::future::Future;
@@ -22,7 +23,7 @@ use std::task::{Context, Poll, Waker};
 
 use arbitrary::{Arbitrary, Unstructured};
 use dsh_orchestrator::journal::Outcome;
-use dsh_orchestrator::journal::record::{Recorded, fixture};
+use dsh_orchestrator::journal::record::Recorder;
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::{AgentOptions, AgentRequest, ChildResult, SubagentProvider, Usage};
 use libfuzzer_sys::fuzz_target;
@@ -91,8 +92,29 @@ fn text_mode(text: &str) {
     }
 }
 
+/// One call of the attempt.
+#[derive(Debug)]
+struct Recorded {
+    seq: u64,
+    prompt: String,
+    schema: Option<serde_json::Value>,
+    model: Option<String>,
+    outcome: Outcome,
+    usage: Option<Usage>,
+}
+
 #[derive(Debug)]
 struct Attempt(Vec<Recorded>);
+
+/// Where this process records (one file, rewritten every input).
+fn record_path() -> &'static std::path::Path {
+    static PATH: OnceLock<std::path::PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("dsh-fuzz-fixture-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        dir.join("rec.json")
+    })
+}
 
 impl<'a> Arbitrary<'a> for Attempt {
     fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
@@ -139,9 +161,22 @@ fn record_mode(data: &[u8]) {
     let Ok(Attempt(calls)) = Attempt::arbitrary(&mut Unstructured::new(data)) else {
         return;
     };
-    // As `journal::record::write` prints it.
-    let text = serde_json::to_string_pretty(&fixture(&calls)).expect("a fixture prints");
-    let provider = match ScriptedProvider::from_json_text("rec.json", &text) {
+    // As a run feeds the recorder: every call starts, then they settle in
+    // reverse order; a cancelled call is settled as cancelled when its seq
+    // is even and left open otherwise (both are written as `hang`).
+    let path = record_path();
+    let recorder = Recorder::new(path);
+    for c in &calls {
+        recorder.start(c.seq, &c.prompt, c.schema.as_ref(), c.model.as_deref());
+    }
+    for c in calls.iter().rev() {
+        if !matches!(c.outcome, Outcome::Cancelled) || c.seq % 2 == 0 {
+            recorder.settle(c.seq, &c.outcome, c.usage);
+        }
+    }
+    recorder.write(path).expect("the recording is written");
+    let text = std::fs::read_to_string(path).expect("the recording reads back");
+    let provider = match ScriptedProvider::from_file(path) {
         Ok(p) => p,
         Err(e) => panic!("the recorded fixture does not load: {e}\n{text}"),
     };
