@@ -150,6 +150,26 @@ SCHEMAS = [
 ]
 
 
+# The whole vocabulary (main took the jsonschema crate): references,
+# combinators, string and array constraints, conditionals.
+SCHEMAS += [
+    ({"type": "object", "$defs": {"node": {"type": "object", "properties": {
+        "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+      "properties": {"root": {"$ref": "#/$defs/node"}}}, {"root": {"children": [{"children": []}]}}),
+    ({"type": "object", "properties": {"a": {"$ref": "#"}, "b": {"$ref": "#"}}}, {"a": {"b": {}}}),
+    ({"type": "object", "allOf": [{"required": ["x"]}, {"properties": {"x": {"type": "string", "minLength": 2,
+      "maxLength": 4, "pattern": "^[a-z]+$"}}}]}, {"x": "abc"}),
+    ({"type": "object", "properties": {"s": {"not": {"type": "null"}}, "t": {"anyOf": [{"type": "integer",
+      "multipleOf": 3}, {"enum": ["x"]}]}}}, {"s": 1, "t": 9}),
+    ({"type": "object", "properties": {"l": {"type": "array", "prefixItems": [{"type": "string"}],
+      "minItems": 1, "maxItems": 3, "uniqueItems": True, "contains": {"const": 1}}}}, {"l": ["a", 1]}),
+    ({"type": "object", "if": {"required": ["k"]}, "then": {"required": ["v"]}, "else": {"maxProperties": 0},
+      "propertyNames": {"pattern": "^[a-z]$"}}, {"k": 1, "v": 2}),
+    ({"type": "object", "properties": {"e": {"type": "string", "format": "email"},
+      "p": {"type": "string", "pattern": "^(a+)+$"}}}, {"e": "a@b.c", "p": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaab"}),
+]
+
+
 def schema_seeds():
     for schema, value in SCHEMAS:
         put("schema", json.dumps(schema) + "\n" + json.dumps(value))

@@ -114,15 +114,40 @@ impl SubagentProvider for DryRunProvider {
 ///
 /// Local `$ref`s are resolved against `schema` itself; nothing outside it
 /// is read.
+///
+/// The search is bounded by [`MAX_NODES`] nodes in all: a schema whose
+/// optional properties refer back to it (`{"properties": {"a": {"$ref":
+/// "#"}, "b": {"$ref": "#"}}}`) would otherwise be expanded two ways at
+/// every one of [`MAX_DEPTH`] levels, 2^64 nodes, each compiling a
+/// validator, and the dry-run answer (polled inline by the supervisor)
+/// never came. Past the bound optional parts are left out, so such a
+/// schema still gets its smallest value.
 pub fn minimal_value(schema: &Value) -> Option<Value> {
+    NODES_LEFT.with(|n| n.set(MAX_NODES));
     let v = generate(schema, schema, 0)?;
     // The whole answer, against the whole schema: what the host checks.
     schema::validate(schema, &v, "").is_empty().then_some(v)
 }
 
+/// Schema nodes one [`minimal_value`] may generate values for.
+const MAX_NODES: usize = 2_000;
+
+thread_local! {
+    /// What is left of the current [`minimal_value`]'s [`MAX_NODES`].
+    static NODES_LEFT: std::cell::Cell<usize> = const { std::cell::Cell::new(MAX_NODES) };
+}
+
 /// The first candidate for `node` that the validator accepts.
 fn generate(node: &Value, root: &Value, depth: usize) -> Option<Value> {
     if depth > MAX_DEPTH {
+        return None;
+    }
+    let exhausted = NODES_LEFT.with(|n| {
+        let left = n.get();
+        n.set(left.saturating_sub(1));
+        left == 0
+    });
+    if exhausted {
         return None;
     }
     let scoped = with_root_defs(node, root);
@@ -742,6 +767,30 @@ mod tests {
     #[case::dangling_ref(json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/nope"}}, "required": ["a"]}))]
     fn unsatisfiable_schemas_have_no_value(#[case] schema: Value) {
         assert_eq!(minimal_value(&schema), None);
+    }
+
+    /// Optional properties referring back to the root were expanded both
+    /// ways at every level: 2^64 nodes, each compiling a validator, and
+    /// `--dry-run` never answered. Found by the `schema` fuzz target
+    /// (a seed of the new vocabulary; fuzz/corpus/schema/regress-recursive-ref).
+    #[test]
+    fn optional_self_references_are_bounded() {
+        let schema =
+            json!({"type": "object", "properties": {"a": {"$ref": "#"}, "b": {"$ref": "#"}}});
+        let started = std::time::Instant::now();
+        let v = minimal_value(&schema).expect("a value");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(schema::validate(&schema, &v, "value"), vec![]);
+        // A required self-reference has no finite value, and says so in time.
+        let required =
+            json!({"type": "object", "properties": {"a": {"$ref": "#"}}, "required": ["a"]});
+        assert_eq!(minimal_value(&required), None);
+        // The bound is per call: the next schema gets all of it.
+        assert_eq!(minimal_value(&json!({"type": "object"})), Some(json!({})));
     }
 
     #[test]
