@@ -44,7 +44,7 @@ pub struct DurableOptions {
     /// Also write this attempt's answers as a fixture file here.
     pub record: Option<PathBuf>,
     /// The journal's size limit in bytes; `None` is
-    /// [`DEFAULT_JOURNAL_LIMIT`](super::provider::DEFAULT_JOURNAL_LIMIT).
+    /// [`DEFAULT_JOURNAL_LIMIT`].
     /// A call that would take the journal past it fails with `BUDGET`.
     pub journal_limit: Option<u64>,
 }
@@ -373,7 +373,7 @@ pub struct ResumeOptions {
     pub record: Option<PathBuf>,
     /// The journal's size limit in bytes for this attempt (the journal as
     /// a whole, earlier attempts included); `None` is
-    /// [`DEFAULT_JOURNAL_LIMIT`](super::provider::DEFAULT_JOURNAL_LIMIT).
+    /// [`DEFAULT_JOURNAL_LIMIT`].
     pub journal_limit: Option<u64>,
 }
 

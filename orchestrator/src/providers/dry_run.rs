@@ -115,10 +115,10 @@ impl SubagentProvider for DryRunProvider {
 /// Local `$ref`s are resolved against `schema` itself; nothing outside it
 /// is read.
 ///
-/// The search is bounded by [`MAX_NODES`] nodes in all: a schema whose
+/// The search is bounded by `MAX_NODES` nodes in all: a schema whose
 /// optional properties refer back to it (`{"properties": {"a": {"$ref":
 /// "#"}, "b": {"$ref": "#"}}}`) would otherwise be expanded two ways at
-/// every one of [`MAX_DEPTH`] levels, 2^64 nodes, each compiling a
+/// every one of `MAX_DEPTH` levels, 2^64 nodes, each compiling a
 /// validator, and the dry-run answer (polled inline by the supervisor)
 /// never came. Past the bound optional parts are left out, so such a
 /// schema still gets its smallest value.
