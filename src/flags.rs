@@ -55,6 +55,13 @@ pub enum WorkflowCmd {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// List the saved workflows (`run NAME`, `workflow("NAME")`) and where each came from.
+    List {
+        /// Configuration file (default: dsh.toml from the working directory upward); its
+        /// directory's `workflows/` is searched last.
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
 }
 
 /// `--events`: how events are shown on stderr.
@@ -99,7 +106,7 @@ impl ValueEnum for SandboxArg {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The script (.ts, .mts, .js, .mjs).
+    /// The script (.ts, .mts, .js, .mjs), or the name of a saved workflow (`dsh workflow list`).
     pub script: PathBuf,
     /// The script's `args` as JSON.
     #[arg(long, value_name = "JSON", group = "input")]

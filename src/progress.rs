@@ -23,8 +23,15 @@ pub fn line(event: &Event, color: bool) -> String {
             esc(&meta.description),
             event.run_id
         ),
-        EventKind::Phase { title } => format!("{t} {bold}phase{reset} {}", esc(title)),
-        EventKind::Log { message } => format!("{t} log {}", esc(message)),
+        EventKind::Phase { title, workflow } => format!(
+            "{t} {bold}phase{reset} {}{}",
+            esc(title),
+            workflow
+                .as_ref()
+                .map(|w| format!(" (in {})", esc(w)))
+                .unwrap_or_default()
+        ),
+        EventKind::Log { message, .. } => format!("{t} log {}", esc(message)),
         EventKind::Warning { message, path } => {
             format!(
                 "{t} {yellow}warning{reset} {}",

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use dsh_orchestrator::catalog::Catalog;
 use dsh_orchestrator::config::{self, Config};
 use dsh_orchestrator::files;
 use dsh_orchestrator::journal::ProviderSpec;
@@ -66,10 +67,13 @@ pub fn build(a: &RunArgs) -> Result<(StartRequest, ProviderSpec), CliError> {
     let limits = limits(a, config.workflow.limits())?;
     let args = args(a)?;
 
-    let mut req = StartRequest::from_path(&a.script, &limits)?
+    let catalog = catalog(&config);
+    let script = script_path(&a.script, &catalog)?;
+    let mut req = StartRequest::from_path(&script, &limits)?
+        .with_catalog(catalog.with_max_script_bytes(limits.max_script_bytes))
         .with_limits(limits)
         .with_args(args)
-        .with_meta_fallback(Meta::default_for(&a.script))
+        .with_meta_fallback(Meta::default_for(&script))
         .with_worker(worker()?)
         .with_sandbox(sandbox);
     let spec = if a.dry_run {
@@ -261,6 +265,97 @@ pub fn resume_provider(
             )));
         }
     })
+}
+
+/// The saved workflows of the CLI: the project's `.claude/workflows/` (the
+/// working directory's), the user's `~/.claude/workflows/`, then dsh's own
+/// `workflows/` beside the `dsh.toml` in use (or in the working directory
+/// when there is none).
+pub fn catalog(config: &Config) -> Catalog {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let dsh_dir = config
+        .path
+        .as_deref()
+        .and_then(Path::parent)
+        .map_or_else(|| cwd.clone(), Path::to_path_buf)
+        .join("workflows");
+    Catalog::standard(&cwd, home.as_deref(), Some(&dsh_dir))
+}
+
+/// The catalog for a command that has only the `--config` flag.
+pub fn catalog_for(config_flag: Option<&Path>) -> Result<Catalog, CliError> {
+    Ok(catalog(&load_config(config_flag)?))
+}
+
+/// The script `run` names: a file, or — when no such file exists and the
+/// argument is a bare name (no directory, no extension) — the saved
+/// workflow of that name.
+fn script_path(arg: &Path, catalog: &Catalog) -> Result<PathBuf, CliError> {
+    let bare = arg.components().count() == 1 && arg.extension().is_none();
+    if !bare || arg.exists() {
+        return Ok(arg.to_path_buf());
+    }
+    let name = arg.to_string_lossy();
+    if let Some(entry) = catalog.find(&name) {
+        return Ok(entry.path);
+    }
+    let known: Vec<String> = catalog
+        .list()
+        .into_iter()
+        .filter(|e| e.shadowed_by.is_none())
+        .map(|e| e.name)
+        .collect();
+    let dirs: Vec<String> = catalog
+        .dirs()
+        .iter()
+        .map(|d| d.path.display().to_string())
+        .collect();
+    Err(CliError::usage(format!(
+        "{name}: no such file, and no saved workflow has that name ({}; looked in {}); give a          script's path, or see `dsh workflow list`",
+        if known.is_empty() {
+            "there are none".to_string()
+        } else {
+            format!("known: {}", known.join(", "))
+        },
+        dirs.join(", ")
+    )))
+}
+
+/// `dsh workflow list`: every saved workflow, where it came from, and its
+/// meta's description and whenToUse.
+pub fn list(config: Option<&Path>) -> Result<i32, CliError> {
+    let catalog = catalog_for(config)?;
+    let entries = catalog.list();
+    if entries.is_empty() {
+        let dirs: Vec<String> = catalog
+            .dirs()
+            .iter()
+            .map(|d| d.path.display().to_string())
+            .collect();
+        println!("no saved workflows (looked in {})", dirs.join(", "));
+        return Ok(exit::COMPLETED);
+    }
+    for e in &entries {
+        let mut line = format!("{}  ({}: {})", e.name, e.origin.as_str(), e.path.display());
+        if let Some(by) = &e.shadowed_by {
+            line.push_str(&format!("  shadowed by {}", by.display()));
+        }
+        println!("{line}");
+        if let Some(m) = &e.meta {
+            println!("    {}", m.description);
+            if let Some(w) = m.when_to_use.as_deref().filter(|w| !w.is_empty()) {
+                println!("    when to use: {w}");
+            }
+        }
+        if let Some(p) = &e.problem {
+            let first = p.lines().next().unwrap_or_default();
+            println!("    cannot run: {first}");
+        }
+    }
+    Ok(exit::COMPLETED)
 }
 
 /// `--config PATH`, else `dsh.toml` from the working directory upward,

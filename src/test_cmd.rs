@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dsh_orchestrator::catalog::Catalog;
 use dsh_orchestrator::events::Event;
 use dsh_orchestrator::files;
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
@@ -424,11 +425,23 @@ fn request(case: &Case, settings: &Settings) -> Result<StartRequest, String> {
         .with_args(args)
         .with_meta_fallback(Meta::default_for(&case.script))
         .with_worker(settings.worker.clone())
-        .with_provider(Arc::new(provider));
+        .with_provider(Arc::new(provider))
+        .with_catalog(test_catalog(&case.script));
     if let Some(name) = case.script.file_name() {
         req.script_name = name.to_string_lossy().into_owned();
     }
     Ok(req)
+}
+
+/// The saved workflows a test case sees: the `.claude/workflows/` beside
+/// its script only — never the user's own, nor the working directory's, so
+/// a test means the same wherever and by whomever it is run.
+fn test_catalog(script: &Path) -> Catalog {
+    let dir = script
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    Catalog::standard(dir, None, None)
 }
 
 fn compare(case: &Case, expected: &Expected, actual: &Actual) -> Verdict {

@@ -95,11 +95,17 @@ pub enum EventKind {
     Phase {
         /// The phase's title, as the script gave it.
         title: String,
+        /// The nested workflow that set it (`workflow()`), by name; `None`
+        /// for the run's own script.
+        workflow: Option<String>,
     },
     /// `workflow/log`: the script logged a line (`log()`, `console`).
     Log {
         /// The logged text.
         message: String,
+        /// The nested workflow that logged it, by name; `None` for the
+        /// run's own script.
+        workflow: Option<String>,
     },
     /// `workflow/warning`: the runtime accepted something dubious the way
     /// Claude Code does (an unknown option, a lossy value) and says so,
@@ -124,6 +130,9 @@ pub enum EventKind {
         child_id: String,
         /// Whether the answer is live, replayed or a dry run.
         origin: ChildOrigin,
+        /// The nested workflow that made the call, by name; `None` for the
+        /// run's own script.
+        workflow: Option<String>,
     },
     /// `workflow/agent-end`: the child of an `agent-start` settled; every
     /// `agent-start` gets exactly one, before `workflow/end`.
@@ -146,6 +155,8 @@ pub enum EventKind {
         reason: Option<String>,
         /// A worktree the child changed, kept for the user.
         worktree: Option<crate::provider::KeptWorktree>,
+        /// The nested workflow that made the call, as in its `agent-start`.
+        workflow: Option<String>,
     },
     /// `workflow/end`: the run settled; always the last event, carrying
     /// the same fields as the [`RunResult`](crate::RunResult).
@@ -179,8 +190,12 @@ impl Event {
         const OVERHEAD: usize = 256;
         let strings = match &self.kind {
             EventKind::Start { .. } => 0,
-            EventKind::Phase { title } => title.len(),
-            EventKind::Log { message } => message.len(),
+            EventKind::Phase { title, workflow } => {
+                title.len() + workflow.as_ref().map_or(0, String::len)
+            }
+            EventKind::Log { message, workflow } => {
+                message.len() + workflow.as_ref().map_or(0, String::len)
+            }
             EventKind::Warning { message, path } => {
                 message.len() + path.as_ref().map_or(0, String::len)
             }
@@ -232,11 +247,13 @@ impl Event {
                     serde_json::to_value(meta).unwrap_or(Value::Null),
                 );
             }
-            EventKind::Phase { title } => {
+            EventKind::Phase { title, workflow } => {
                 m.insert("title".into(), title.as_str().into());
+                insert_workflow(&mut m, workflow);
             }
-            EventKind::Log { message } => {
+            EventKind::Log { message, workflow } => {
                 m.insert("message".into(), message.as_str().into());
+                insert_workflow(&mut m, workflow);
             }
             EventKind::Warning { message, path } => {
                 m.insert("message".into(), message.as_str().into());
@@ -250,12 +267,14 @@ impl Event {
                 phase,
                 child_id,
                 origin,
+                workflow,
             } => {
                 m.insert("seq".into(), (*seq).into());
                 m.insert("label".into(), label.as_str().into());
                 m.insert("phase".into(), phase.clone().into());
                 m.insert("childId".into(), child_id.as_str().into());
                 insert_origin(&mut m, *origin);
+                insert_workflow(&mut m, workflow);
             }
             EventKind::AgentEnd {
                 seq,
@@ -267,6 +286,7 @@ impl Event {
                 usage,
                 reason,
                 worktree,
+                workflow,
             } => {
                 m.insert("seq".into(), (*seq).into());
                 m.insert("label".into(), label.as_str().into());
@@ -289,6 +309,7 @@ impl Event {
                         json!({ "path": w.path.display().to_string(), "branch": w.branch }),
                     );
                 }
+                insert_workflow(&mut m, workflow);
             }
             EventKind::End {
                 stop_reason,
@@ -498,6 +519,13 @@ fn insert_origin(m: &mut Map<String, Value>, origin: ChildOrigin) {
     }
 }
 
+/// `"workflow": NAME` for what a nested workflow did; nothing otherwise.
+fn insert_workflow(m: &mut Map<String, Value>, workflow: &Option<String>) {
+    if let Some(w) = workflow {
+        m.insert("workflow".into(), w.as_str().into());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -505,6 +533,7 @@ mod tests {
     fn log(hub: &Hub, i: usize) {
         hub.emit(EventKind::Log {
             message: format!("line {i}"),
+            workflow: None,
         });
     }
 
@@ -526,6 +555,7 @@ mod tests {
         for i in 0..fits + extra {
             hub.emit(EventKind::Log {
                 message: format!("line {i:07}"),
+                workflow: None,
             });
         }
         end(&hub);
@@ -535,7 +565,7 @@ mod tests {
             got.push(e);
         }
         assert_eq!(got.len(), fits + 1, "the kept events and the end");
-        assert!(matches!(got[0].kind, EventKind::Log { ref message } if message == "line 0000000"));
+        assert!(matches!(got[0].kind, EventKind::Log { ref message, .. } if message == "line 0000000"));
         assert!(matches!(
             got.last().map(|e| &e.kind),
             Some(EventKind::End { .. })

@@ -12,6 +12,8 @@
 //!   Phase / Log / ChildStart …  ───▶   events; start children via the provider
 //!                        ◀──────────   ChildStarted / ChildStartError
 //!                        ◀──────────   ChildSettled / ChildFailed
+//!   WorkflowLoad{target} ──────────▶   find and prepare a nested workflow
+//!                        ◀──────────   WorkflowLoaded / WorkflowLoadError
 //!                        ◀──────────   Cancel{reason}   (any time)
 //!   End{result}          ──────────▶   settle, reap, clean up
 //! ```
@@ -48,11 +50,17 @@ pub enum WorkerMsg {
     Phase {
         /// The phase's title as the script gave it.
         title: String,
+        /// The nested workflow that called it (its name), `None` for the
+        /// run's own script.
+        workflow: Option<String>,
     },
     /// The script called `log()` or `console.*`. The host emits `workflow/log`.
     Log {
         /// The text, as the worker's `log_bytes` budget admitted it.
         message: String,
+        /// The nested workflow that logged it (its name), `None` for the
+        /// run's own script.
+        workflow: Option<String>,
     },
     /// The runtime accepted something dubious the way Claude Code does (an
     /// unknown option, a lossy value) and says so. Sent once per distinct
@@ -72,6 +80,16 @@ pub enum WorkerMsg {
         call_id: CallId,
         /// What to start.
         request: ChildRequest,
+    },
+    /// The script called `workflow(target, args)`: find the nested
+    /// workflow and prepare it. The host answers with exactly one of
+    /// `WorkflowLoaded` / `WorkflowLoadError`; the child then runs inside
+    /// this worker, its `agent()` calls ordinary `ChildStart`s.
+    WorkflowLoad {
+        /// The load's number (its own sequence, not an agent call's).
+        call_id: CallId,
+        /// What the script asked for.
+        target: WorkflowTarget,
     },
     /// The body settled (returned, threw, was cancelled or interrupted).
     /// Sent exactly once; the worker exits right after.
@@ -130,6 +148,46 @@ pub enum HostMsg {
         /// What went wrong.
         message: String,
     },
+    /// The nested workflow of a `WorkflowLoad`, prepared.
+    WorkflowLoaded {
+        /// The load this answers.
+        call_id: CallId,
+        /// The prepared child.
+        workflow: LoadedWorkflow,
+    },
+    /// The nested workflow could not be found or prepared: `workflow()`
+    /// rejects with `code` and `message`.
+    WorkflowLoadError {
+        /// The load this answers.
+        call_id: CallId,
+        /// `INVALID_ARGUMENT` (no such workflow), `SCRIPT_PARSE` or
+        /// `META_INVALID` (the child's file is broken).
+        code: ErrorCode,
+        /// Why, naming the child's file.
+        message: String,
+    },
+}
+
+/// What `workflow()` names: a saved workflow by name, or a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WorkflowTarget {
+    /// `workflow("name")`: looked up among the saved workflows.
+    Name(String),
+    /// `workflow({scriptPath})`: a file, relative to the run's directory.
+    ScriptPath(String),
+}
+
+/// A nested workflow, ready to compile in the worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadedWorkflow {
+    /// Its name (its meta's `name`), as events and log lines show it.
+    pub name: String,
+    /// The name used in its stack traces (its file).
+    pub script_name: String,
+    /// JavaScript that evaluates to a function of the child's own hooks
+    /// `(agent, phase, log, console, workflow, args)` returning the async
+    /// body function.
+    pub script_js: String,
 }
 
 /// The run's input and limits.
@@ -310,6 +368,10 @@ pub struct ChildRequest {
     pub schema_json: Option<String>,
     /// The options that route and shape the call.
     pub options: AgentOptions,
+    /// The nested workflow that made the call (its name), `None` for the
+    /// run's own script.
+    #[serde(default)]
+    pub workflow: Option<String>,
 }
 
 /// The options of an `agent()` call that say who answers it and how, as

@@ -39,6 +39,7 @@ fn request() -> ChildRequest {
             agent_type: Some("x:y".into()),
             isolation: None,
         },
+        workflow: None,
     }
 }
 
@@ -56,8 +57,11 @@ fn a_request_reads_from_the_preludes_json() {
 #[rstest]
 #[case::hello(WorkerMsg::Hello { protocol_version: PROTOCOL_VERSION, pid: 42 })]
 #[case::ready(WorkerMsg::Ready { sandbox: SandboxReport { level: SandboxLevel::Partial, landlock_abi: Some(6), enforced: vec!["fs".into()], missing: vec!["landlock:scope (needs ABI 6)".into()] } })]
-#[case::phase(WorkerMsg::Phase { title: "Review ✓".into() })]
-#[case::log(WorkerMsg::Log { message: "line\nwith newline".into() })]
+#[case::phase(WorkerMsg::Phase { title: "Review ✓".into(), workflow: None })]
+#[case::child_phase(WorkerMsg::Phase { title: "Scan".into(), workflow: Some("child".into()) })]
+#[case::log(WorkerMsg::Log { message: "line\nwith newline".into(), workflow: None })]
+#[case::workflow_load(WorkerMsg::WorkflowLoad { call_id: 1, target: WorkflowTarget::Name("review".into()) })]
+#[case::workflow_load_path(WorkerMsg::WorkflowLoad { call_id: 2, target: WorkflowTarget::ScriptPath("sub/x.js".into()) })]
 #[case::child_start(WorkerMsg::ChildStart { call_id: 7, request: request() })]
 #[case::end_completed(WorkerMsg::End { result: EndResult { outcome: EndOutcome::Completed { value_json: "[1,2]".into() }, agents_started: 3, log_bytes_dropped: 0, sandbox: None } })]
 #[case::end_error(WorkerMsg::End { result: EndResult { outcome: EndOutcome::Failed { error: WireError { code: ErrorCode::ScriptError, message: "boom".into() } }, agents_started: 0, log_bytes_dropped: 9, sandbox: None } })]
@@ -83,6 +87,8 @@ fn worker_messages_round_trip(#[case] msg: WorkerMsg) {
 #[case::settled_failed(HostMsg::ChildSettled { call_id: 1, outcome: ChildOutcome::Failed("refused".into()), usage: None })]
 #[case::settled_cancelled(HostMsg::ChildSettled { call_id: 1, outcome: ChildOutcome::Cancelled, usage: None })]
 #[case::failed(HostMsg::ChildFailed { call_id: 2, message: "reset".into() })]
+#[case::workflow_loaded(HostMsg::WorkflowLoaded { call_id: 1, workflow: LoadedWorkflow { name: "review".into(), script_name: ".claude/workflows/review.js".into(), script_js: "(function () {})".into() } })]
+#[case::workflow_load_error(HostMsg::WorkflowLoadError { call_id: 1, code: ErrorCode::InvalidArgument, message: "no workflow".into() })]
 fn host_messages_round_trip(#[case] msg: HostMsg) {
     let bytes = encode(&msg, DEFAULT_MAX_FRAME_BYTES).expect("encode");
     let mut buf = FrameBuffer::new(DEFAULT_MAX_FRAME_BYTES);
@@ -159,6 +165,7 @@ fn truncated_stream_is_reported_at_finish() {
     let bytes = encode(
         &WorkerMsg::Log {
             message: "hello".into(),
+            workflow: None,
         },
         1024,
     )
@@ -209,6 +216,7 @@ fn trailing_bytes_after_a_message_are_rejected() {
 fn sender_refuses_frames_over_the_limit() {
     let msg = WorkerMsg::Log {
         message: "x".repeat(2000),
+        workflow: None,
     };
     assert!(matches!(
         encode(&msg, 1000),

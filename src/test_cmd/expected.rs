@@ -129,8 +129,8 @@ impl Actual {
                     outcome,
                     ..
                 } => agents.push((*seq, json!({ "label": label, "outcome": outcome.as_str() }))),
-                EventKind::Log { message } => logs.push(Value::from(message.as_str())),
-                EventKind::Phase { title } => phases.push(Value::from(title.as_str())),
+                EventKind::Log { message, .. } => logs.push(Value::from(message.as_str())),
+                EventKind::Phase { title, .. } => phases.push(Value::from(title.as_str())),
                 _ => {}
             }
         }

@@ -71,6 +71,9 @@ pub struct StartRequest {
     pub pool: Option<Arc<crate::pool::WorkerPool>>,
     /// The run's id; a fresh one is made when `None`.
     pub run_id: Option<String>,
+    /// Where `workflow()` finds nested workflows; with `None` every
+    /// `workflow()` call rejects (reading files for a script is opt-in).
+    pub catalog: Option<Arc<crate::catalog::Catalog>>,
 }
 
 impl StartRequest {
@@ -92,6 +95,7 @@ impl StartRequest {
             worker: None,
             pool: None,
             run_id: None,
+            catalog: None,
         }
     }
 
@@ -154,6 +158,12 @@ impl StartRequest {
         self.limits = limits;
         self
     }
+    /// Lets the script's `workflow()` find nested workflows in `catalog`.
+    pub fn with_catalog(mut self, catalog: crate::catalog::Catalog) -> Self {
+        self.catalog = Some(Arc::new(catalog));
+        self
+    }
+
     /// Sets the provider that answers `agent()` calls.
     pub fn with_provider(mut self, provider: Arc<dyn SubagentProvider>) -> Self {
         self.provider = Some(provider);
@@ -376,6 +386,7 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         args,
         limits: request.limits,
         provider: request.provider,
+        catalog: request.catalog,
         sandbox: request.sandbox,
         process,
         socket,

@@ -156,6 +156,17 @@ impl PreparedScript {
         self.mapping.original_position(line, column)
     }
 
+    /// The code of this script as a nested workflow: a function of the
+    /// child's own hooks `(agent, phase, log, console, workflow, args)`
+    /// that returns the async body function. The parameters shadow the
+    /// globals of the same names for the child's body only; the body keeps
+    /// its lines (the wrapper stays on the first line), so
+    /// [`PreparedScript::map_positions`] still applies.
+    pub fn nested_code(&self) -> String {
+        let body = self.code.strip_prefix(strip::PREFIX).unwrap_or(&self.code);
+        format!("{NESTED_PREFIX}{body}{NESTED_SUFFIX}")
+    }
+
     /// Rewrites every `<display_name>:<line>:<col>` in `text` (an engine stack
     /// trace or error message) to original positions; occurrences that cannot
     /// be mapped are left as they are.
@@ -165,6 +176,13 @@ impl PreparedScript {
         })
     }
 }
+
+/// The first line of [`PreparedScript::nested_code`]: it replaces
+/// [`strip::PREFIX`] and, like it, ends with the line's only newline.
+const NESTED_PREFIX: &str =
+    "(function (agent, phase, log, console, workflow, args) { return (async function () {\n";
+/// What closes [`NESTED_PREFIX`] after the body's own closing.
+const NESTED_SUFFIX: &str = "; })";
 
 /// Why a workflow file cannot run.
 #[derive(Debug, thiserror::Error)]

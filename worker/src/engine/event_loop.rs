@@ -242,6 +242,46 @@ impl<'js> Loop<'_, 'js> {
             HostMsg::ChildFailed { call_id, message } => {
                 self.slice(|| d.call::<_, ()>(("failed", call_id as f64, message)));
             }
+            HostMsg::WorkflowLoaded { call_id, workflow } => {
+                // The host prepared the child, so its code compiles; if the
+                // engine refuses it anyway, workflow() rejects saying so.
+                let compiled: rquickjs::Result<rquickjs::Value> = self
+                    .ctx
+                    .eval_with_options(workflow.script_js.as_str(), eval_opts(&workflow.script_name));
+                match compiled {
+                    Ok(outer) => self.slice(|| {
+                        d.call::<_, ()>(("workflowLoaded", call_id as f64, outer, workflow.name))
+                    }),
+                    Err(_) => {
+                        let why = self.ctx.catch();
+                        let why = why
+                            .as_exception()
+                            .and_then(|e| e.message())
+                            .unwrap_or_else(|| "the engine refused it".into());
+                        let message = format!(
+                            "workflow(): {}: the engine rejected the prepared script: {why}",
+                            workflow.script_name
+                        );
+                        self.slice(|| {
+                            d.call::<_, ()>((
+                                "workflowError",
+                                call_id as f64,
+                                ErrorCode::ScriptParse.as_str(),
+                                message,
+                            ))
+                        });
+                    }
+                }
+            }
+            HostMsg::WorkflowLoadError {
+                call_id,
+                code,
+                message,
+            } => {
+                self.slice(|| {
+                    d.call::<_, ()>(("workflowError", call_id as f64, code.as_str(), message))
+                });
+            }
             // Out of place here; a confused host is not a reason to crash.
             HostMsg::Init(_) | HostMsg::Go => {}
         }

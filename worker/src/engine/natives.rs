@@ -5,7 +5,7 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use dsh_protocol::{ChildRequest, EndOutcome, ErrorCode, WorkerMsg, schema};
+use dsh_protocol::{ChildRequest, EndOutcome, ErrorCode, WorkerMsg, WorkflowTarget, schema};
 use rquickjs::{Ctx, Function, Object};
 use serde_json::Value;
 
@@ -17,17 +17,17 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
     let s = shared.clone();
     n.set(
         "phase",
-        Function::new(ctx.clone(), move |title: String| {
-            s.send(&WorkerMsg::Phase { title });
+        Function::new(ctx.clone(), move |title: String, workflow: Option<String>| {
+            s.send(&WorkerMsg::Phase { title, workflow });
         })?,
     )?;
 
     let s = shared.clone();
     n.set(
         "log",
-        Function::new(ctx.clone(), move |message: String| {
+        Function::new(ctx.clone(), move |message: String, workflow: Option<String>| {
             if let Some(message) = s.log_budget.borrow_mut().admit(message) {
-                s.send(&WorkerMsg::Log { message });
+                s.send(&WorkerMsg::Log { message, workflow });
             }
         })?,
     )?;
@@ -67,6 +67,23 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
                 Ok(())
             },
         )?,
+    )?;
+
+    // workflow(): the prelude has checked the target's shape; `kind` is
+    // "name" or "path".
+    let s = shared.clone();
+    n.set(
+        "workflowLoad",
+        Function::new(ctx.clone(), move |id: f64, kind: String, value: String| {
+            let target = match kind.as_str() {
+                "path" => WorkflowTarget::ScriptPath(value),
+                _ => WorkflowTarget::Name(value),
+            };
+            s.send(&WorkerMsg::WorkflowLoad {
+                call_id: id as u64,
+                target,
+            });
+        })?,
     )?;
 
     let s = shared.clone();

@@ -256,6 +256,9 @@
   let queueHead = 0;
   let queueTail = 0;
   let calls = create(null); // callId -> call record, until settled
+  let loads = create(null); // workflow() load id -> { resolve, reject, argsJson }, until answered
+  let nextLoadId = 1;
+  const runsOfWorkflow = create(null); // nested workflow name -> times started
 
   function cancelledError() {
     return fatal(cancelCode, cancelMessage);
@@ -868,6 +871,12 @@
   }
 
   function agent(prompt, options) {
+    return agentFor(null, prompt, options);
+  }
+
+  // One agent() call; `child` is the nested workflow making it (its name
+  // and the phase its calls are grouped under), null for the run's script.
+  function agentFor(child, prompt, options) {
     return new PromiseCtor(function (resolve, reject) {
       if (cancelled) throw cancelledError();
       if (typeof prompt !== "string") {
@@ -883,7 +892,9 @@
         __proto__: null,
         prompt,
         label: "label" in plain ? plain.label : defaultLabel(prompt),
-        phase: "phase" in plain ? plain.phase : currentPhase,
+        // A nested workflow's calls are grouped under it, as Claude Code
+        // groups them, whatever phase the child names.
+        phase: child !== null ? child.phase : "phase" in plain ? plain.phase : currentPhase,
         schema: schemaJson,
         options: {
           __proto__: null,
@@ -893,6 +904,7 @@
           agentType: "agentType" in plain ? plain.agentType : null,
           isolation: "isolation" in plain ? plain.isolation : null,
         },
+        workflow: child !== null ? child.name : null,
       };
       const requestJson = plainJson(request);
       // UTF-16 length × 3 bounds the UTF-8 size; ask for the exact size only near the limit.
@@ -984,6 +996,10 @@
 
   function deliver(kind, callId, a, b, c) {
     if (typeof callId !== "number" || typeof kind !== "string") return;
+    if (kind === "workflowLoaded" || kind === "workflowError") {
+      deliverLoad(kind, callId, a, b);
+      return;
+    }
     const call = calls[callId];
     if (call === undefined || !call.started) return;
     const f = deliverers[kind];
@@ -1066,16 +1082,27 @@
   // Runs `start(i)` for every index at once and resolves with the results
   // in input order. An ordinary throw (a call that could not be made
   // included) makes that item null, logged as `<name>[i] failed: …` when
-  // `name` is given; the first run-level stop rejects the whole call.
+  // `name` is given — once every item settled, in index order, as Claude
+  // Code logs them; the first run-level stop rejects the whole call.
   function gather(n, resolve, reject, start, name) {
     const results = [];
     for (let i = 0; i < n; i++) append(results, null);
+    const failures = create(null); // index -> failure text
     let remaining = n;
     let failed = false;
     if (n === 0) {
       resolve(results);
       return;
     }
+    const settleOne = function () {
+      if (--remaining !== 0 || failed) return;
+      if (name !== undefined && !cancelled) {
+        for (let i = 0; i < n; i++) {
+          if (failures[i] !== undefined) N.log(name + "[" + i + "] failed: " + failures[i], null);
+        }
+      }
+      resolve(results);
+    };
     // Never rejects: every outcome is handled here.
     const one = async function (i) {
       let v;
@@ -1089,11 +1116,11 @@
           }
           return;
         }
-        if (name !== undefined && !cancelled) N.log(name + "[" + i + "] failed: " + failureText(e));
+        failures[i] = failureText(e);
         v = null;
       }
       results[i] = v;
-      if (--remaining === 0 && !failed) resolve(results);
+      settleOne();
     };
     for (let i = 0; i < n; i++) one(i);
   }
@@ -1117,7 +1144,7 @@
     }
     if (title.length === 0) warn("phase(): the title is empty; accepted, as Claude Code accepts it", "phase");
     currentPhase = title;
-    N.phase(title);
+    N.phase(title, null);
   }
 
   function log(message) {
@@ -1126,18 +1153,138 @@
       warn("log(): the message is " + typeName(message) + ", not a string; logged as its text form, as Claude Code does", "log");
       message = ccText(message);
     }
-    N.log(message);
+    N.log(message, null);
   }
 
-  function consoleMethod() {
+  // `prefix` and `workflow`: a nested workflow's "[name] " and name; ""
+  // and null for the run's script.
+  function consoleMethod(prefix, workflow) {
     return function () {
       if (cancelled) return; // narration after a cancel is dropped
       let line = "";
       for (let i = 0; i < arguments.length; i++) {
         line = i === 0 ? formatValue(arguments[i]) : line + " " + formatValue(arguments[i]);
       }
-      N.log(line);
+      N.log(prefix + line, workflow);
     };
+  }
+
+  function consoleFor(prefix, workflow) {
+    const c = {};
+    const names = ["log", "info", "warn", "error", "debug"];
+    for (let i = 0; i < names.length; i++) defineData(c, names[i], consoleMethod(prefix, workflow));
+    return c;
+  }
+
+  // ---------------------------------------------------------------- nested workflows
+
+  // workflow(name | {scriptPath}, args): the host finds and prepares the
+  // child; it runs here, in this engine, with hooks of its own — so it
+  // shares the run's concurrency slots, agent count, budget and cancel —
+  // and one level deep only.
+  function readTarget(target) {
+    if (typeof target === "string") return { __proto__: null, kind: "name", value: target };
+    if (target !== null && typeof target === "object" && !isArray(target)) {
+      let p;
+      try {
+        p = target.scriptPath;
+      } catch (_) {
+        p = undefined;
+      }
+      if (typeof p === "string") return { __proto__: null, kind: "path", value: p };
+    }
+    return null;
+  }
+
+  function workflow(target, childArgs) {
+    return new PromiseCtor(function (resolve, reject) {
+      if (cancelled) throw cancelledError();
+      const t = readTarget(target);
+      if (t === null) {
+        throw fatal("INVALID_ARGUMENT", "workflow(): expected a saved workflow's name (a string) or " +
+          "{scriptPath: string}, got " + typeName(target));
+      }
+      // The child's args leave this script as any value does (§5) and
+      // reach the child as a fresh copy.
+      const argsJson = childArgs === undefined ? undefined : toJsonText(childArgs, "args", "INVALID_ARGUMENT");
+      const id = nextLoadId++;
+      loads[id] = { __proto__: null, resolve, reject, argsJson };
+      N.workflowLoad(id, t.kind, t.value);
+    });
+  }
+
+  function nestedWorkflow() {
+    return new PromiseCtor(function () {
+      if (cancelled) throw cancelledError();
+      throw fatal("INVALID_ARGUMENT", "workflow(): a nested workflow cannot start another one; nesting " +
+        "is one level deep (as in Claude Code): call the inner workflow from the parent, or its agents directly");
+    });
+  }
+
+  function deliverLoad(kind, id, a, b) {
+    const load = loads[id];
+    if (load === undefined) return;
+    delete loads[id];
+    if (kind === "workflowError") {
+      load.reject(fatal(typeof a === "string" ? a : "INVALID_ARGUMENT", safeString(b)));
+      return;
+    }
+    if (typeof a !== "function" || typeof b !== "string") return;
+    runChild(load, a, b);
+  }
+
+  // Never rejects by itself: the outcome goes to the workflow() promise.
+  async function runChild(load, outer, name) {
+    let v;
+    try {
+      v = await childBody(load, outer, name);
+    } catch (e) {
+      load.reject(e);
+      return;
+    }
+    load.resolve(v);
+  }
+
+  async function childBody(load, outer, name) {
+    const count = (runsOfWorkflow[name] === undefined ? 0 : runsOfWorkflow[name]) + 1;
+    runsOfWorkflow[name] = count;
+    const child = { __proto__: null, name, phase: count === 1 ? "\u25b8 " + name : "\u25b8 " + name + " #" + count };
+    const prefix = "[" + name + "] ";
+    const childAgent = function agent(prompt, options) {
+      return agentFor(child, prompt, options);
+    };
+    const childPhase = function phase(title) {
+      if (cancelled) throw cancelledError();
+      if (typeof title !== "string") {
+        warn("phase(): the title is " + typeName(title) + ", not a string; used as its text form, as Claude Code does", "phase");
+        title = ccText(title);
+      }
+      // Shown attributed to the child; its agents stay grouped under it.
+      N.phase(title, name);
+    };
+    const childLog = function log(message) {
+      if (cancelled) throw cancelledError();
+      if (typeof message !== "string") {
+        warn("log(): the message is " + typeName(message) + ", not a string; logged as its text form, as Claude Code does", "log");
+        message = ccText(message);
+      }
+      N.log(prefix + message, name);
+    };
+    const childArgs = load.argsJson === undefined ? undefined : parse(load.argsJson);
+    N.log("\u25b8 running dynamic workflow " + name, name);
+    let v;
+    try {
+      const body = apply(outer, undefined, [childAgent, childPhase, childLog, consoleFor(prefix, name), nestedWorkflow, childArgs]);
+      v = await body();
+    } catch (e) {
+      if (!cancelled) N.log("\u25b8 " + name + " failed: " + describeThrown(e), name);
+      throw e;
+    }
+    if (!cancelled) N.log("\u25b8 " + name + " done", name);
+    // The child's value leaves it as a run's value does (§5); the parent
+    // gets a fresh copy. Undefined stays undefined, as in Claude Code.
+    if (v === undefined) return undefined;
+    return parse(toJsonText(v, "value", "RESULT_UNSERIALIZABLE"));
   }
 
   // ---------------------------------------------------------------- timers
@@ -1209,10 +1356,8 @@
   install("WorkflowError", WorkflowError);
   install("setTimeout", setTimeout);
   install("clearTimeout", clearTimeout);
-  const consoleObject = {};
-  const consoleNames = ["log", "info", "warn", "error", "debug"];
-  for (let i = 0; i < consoleNames.length; i++) consoleObject[consoleNames[i]] = consoleMethod();
-  install("console", consoleObject);
+  install("workflow", workflow);
+  install("console", consoleFor("", null));
 
   // ---------------------------------------------------------------- settling the body
 
@@ -1313,6 +1458,10 @@
     const ids = objectKeys(waiting);
     calls = create(null);
     for (let i = 0; i < ids.length; i++) waiting[ids[i]].reject(cancelledError());
+    const loading = loads;
+    const loadIds = objectKeys(loading);
+    loads = create(null);
+    for (let i = 0; i < loadIds.length; i++) loading[loadIds[i]].reject(cancelledError());
   }
 
   function isEnded() {

@@ -63,6 +63,7 @@ pub(super) fn msg_name(msg: &WorkerMsg) -> &'static str {
         WorkerMsg::Log { .. } => "Log",
         WorkerMsg::Warning { .. } => "Warning",
         WorkerMsg::ChildStart { .. } => "ChildStart",
+        WorkerMsg::WorkflowLoad { .. } => "WorkflowLoad",
         WorkerMsg::End { .. } => "End",
     }
 }
@@ -82,7 +83,13 @@ mod tests {
         assert!(e.contains("protocol version"), "{e}");
         let e = check_hello(&hello(PROTOCOL_VERSION, 8), 7).expect_err("pid");
         assert!(e.contains("pid 8"), "{e}");
-        let e = check_hello(&WorkerMsg::Phase { title: "x".into() }, 7).expect_err("not hello");
+        let e = check_hello(
+            &WorkerMsg::Phase {
+                title: "x".into(),
+                workflow: None,
+            },
+            7,
+        ).expect_err("not hello");
         assert!(e.contains("unexpected message Phase"), "{e}");
     }
 }

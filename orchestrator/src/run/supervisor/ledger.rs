@@ -25,6 +25,11 @@ pub(super) enum Internal {
         call_id: CallId,
         res: Result<ChildOutcome, ResultFault>,
     },
+    /// A `workflow()` child was found and prepared, or not.
+    WorkflowLoaded {
+        call_id: CallId,
+        res: Result<crate::catalog::Loaded, crate::catalog::LoadError>,
+    },
 }
 
 /// A call as the host tracks it.
@@ -32,6 +37,8 @@ pub(super) struct CallInfo {
     label: String,
     phase: Option<String>,
     schema: Option<Value>,
+    /// The nested workflow that made the call.
+    workflow: Option<String>,
 }
 
 /// A child whose `agent-start` was emitted and whose `agent-end` was not yet.
@@ -115,6 +122,7 @@ impl Supervisor {
                 label: shown_label(&req.label),
                 phase: req.phase.as_deref().map(shown_label),
                 schema: schema.clone(),
+                workflow: req.workflow.as_deref().map(shown_label),
             },
         );
         let request = AgentRequest {
@@ -144,6 +152,7 @@ impl Supervisor {
 
     pub(super) fn on_internal(&mut self, ev: Internal) {
         match ev {
+            Internal::WorkflowLoaded { call_id, res } => self.on_workflow_loaded(call_id, res),
             Internal::Started { call_id, res } => {
                 let Some(info) = self.ledger.pending.remove(&call_id) else {
                     return;
@@ -161,6 +170,7 @@ impl Supervisor {
                             phase: info.phase.clone(),
                             child_id,
                             origin: child.origin(),
+                            workflow: info.workflow.clone(),
                         });
                         if self.phase.is_cancelling() {
                             child.cancel();
@@ -272,6 +282,7 @@ impl Supervisor {
             usage,
             reason: reason.map(|r| shown(&r, MAX_REASON_CHARS)),
             worktree: live.child.kept_worktree(),
+            workflow: live.info.workflow.clone(),
         });
     }
 }

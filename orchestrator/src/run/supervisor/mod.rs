@@ -7,6 +7,7 @@
 //! - [`ledger`]: the children — starting them through the provider,
 //!   announcing them, settling them, pairing every `agent-start`;
 //! - [`cancel`]: the cancel path (both channels, the grace);
+//! - [`nested`]: `workflow()` — loading nested workflows for the worker;
 //! - [`settle`]: the one path every end of a run takes — the result,
 //!   stray children, stopping and reaping the worker;
 //! - [`stderr`]: the worker's stderr into tracing.
@@ -19,6 +20,7 @@ mod cancel;
 mod connection;
 pub(crate) mod handshake;
 mod ledger;
+mod nested;
 mod settle;
 mod stderr;
 
@@ -141,6 +143,7 @@ pub(crate) struct Parts {
     pub args: dsh_protocol::Args,
     pub limits: Limits,
     pub provider: Option<Arc<dyn SubagentProvider>>,
+    pub catalog: Option<Arc<crate::catalog::Catalog>>,
     pub sandbox: dsh_protocol::SandboxPolicy,
     pub process: ProcessGroup,
     pub socket: tokio::net::UnixStream,
@@ -159,6 +162,7 @@ pub(crate) struct Supervisor {
     args: dsh_protocol::Args,
     limits: Limits,
     provider: Option<Arc<dyn SubagentProvider>>,
+    catalog: Option<Arc<crate::catalog::Catalog>>,
     sandbox_policy: dsh_protocol::SandboxPolicy,
     process: ProcessGroup,
     conn: Connection,
@@ -175,6 +179,7 @@ pub(crate) struct Supervisor {
     tasks: JoinSet<()>,
     ledger: Ledger,
     narration: Narration,
+    nested: nested::Nested,
     sandbox: Option<SandboxReport>,
     wall_deadline: Option<Instant>,
     startup_deadline: Instant,
@@ -197,6 +202,7 @@ impl Supervisor {
             args: p.args,
             limits: p.limits,
             provider: p.provider,
+            catalog: p.catalog,
             sandbox_policy: p.sandbox,
             process: p.process,
             conn: Connection::new(p.socket),
@@ -211,6 +217,7 @@ impl Supervisor {
             tasks: JoinSet::new(),
             ledger: Ledger::default(),
             narration: Narration::default(),
+            nested: nested::Nested::default(),
             sandbox: None,
         };
         if p.hello == Hello::Checked {
@@ -412,7 +419,7 @@ impl Supervisor {
                 }
                 Some(Claim::End(result))
             }
-            (None, WorkerMsg::Phase { title }) if self.phase.body_may_run() => {
+            (None, WorkerMsg::Phase { title, workflow }) if self.phase.body_may_run() => {
                 // The host bounds narration itself rather than trusting the
                 // worker's budget: a hostile worker cannot grow the event
                 // history without limit.
@@ -420,6 +427,7 @@ impl Supervisor {
                 if !self.phase.is_cancelling() && self.narration.phases <= MAX_PHASE_EVENTS {
                     self.hub.emit(EventKind::Phase {
                         title: crate::events::shown_label(&title),
+                        workflow: workflow.as_deref().map(crate::events::shown_label),
                     });
                 }
                 None
@@ -440,17 +448,24 @@ impl Supervisor {
                 }
                 None
             }
-            (None, WorkerMsg::Log { message }) if self.phase.body_may_run() => {
+            (None, WorkerMsg::Log { message, workflow }) if self.phase.body_may_run() => {
                 // Counted like the worker counts: newlines are free.
                 self.narration.log_bytes += message.bytes().filter(|b| *b != b'\n').count() as u64;
                 let allowed = self.limits.log_bytes + LOG_MARKER_SLACK;
                 if !self.phase.is_cancelling() && self.narration.log_bytes <= allowed {
-                    self.hub.emit(EventKind::Log { message });
+                    self.hub.emit(EventKind::Log {
+                        message,
+                        workflow: workflow.as_deref().map(crate::events::shown_label),
+                    });
                 }
                 None
             }
             (None, WorkerMsg::ChildStart { call_id, request }) if self.phase.body_may_run() => {
                 self.on_child_start(call_id, request)
+            }
+            (None, WorkerMsg::WorkflowLoad { call_id, target }) if self.phase.body_may_run() => {
+                self.on_workflow_load(call_id, target);
+                None
             }
             (_, msg) => violation(format_args!(
                 "unexpected message {} at this point",

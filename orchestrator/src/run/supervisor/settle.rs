@@ -170,7 +170,7 @@ impl Supervisor {
                 }
             }
             EndOutcome::Failed { error: e } | EndOutcome::Cancelled { error: e } => {
-                let error = RunError::new(e.code, self.prepared.map_positions(&e.message));
+                let error = RunError::new(e.code, self.map_positions(&e.message));
                 RunResult::failed(stop, error, end.agents_started)
             }
         };
@@ -222,7 +222,7 @@ impl Supervisor {
                         disposals.spawn(async move { child.dispose().await });
                     }
                 }
-                Ok(Some(Internal::Settled { .. })) => {}
+                Ok(Some(Internal::Settled { .. } | Internal::WorkflowLoaded { .. })) => {}
                 Ok(None) | Err(_) => break,
             }
         }
