@@ -250,7 +250,13 @@ impl<'js> Loop<'_, 'js> {
                     .eval_with_options(workflow.script_js.as_str(), eval_opts(&workflow.script_name));
                 match compiled {
                     Ok(outer) => self.slice(|| {
-                        d.call::<_, ()>(("workflowLoaded", call_id as f64, outer, workflow.name))
+                        d.call::<_, ()>((
+                            "workflowLoaded",
+                            call_id as f64,
+                            outer,
+                            workflow.name,
+                            workflow.script_name,
+                        ))
                     }),
                     Err(_) => {
                         let why = self.ctx.catch();

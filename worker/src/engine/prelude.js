@@ -148,6 +148,8 @@
   const maxTotalAgents = limits.maxTotalAgents;
   const maxItemsPerCall = limits.maxItemsPerCall;
   const scriptName = init.scriptName;
+  // The run's script, then each nested workflow's file as it is loaded.
+  const scriptNames = [scriptName];
   const maxRequestBytes = init.maxRequestBytes;
   const budgetTotal = init.budget;
   const memoryBytes = init.memoryBytes;
@@ -487,6 +489,8 @@
   }
 
   // The first position inside the script file, from an engine stack.
+  // The innermost frame of the run's script or of a nested workflow's
+  // file: `file:line:col` as the engine reports it (the host maps it back).
   function scriptPosition(e) {
     let stack;
     try {
@@ -495,20 +499,27 @@
       return null;
     }
     if (typeof stack !== "string") return null;
-    const marker = scriptName + ":";
-    let at = strIndexOf(stack, marker, 0);
-    while (at !== -1) {
-      const line = at + marker.length;
-      const lineEnd = digitsEnd(stack, line);
-      if (lineEnd > line && charCodeAt(stack, lineEnd) === 58 /* : */) {
-        const colEnd = digitsEnd(stack, lineEnd + 1);
-        if (colEnd > lineEnd + 1) {
-          return scriptName + ":" + strSlice(stack, line, lineEnd) + ":" + strSlice(stack, lineEnd + 1, colEnd);
+    let best = null;
+    let bestAt = -1;
+    for (let i = 0; i < scriptNames.length; i++) {
+      const name = scriptNames[i];
+      const marker = name + ":";
+      let at = strIndexOf(stack, marker, 0);
+      while (at !== -1 && (bestAt === -1 || at < bestAt)) {
+        const line = at + marker.length;
+        const lineEnd = digitsEnd(stack, line);
+        if (lineEnd > line && charCodeAt(stack, lineEnd) === 58 /* : */) {
+          const colEnd = digitsEnd(stack, lineEnd + 1);
+          if (colEnd > lineEnd + 1) {
+            best = name + ":" + strSlice(stack, line, lineEnd) + ":" + strSlice(stack, lineEnd + 1, colEnd);
+            bestAt = at;
+            break;
+          }
         }
+        at = strIndexOf(stack, marker, at + 1);
       }
-      at = strIndexOf(stack, marker, at + 1);
     }
-    return null;
+    return best;
   }
 
   // What `parallel[i] failed:` says: an error's message, or the thrown
@@ -997,7 +1008,7 @@
   function deliver(kind, callId, a, b, c) {
     if (typeof callId !== "number" || typeof kind !== "string") return;
     if (kind === "workflowLoaded" || kind === "workflowError") {
-      deliverLoad(kind, callId, a, b);
+      deliverLoad(kind, callId, a, b, c);
       return;
     }
     const call = calls[callId];
@@ -1221,7 +1232,7 @@
     });
   }
 
-  function deliverLoad(kind, id, a, b) {
+  function deliverLoad(kind, id, a, b, c) {
     const load = loads[id];
     if (load === undefined) return;
     delete loads[id];
@@ -1230,6 +1241,7 @@
       return;
     }
     if (typeof a !== "function" || typeof b !== "string") return;
+    if (typeof c === "string" && !listHas(scriptNames, c)) append(scriptNames, c);
     runChild(load, a, b);
   }
 
