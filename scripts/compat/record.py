@@ -18,7 +18,9 @@ defines it: calls that passed validation); Claude Code counts every
 `agent()` call, refused ones included, so its count is not compared.
 
 `dsh workflow test scripts/` (run by CI, no Claude Code needed) then checks
-dsh against what Claude Code did.
+dsh against what Claude Code did. Both runtimes run in this directory, so
+`workflow("name")` finds the nested workflows of `.claude/workflows/` here
+(`dsh workflow test` looks beside each script, never in the user's home).
 
 Usage: python3 scripts/compat/record.py [CCREF_DIR]   (default ../shared/ccref)
 """
@@ -37,7 +39,7 @@ if not runner.is_file():
 
 for script in sorted(here.glob("*.js")):
     out = subprocess.run(
-        [sys.executable, str(runner), str(script), "{}", "--array-items", "1"],
+        [sys.executable, str(runner), str(script), "{}", "--array-items", "1", "--cwd", str(here)],
         capture_output=True, text=True, check=False,
     )
     try:
@@ -62,7 +64,7 @@ for script in sorted(here.glob("*.js")):
     ran = subprocess.run(
         [dsh, "workflow", "run", str(script), "--fixture", f"{base}.fixture.json",
          "--output", "result", "--events", "none", "--no-journal"],
-        capture_output=True, text=True, check=False,
+        capture_output=True, text=True, check=False, cwd=here,
     )
     try:
         started = json.loads(ran.stdout)["agentsStarted"]

@@ -25,11 +25,6 @@ pub(super) enum Internal {
         call_id: CallId,
         res: Result<ChildOutcome, ResultFault>,
     },
-    /// A `workflow()` child was found and prepared, or not.
-    WorkflowLoaded {
-        call_id: CallId,
-        res: Result<crate::catalog::Loaded, crate::catalog::LoadError>,
-    },
 }
 
 /// A call as the host tracks it.
@@ -152,7 +147,6 @@ impl Supervisor {
 
     pub(super) fn on_internal(&mut self, ev: Internal) {
         match ev {
-            Internal::WorkflowLoaded { call_id, res } => self.on_workflow_loaded(call_id, res),
             Internal::Started { call_id, res } => {
                 let Some(info) = self.ledger.pending.remove(&call_id) else {
                     return;

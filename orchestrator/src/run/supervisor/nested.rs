@@ -1,17 +1,22 @@
 //! Nested workflows, the host's side of `workflow()`: finding and
-//! preparing the child file (off the supervisor task: it reads and parses
-//! files), answering the worker, and keeping each child's source mapping
-//! so an error that escapes the run names original positions in the
-//! child's file too.
+//! preparing the child file, answering the worker, and keeping each
+//! child's source mapping so an error that escapes the run names original
+//! positions in the child's file too.
+//!
+//! A load runs inline, on the supervisor's task: it reads and parses a few
+//! files, each at most `max_script_bytes` (1 MiB by default), a directory
+//! at most [`crate::catalog::MAX_FILES_PER_DIR`] of them. Inline keeps the
+//! order deterministic: the worker learns of a child before any answer
+//! the host gets later, so children started together begin in the order
+//! the script started them and before the agents of one another answer —
+//! as in Claude Code, where loading is fast next to any model's answer.
 
 use std::sync::Arc;
 
 use dsh_protocol::{CallId, ErrorCode, HostMsg, WorkflowTarget};
-use tokio::sync::mpsc;
 
 use super::Supervisor;
-use super::ledger::Internal;
-use crate::catalog::{Loaded, LoadError};
+use crate::catalog::{LoadError, Loaded};
 use crate::script::PreparedScript;
 
 /// `workflow()` loads a run may ask for; later ones are refused, so a
@@ -24,9 +29,6 @@ const MAX_KEPT_CHILDREN: usize = 256;
 #[derive(Default)]
 pub(super) struct Nested {
     loads: u64,
-    /// The run's loader: one task that loads in request order, so children
-    /// started together begin in the order the script started them.
-    loader: Option<mpsc::UnboundedSender<(CallId, WorkflowTarget)>>,
     /// The prepared children, one per file (the latest load wins).
     children: Vec<Arc<PreparedScript>>,
 }
@@ -64,21 +66,11 @@ impl Supervisor {
             ));
             return;
         };
-        let loader = match &self.nested.loader {
-            Some(tx) => tx.clone(),
-            None => {
-                let (tx, rx) = mpsc::unbounded_channel();
-                self.tasks.spawn(load_in_order(catalog, rx, self.internal_tx.clone()));
-                self.nested.loader = Some(tx.clone());
-                tx
-            }
-        };
-        // The loader lives as long as the run's tasks; if it is gone, so
-        // is the run.
-        let _ = loader.send((call_id, target));
+        let res = catalog.load(&target);
+        self.on_workflow_loaded(call_id, res);
     }
 
-    pub(super) fn on_workflow_loaded(&mut self, call_id: CallId, res: Result<Loaded, LoadError>) {
+    fn on_workflow_loaded(&mut self, call_id: CallId, res: Result<Loaded, LoadError>) {
         if self.phase.is_cancelling() {
             self.send(&HostMsg::WorkflowLoadError {
                 call_id,
@@ -118,25 +110,3 @@ impl Supervisor {
     }
 }
 
-/// Loads each requested child in turn, off the async threads (it reads
-/// and parses files), and hands the results to the supervisor.
-async fn load_in_order(
-    catalog: Arc<crate::catalog::Catalog>,
-    mut requests: mpsc::UnboundedReceiver<(CallId, WorkflowTarget)>,
-    results: mpsc::UnboundedSender<Internal>,
-) {
-    while let Some((call_id, target)) = requests.recv().await {
-        let catalog = catalog.clone();
-        let res = tokio::task::spawn_blocking(move || catalog.load(&target))
-            .await
-            .unwrap_or_else(|e| {
-                Err(LoadError {
-                    code: ErrorCode::InvalidArgument,
-                    message: format!("workflow(): the child could not be loaded: {e}"),
-                })
-            });
-        if results.send(Internal::WorkflowLoaded { call_id, res }).is_err() {
-            return;
-        }
-    }
-}

@@ -222,7 +222,7 @@ impl Supervisor {
                         disposals.spawn(async move { child.dispose().await });
                     }
                 }
-                Ok(Some(Internal::Settled { .. } | Internal::WorkflowLoaded { .. })) => {}
+                Ok(Some(Internal::Settled { .. })) => {}
                 Ok(None) | Err(_) => break,
             }
         }
