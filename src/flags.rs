@@ -55,6 +55,12 @@ pub enum WorkflowCmd {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// List the agent types (built-in, .claude/agents/*.md, dsh.toml) and where each comes from.
+    Agents {
+        /// Configuration file (default: dsh.toml from the working directory upward).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
 }
 
 /// `--events`: how events are shown on stderr.

@@ -75,6 +75,7 @@ where
         WorkflowCmd::Show(args) => runs_cmd::show(&args),
         WorkflowCmd::Resume(args) => runtime().and_then(|rt| rt.block_on(runs_cmd::resume(*args))),
         WorkflowCmd::Providers { config } => request::providers(config.as_deref()),
+        WorkflowCmd::Agents { config } => request::agents(config.as_deref()),
     };
     outcome.unwrap_or_else(|e| e.exit())
 }
