@@ -74,7 +74,10 @@ pub fn build(a: &RunArgs) -> Result<(StartRequest, ProviderSpec), CliError> {
         .with_worker(worker()?)
         .with_sandbox(sandbox);
     let spec = if a.dry_run {
-        req = req.with_provider(Arc::new(DryRunProvider::new()));
+        let items = a
+            .dry_run_items
+            .unwrap_or(dsh_orchestrator::providers::dry_run::DEFAULT_ITEMS);
+        req = req.with_provider(Arc::new(DryRunProvider::new().with_items(items)));
         ProviderSpec::DryRun
     } else if let Some(f) = &a.fixture {
         req.provider = Some(fixture(f)?);
