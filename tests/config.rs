@@ -540,3 +540,30 @@ fn agents_lists_each_type_with_its_source_and_what_it_hides() {
         ],
     );
 }
+
+/// The same project with a fixture provider: the agent file's model
+/// reaches the fixture's matching (and a call's own model wins).
+#[test]
+fn agent_file_models_reach_a_configured_fixture_provider() {
+    let (ws, _home) = agents_workspace(
+        r#"return [await agent("a", { agentType: "reviewer" }), await agent("b", { agentType: "reviewer", model: "mine" })];"#,
+    );
+    write(
+        &ws,
+        "fx.json",
+        &fixture(json!([
+            { "match": { "model": "review-model", "agentType": "reviewer" }, "text": "routed by the file" },
+            { "match": { "model": "mine" }, "text": "the call's model" },
+        ])),
+    );
+    ws.file(
+        "dsh.toml",
+        "[workflow]\nprovider = \"fx\"\n\n[providers.fx]\nkind = \"fixture\"\npath = \"fx.json\"\n",
+    );
+    let out = ws.run(&[]);
+    out.assert_code(0);
+    assert_eq!(
+        out.json(),
+        json!(["routed by the file", "the call's model"])
+    );
+}
