@@ -240,7 +240,10 @@ pub fn parse_agent_file(path: &Path, text: &str) -> Result<AgentFile, AgentFileE
     };
     // The name first, so later errors name the type.
     let name_node = map.iter().find(|(k, _)| key_str(k) == Some("name"));
-    let name = name_node.and_then(|(_, v)| scalar_string(v));
+    let name = name_node
+        .and_then(|(_, v)| scalar_string(v))
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty());
     let bad = |node: &MarkedYaml, message: String| {
         err(
             Some(file_line(node.span.start.line())),
@@ -255,7 +258,7 @@ pub fn parse_agent_file(path: &Path, text: &str) -> Result<AgentFile, AgentFileE
         };
         match key {
             "name" => {
-                if name.as_deref().is_none_or(|n| n.trim().is_empty()) {
+                if name.is_none() {
                     return Err(err(
                         Some(file_line(v.span.start.line())),
                         None,
@@ -295,7 +298,7 @@ pub fn parse_agent_file(path: &Path, text: &str) -> Result<AgentFile, AgentFileE
             other => out.ignored_fields.push(other.to_string()),
         }
     }
-    let Some(name) = name.map(|n| n.trim().to_string()) else {
+    let Some(name) = name else {
         return Err(err(
             Some(2),
             None,
