@@ -62,6 +62,12 @@ pub enum WorkflowCmd {
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
     },
+    /// List the agent types (built-in, .claude/agents/*.md, dsh.toml) and where each comes from.
+    Agents {
+        /// Configuration file (default: dsh.toml from the working directory upward).
+        #[arg(long, value_name = "PATH")]
+        config: Option<PathBuf>,
+    },
 }
 
 /// `--events`: how events are shown on stderr.
@@ -162,6 +168,9 @@ pub struct RunArgs {
     /// smallest value that fits the call's schema (excludes --fixture).
     #[arg(long)]
     pub dry_run: bool,
+    /// With --dry-run: arrays get N elements (0 to 1000, default 1), within each schema's minItems/maxItems.
+    #[arg(long, value_name = "N", requires = "dry_run", value_parser = dry_run_items)]
+    pub dry_run_items: Option<u32>,
     /// Sandbox policy (default best-effort, or dsh.toml's workflow.sandbox).
     #[arg(long, value_enum, value_name = "POLICY")]
     pub sandbox: Option<SandboxArg>,
@@ -254,6 +263,18 @@ pub struct TestArgs {
     /// Wall-clock budget of each workflow, e.g. 30s (default: none).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
+}
+
+/// `--dry-run-items N`: a whole number from 0 to
+/// [`MAX_ITEMS`](dsh_orchestrator::providers::dry_run::MAX_ITEMS).
+fn dry_run_items(text: &str) -> Result<u32, String> {
+    let max = dsh_orchestrator::providers::dry_run::MAX_ITEMS;
+    match text.trim().parse::<u32>() {
+        Ok(n) if n <= max => Ok(n),
+        _ => Err(format!(
+            "{text:?} is not a number of array elements from 0 to {max}; pass e.g. --dry-run-items 3"
+        )),
+    }
 }
 
 /// What a command line clap refused (or `--help`) exits with: help and

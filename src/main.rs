@@ -76,6 +76,7 @@ where
         WorkflowCmd::Resume(args) => runtime().and_then(|rt| rt.block_on(runs_cmd::resume(*args))),
         WorkflowCmd::Providers { config } => request::providers(config.as_deref()),
         WorkflowCmd::List { config } => request::list(config.as_deref()),
+        WorkflowCmd::Agents { config } => request::agents(config.as_deref()),
     };
     outcome.unwrap_or_else(|e| e.exit())
 }

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use dsh_orchestrator::agent_types::{self, AgentTypeDef, AgentTypes};
 use dsh_orchestrator::catalog::Catalog;
 use dsh_orchestrator::config::{self, Config};
 use dsh_orchestrator::files;
@@ -77,7 +78,10 @@ pub fn build(a: &RunArgs) -> Result<(StartRequest, ProviderSpec), CliError> {
         .with_worker(worker()?)
         .with_sandbox(sandbox);
     let spec = if a.dry_run {
-        req = req.with_provider(Arc::new(DryRunProvider::new()));
+        let items = a
+            .dry_run_items
+            .unwrap_or(dsh_orchestrator::providers::dry_run::DEFAULT_ITEMS);
+        req = req.with_provider(Arc::new(DryRunProvider::new().with_items(items)));
         ProviderSpec::DryRun
     } else if let Some(f) = &a.fixture {
         req.provider = Some(fixture(f)?);
@@ -365,6 +369,13 @@ fn load_config(explicit: Option<&Path>) -> Result<Config, CliError> {
     Ok(Config::load(explicit, &cwd)?)
 }
 
+/// The run's agent types: the built-ins, `<cwd>/.claude/agents/*.md`,
+/// `$HOME/.claude/agents/*.md` and `config`'s `[agent_types.NAME]`.
+fn agent_types(config: &Config) -> AgentTypes {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    AgentTypes::resolve(config, &agent_types::default_dirs(&cwd))
+}
+
 /// The router over the configured providers, with `flag` (`--provider`)
 /// as the default when given. The default provider is built now: a missing
 /// key or program stops the run before it starts.
@@ -386,7 +397,7 @@ fn providers_router(config: &Config, flag: Option<String>) -> Result<Router, Cli
     } else {
         format!("{}: workflow.provider", config.location())
     };
-    let router = Router::new(config, flag);
+    let router = Router::new(config, flag).with_agent_types(&agent_types(config));
     router
         .check_default()
         .map_err(|m| CliError::new(ErrorCode::ConfigInvalid, format!("{where_}: {m}")))?;
@@ -456,4 +467,83 @@ pub fn providers(config: Option<&Path>) -> Result<i32, CliError> {
         );
     }
     Ok(exit::COMPLETED)
+}
+
+/// `dsh workflow agents`: one line per agent type — name, where it is
+/// defined, then its model, tools and description (or why it cannot be
+/// used) — then the definitions hidden by a higher one, and problems that
+/// belong to no type. Reads no provider.
+pub fn agents(config: Option<&Path>) -> Result<i32, CliError> {
+    let config = load_config(config)?;
+    let types = agent_types(&config);
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "agent types (precedence: dsh.toml > .claude/agents > ~/.claude/agents > built-in; \
+         configuration: {}):",
+        config.location()
+    );
+    let width = types
+        .types
+        .keys()
+        .chain(types.shadowed.iter().map(|(d, _)| &d.name))
+        .map(|n| n.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    for def in types.types.values() {
+        let _ = writeln!(out, "  {:<width$}  {}", def.name, describe(def));
+    }
+    if !types.shadowed.is_empty() {
+        let _ = writeln!(out, "shadowed:");
+        for (def, by) in &types.shadowed {
+            let _ = writeln!(
+                out,
+                "  {:<width$}  {}  shadowed by {by}",
+                def.name, def.source
+            );
+        }
+    }
+    for p in &types.problems {
+        let _ = writeln!(out, "problem: {p}");
+    }
+    Ok(exit::COMPLETED)
+}
+
+/// `SOURCE  model M  tools T  — DESCRIPTION`, or `SOURCE  error: …`.
+fn describe(def: &AgentTypeDef) -> String {
+    match &def.route {
+        Err(problem) => format!("{}  error: {problem}", def.source),
+        Ok(r) => {
+            let mut s = format!(
+                "{}  model: {}",
+                def.source,
+                r.model.as_deref().unwrap_or("-")
+            );
+            s.push_str(&format!(
+                "  tools: {}",
+                r.tools.as_ref().map_or_else(
+                    || "all".to_string(),
+                    |t| if t.is_empty() {
+                        "none".to_string()
+                    } else {
+                        t.join(", ")
+                    }
+                )
+            ));
+            if !r.disallowed_tools.is_empty() {
+                s.push_str(&format!("  disallowed: {}", r.disallowed_tools.join(", ")));
+            }
+            if let Some(p) = &r.provider {
+                s.push_str(&format!("  provider: {p}"));
+            }
+            if let Some(d) = &r.description {
+                s.push_str(&format!("  — {}", d.lines().next().unwrap_or_default()));
+            }
+            for n in &def.notes {
+                s.push_str(&format!(" [{n}]"));
+            }
+            s
+        }
+    }
 }

@@ -387,3 +387,183 @@ fn a_changed_agent_type_system_prompt_is_asked_again_on_resume() {
     );
     assert_mentions(&stderr, &["0 call(s) replayed", "1 ran live"]);
 }
+
+/// A project with `.claude/agents/*.md` files and a user directory (HOME
+/// is a temporary directory, so the real `~/.claude` is never read). The
+/// default provider echoes what it was given: system prompt, tools,
+/// disallowed tools and model.
+fn agents_workspace(script: &str) -> (Workspace, tempfile::TempDir) {
+    let home = tempfile::tempdir().expect("home");
+    let ws =
+        Workspace::new("wf.ts", script, None).with_env("HOME", &home.path().display().to_string());
+    let project = ws.dir.path().join(".claude/agents");
+    std::fs::create_dir_all(&project).expect("mkdir");
+    let user = home.path().join(".claude/agents");
+    std::fs::create_dir_all(&user).expect("mkdir");
+    std::fs::write(
+        project.join("reviewer.md"),
+        "---\nname: reviewer\ndescription: Reviews a change for bugs\ntools: Read, Grep\nmodel: review-model\ncolor: red\n---\nYou are the project reviewer.\n",
+    )
+    .expect("write");
+    std::fs::write(
+        user.join("reviewer.md"),
+        "---\nname: reviewer\ndescription: the user's reviewer\n---\nYou are the user reviewer.\n",
+    )
+    .expect("write");
+    std::fs::write(
+        user.join("tester.md"),
+        "---\nname: tester\ndescription: Writes tests\ndisallowedTools: [Bash]\nmodel: sonnet\n---\nYou write tests.\n",
+    )
+    .expect("write");
+    std::fs::write(
+        project.join("broken.md"),
+        "---\nname: broken\ndescription: [unclosed\n---\nnever used\n",
+    )
+    .expect("write");
+    ws.file(
+        "dsh.toml",
+        "[workflow]\nprovider = \"echo\"\n\n[providers.echo]\nkind = \"command\"\ncommand = [\"/bin/echo\", \"sys={systemPrompt}\", \"tools={tools}\", \"no={disallowedTools}\", \"model={model}\"]\n",
+    );
+    (ws, home)
+}
+
+#[test]
+fn agent_files_give_the_call_its_system_prompt_tools_and_model() {
+    let (ws, _home) = agents_workspace(
+        r#"
+const r = await agent("review", { agentType: "reviewer" });
+const t = await agent("test", { agentType: "tester" });
+const e = await agent("look", { agentType: "Explore" });
+let b = "ran";
+try { await agent("x", { agentType: "broken" }); } catch (err: any) { b = err.code + ": " + err.message; }
+let u = "ran";
+try { await agent("x", { agentType: "nobody" }); } catch (err: any) { u = err.code + ": " + err.message; }
+return { r, t, e, b, u };
+"#,
+    );
+    let out = ws.run(&[]);
+    out.assert_code(0);
+    let v = out.json();
+    assert_eq!(
+        v["r"],
+        "sys=You are the project reviewer. tools=Read,Grep model=review-model"
+    );
+    // `sonnet` is Claude Code's alias: ignored, so no model argument.
+    assert_eq!(v["t"], "sys=You write tests. no=Bash");
+    assert!(
+        v["e"]
+            .as_str()
+            .is_some_and(|s| s.contains("tools=Read,Grep,Glob")),
+        "{v}"
+    );
+    assert_mentions(
+        v["b"].as_str().unwrap_or_default(),
+        &[
+            "AGENT_START",
+            "\"broken\"",
+            "cannot be used",
+            ".claude/agents/broken.md:4:",
+            "not valid YAML",
+        ],
+    );
+    assert_mentions(
+        v["u"].as_str().unwrap_or_default(),
+        &[
+            "AGENT_START",
+            "known agent types: Explore, Plan, broken, claude, general-purpose, reviewer, statusline-setup, tester",
+            ".claude/agents/nobody.md",
+        ],
+    );
+}
+
+#[test]
+fn agents_lists_each_type_with_its_source_and_what_it_hides() {
+    let (ws, home) = agents_workspace("return 1;");
+    ws.file(
+        "dsh.toml",
+        "[agent_types.Plan]\nsystem_prompt = \"plan my way\"\nmodel = \"planner\"\n",
+    );
+    let out = std::process::Command::new(common::DSH)
+        .current_dir(ws.dir.path())
+        .env("HOME", home.path())
+        .args(["workflow", "agents"])
+        .output()
+        .expect("run dsh");
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = |name: &str| {
+        stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no line for {name}:\n{stdout}"))
+            .to_string()
+    };
+    let project = ws.dir.path().join(".claude/agents");
+    let user = home.path().join(".claude/agents");
+    assert_mentions(
+        &line("reviewer"),
+        &[
+            &project.join("reviewer.md").display().to_string(),
+            "model: review-model",
+            "tools: Read, Grep",
+            "Reviews a change for bugs",
+            "ignored fields: color",
+        ],
+    );
+    assert_mentions(
+        &line("tester"),
+        &[
+            "disallowed: Bash",
+            "model: -",
+            "\"sonnet\" names a Claude Code model",
+        ],
+    );
+    assert_mentions(&line("Explore"), &["built-in", "tools: Read, Grep, Glob"]);
+    assert_mentions(&line("Plan"), &["dsh.toml:1", "model: planner"]);
+    assert_mentions(
+        &line("broken"),
+        &["broken.md:4:", "error:", "not valid YAML"],
+    );
+    let shadowed = stdout
+        .split("shadowed:")
+        .nth(1)
+        .expect("a shadowed section");
+    assert_mentions(
+        shadowed,
+        &[
+            &format!(
+                "{}  shadowed by {}",
+                user.join("reviewer.md").display(),
+                project.join("reviewer.md").display()
+            ),
+            "built-in  shadowed by ",
+        ],
+    );
+}
+
+/// The same project with a fixture provider: the agent file's model
+/// reaches the fixture's matching (and a call's own model wins).
+#[test]
+fn agent_file_models_reach_a_configured_fixture_provider() {
+    let (ws, _home) = agents_workspace(
+        r#"return [await agent("a", { agentType: "reviewer" }), await agent("b", { agentType: "reviewer", model: "mine" })];"#,
+    );
+    write(
+        &ws,
+        "fx.json",
+        &fixture(json!([
+            { "match": { "model": "review-model", "agentType": "reviewer" }, "text": "routed by the file" },
+            { "match": { "model": "mine" }, "text": "the call's model" },
+        ])),
+    );
+    ws.file(
+        "dsh.toml",
+        "[workflow]\nprovider = \"fx\"\n\n[providers.fx]\nkind = \"fixture\"\npath = \"fx.json\"\n",
+    );
+    let out = ws.run(&[]);
+    out.assert_code(0);
+    assert_eq!(
+        out.json(),
+        json!(["routed by the file", "the call's model"])
+    );
+}

@@ -62,9 +62,10 @@ return { text, defaultLabel, a, b, schema: FINDINGS, tokens: budget.spent() };
             "{key}: {}",
             v[key]
         );
+        // Arrays get one element by default (--dry-run-items).
         assert_eq!(
             v[key],
-            json!({ "file": "", "findings": [], "verdict": "approve" })
+            json!({ "file": "", "findings": [{ "line": 0, "severity": "low" }], "verdict": "approve" })
         );
     }
     // Dry-run children report no usage.
@@ -124,7 +125,7 @@ return { text, defaultLabel, a, b, schema: FINDINGS, tokens: budget.spent() };
                                 "properties": {"xs": {"type": "array", "items": {"type": "integer"}}},
                                 "required": ["xs"], "additionalProperties": false}},
            "required": ["o"]}),
-    json!({"o": {"xs": []}})
+    json!({"o": {"xs": [0]}})
 )]
 #[case::one_of_branches_of_an_object(
     json!({"type": "object",
@@ -187,4 +188,35 @@ fn the_help_describes_dry_run_as_available() {
         .join(" ");
     assert!(line.contains("without any provider"), "{line}");
     assert!(!line.contains("not available"), "{line}");
+}
+
+/// `--dry-run-items N`: arrays get N elements, within minItems/maxItems, so
+/// a script's later stages see a list to work on.
+#[rstest]
+#[case::zero("0", json!({"xs": [], "few": [null], "capped": []}))]
+#[case::three("3", json!({"xs": [0, 0, 0], "few": [null, null, null], "capped": [false, false]}))]
+fn dry_run_items_sets_the_array_length(#[case] n: &str, #[case] want: Value) {
+    let schema = json!({"type": "object",
+        "properties": {"xs": {"type": "array", "items": {"type": "integer"}},
+                       "few": {"type": "array", "minItems": 1},
+                       "capped": {"type": "array", "maxItems": 2, "items": {"type": "boolean"}}},
+        "required": ["xs", "few", "capped"]});
+    let script = format!("const v = await agent(\"list\", {{ schema: {schema} }}); return v;");
+    let out = run_plain(&script, &["--dry-run", "--dry-run-items", n]);
+    out.assert_code(0);
+    assert_eq!(out.json(), want);
+}
+
+#[rstest]
+#[case::too_many(&["--dry-run", "--dry-run-items", "1001"], &["--dry-run-items", "1001", "from 0 to 1000"])]
+#[case::not_a_number(&["--dry-run", "--dry-run-items", "many"], &["--dry-run-items", "many", "from 0 to 1000"])]
+#[case::negative(&["--dry-run", "--dry-run-items=-1"], &["--dry-run-items", "from 0 to 1000"])]
+#[case::without_dry_run(&["--dry-run-items", "2"], &["--dry-run"])]
+fn dry_run_items_is_checked(#[case] args: &[&str], #[case] mentions: &[&str]) {
+    let out = run_plain("return 1;", args);
+    out.assert_code(2);
+    out.assert_error_line("USAGE");
+    for m in mentions {
+        assert!(out.stderr.contains(m), "{m:?} missing from: {}", out.stderr);
+    }
 }

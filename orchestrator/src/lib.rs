@@ -25,6 +25,7 @@
 
 #![warn(missing_docs)]
 
+pub mod agent_types;
 pub mod catalog;
 pub mod config;
 pub mod events;

@@ -37,6 +37,12 @@ pub struct AgentRequest {
     /// A system prompt from the configuration (`[agent_types.NAME]`), set
     /// by the router; never from the script.
     pub system_prompt: Option<String>,
+    /// The tools the child may use, for providers that have tools (the
+    /// agent type's `tools`, set by the router); `None` is all of them.
+    pub tools: Option<Vec<String>>,
+    /// Tools the child may not use (the agent type's `disallowedTools`,
+    /// set by the router).
+    pub disallowed_tools: Vec<String>,
 }
 
 impl AgentRequest {
@@ -52,6 +58,8 @@ impl AgentRequest {
             schema: None,
             options: AgentOptions::default(),
             system_prompt: None,
+            tools: None,
+            disallowed_tools: Vec::new(),
         }
     }
 }

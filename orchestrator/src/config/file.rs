@@ -59,7 +59,10 @@ impl ProviderKind {
     }
 }
 
-/// `[agent_types.NAME]`: where calls with `agentType: NAME` go.
+/// What an agent type means: where calls with `agentType: NAME` go and
+/// what they get. `[agent_types.NAME]` in dsh.toml is one; a
+/// `.claude/agents/*.md` file and the built-ins give the same shape (see
+/// [`crate::agent_types`]).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentTypeRoute {
@@ -71,6 +74,18 @@ pub struct AgentTypeRoute {
     pub effort: Option<String>,
     /// A system prompt for these calls.
     pub system_prompt: Option<String>,
+    /// What the type is for (shown by `dsh workflow agents`).
+    pub description: Option<String>,
+    /// The tools these calls may use, for providers that have tools;
+    /// `None` is all of them.
+    pub tools: Option<Vec<String>>,
+    /// Tools these calls may not use (`disallowed_tools` in dsh.toml).
+    #[serde(default)]
+    pub disallowed_tools: Vec<String>,
+    /// Where it is defined: `dsh.toml:12`, a file's path, `built-in`
+    /// (set by the loader, never read from the file).
+    #[serde(skip)]
+    pub defined_at: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -273,6 +288,12 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         }
     }
     config.agent_types = raw.agent_types;
+    for (name, route) in config.agent_types.iter_mut() {
+        route.defined_at = Some(
+            header_line(text, "agent_types", name)
+                .map_or_else(|| file.clone(), |n| format!("{file}:{n}")),
+        );
+    }
 
     let w = raw.workflow;
     let key_line = |key: &str| {

@@ -7,30 +7,61 @@ use crate::provider::AgentRequest;
 
 /// Hex SHA-256 (first 128 bits) of the canonical JSON of the prompt and
 /// the options that change the answer: `schema`, `model`, `effort`,
-/// `agentType`, `provider`, `isolation`, and the configured system prompt.
-/// The label and phase only name the
-/// call, so renaming a label keeps its journaled answer.
+/// `agentType`, `provider`, `isolation`, the configured system prompt, and
+/// — only when the request has one — the tool set (`tools`,
+/// `disallowedTools`) as an 11th element `{"tools": …, "disallowedTools":
+/// […]}`, so a call without tools keeps the key journals made before tool
+/// sets existed. The label and phase only name the call, so renaming a
+/// label keeps its journaled answer.
 pub fn call_key(r: &AgentRequest) -> String {
     // Serialized straight into the hash, by reference: the same text as
     // the JSON array `["dsh-call-key/1", prompt, …]`, without copying a
     // prompt that can be megabytes.
     let schema = r.schema.as_ref().map(canonical_json);
-    let parts = (
-        "dsh-call-key/1",
-        &r.prompt,
-        &schema,
-        &r.options.model,
-        &r.options.effort,
-        &r.options.agent_type,
-        &r.options.provider,
-        &r.options.isolation,
-        &r.system_prompt,
-    );
     let mut hasher = Hashing(Sha256::new());
     // Writing into a hasher cannot fail, and these types always serialize.
-    let _ = serde_json::to_writer(&mut hasher, &parts);
+    if r.tools.is_none() && r.disallowed_tools.is_empty() {
+        let parts = (
+            "dsh-call-key/1",
+            &r.prompt,
+            &schema,
+            &r.options.model,
+            &r.options.effort,
+            &r.options.agent_type,
+            &r.options.provider,
+            &r.options.isolation,
+            &r.system_prompt,
+        );
+        let _ = serde_json::to_writer(&mut hasher, &parts);
+    } else {
+        let tools = ToolSet {
+            tools: &r.tools,
+            disallowed_tools: &r.disallowed_tools,
+        };
+        let parts = (
+            "dsh-call-key/1",
+            &r.prompt,
+            &schema,
+            &r.options.model,
+            &r.options.effort,
+            &r.options.agent_type,
+            &r.options.provider,
+            &r.options.isolation,
+            &r.system_prompt,
+            tools,
+        );
+        let _ = serde_json::to_writer(&mut hasher, &parts);
+    }
     let digest = hasher.0.finalize();
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The tool set part of a key.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolSet<'a> {
+    tools: &'a Option<Vec<String>>,
+    disallowed_tools: &'a Vec<String>,
 }
 
 /// A SHA-256 as an `io::Write`.
@@ -90,6 +121,40 @@ mod tests {
         let digest = Sha256::digest(text.as_bytes());
         let want: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(call_key(&r), want);
+    }
+
+    /// A key made before tool sets existed, by this very code: it must
+    /// never change, or resumes of old runs stop replaying.
+    #[test]
+    fn a_call_without_tools_keeps_its_old_key() {
+        let mut r = req("Review src/lib.rs");
+        r.options.model = Some("m1".into());
+        r.system_prompt = Some("Be careful.".into());
+        assert_eq!(call_key(&r), "e910154e3efcbb85319871506f2e6c51");
+    }
+
+    #[test]
+    fn tools_change_the_key_when_present() {
+        let base = call_key(&req("p"));
+        let mut t = req("p");
+        t.tools = Some(vec!["Read".into()]);
+        let with_tools = call_key(&t);
+        assert_ne!(base, with_tools);
+        let mut none = req("p");
+        none.tools = Some(Vec::new());
+        assert_ne!(base, call_key(&none), "no tools differs from all tools");
+        let mut d = req("p");
+        d.disallowed_tools = vec!["Write".into()];
+        assert_ne!(base, call_key(&d));
+        assert_ne!(with_tools, call_key(&d));
+        let text = json!([
+            "dsh-call-key/1", "p", null, null, null, null, null, null, null,
+            {"tools": ["Read"], "disallowedTools": []}
+        ])
+        .to_string();
+        let digest = Sha256::digest(text.as_bytes());
+        let want: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(with_tools, want);
     }
 
     fn req(prompt: &str) -> AgentRequest {

@@ -4,19 +4,32 @@
 //!
 //! - A call **without** `schema` gets a short placeholder text naming the
 //!   call's label: `[dry run] answer for "review parser.rs"`.
-//! - A call **with** `schema` gets the smallest value that satisfies it
-//!   ([`minimal_value`]): required properties filled (optional ones left
-//!   out), the first `enum`/`const` value, `minItems` elements (empty
-//!   arrays otherwise), `""` padded to `minLength`, `0` moved into
+//! - A call **with** `schema` gets a small value that satisfies it
+//!   ([`sample_value`]): required properties filled (optional ones left
+//!   out), the first `enum`/`const` value, arrays of N elements
+//!   (`--dry-run-items N`, default [`DEFAULT_ITEMS`]; clamped into
+//!   `minItems`/`maxItems`, distinct elements under `uniqueItems` where the
+//!   generator finds enough), `""` padded to `minLength` (within
+//!   `maxLength`), a string built from the `pattern` regex (its shortest
+//!   match, lengthened to `minLength` when needed), `0` moved into
 //!   `minimum`/`maximum`, `false`, `null`, a sample of a known `format`,
 //!   the first usable type of a type array, for `oneOf`/`anyOf` the first
 //!   branch that validates, `allOf` branches merged, local `$ref`s
 //!   resolved, and as a last resort the schema's own `default`/`examples`.
+//!   [`minimal_value`] is the same with empty arrays (N = 0): the smallest
+//!   value.
 //!   Every candidate is checked with the project's own validator
 //!   ([`dsh_protocol::schema::validate`]) before it is used, so the host
 //!   never rejects a dry-run answer; a schema the generator cannot satisfy
-//!   (a `pattern` the samples miss, an `if`/`then` it cannot meet) fails the
-//!   call with a message saying so.
+//!   (a `pattern` with look-arounds it cannot build, an `if`/`then` it
+//!   cannot meet) fails the call with a message saying so. An array that
+//!   cannot have N elements (items that never validate, too few distinct
+//!   ones) falls back to `minItems` elements.
+//! - The work is bounded: at most 2,000 schema nodes per answer, arrays of
+//!   at most [`MAX_ITEMS`] requested elements, and an answer of at most
+//!   100,000 JSON nodes (N is lowered, never below `minItems`, for arrays
+//!   nested in arrays); a string built from a pattern is at most 10,000
+//!   characters.
 //!
 //! Children answer immediately, report no token usage, get the ids
 //! `dry-run-1`, `dry-run-2`, … and mark their events `"dryRun": true`
@@ -39,18 +52,39 @@ use crate::providers::answered::AnsweredChild;
 /// validator's, so a schema the validator accepts is never cut short here.
 const MAX_DEPTH: usize = 64;
 
+/// Elements of an array in a dry-run answer unless `--dry-run-items` says.
+pub const DEFAULT_ITEMS: u32 = 1;
+/// The most elements `--dry-run-items` may ask for.
+pub const MAX_ITEMS: u32 = 1000;
+
 /// Answers every `agent()` call without a model (`dsh workflow run --dry-run`).
 #[derive(Debug)]
 pub struct DryRunProvider {
     next_child: AtomicU64,
+    items: u32,
 }
 
 impl DryRunProvider {
-    /// A dry-run provider; its children are `dry-run-1`, `dry-run-2` …
+    /// A dry-run provider; its children are `dry-run-1`, `dry-run-2` …;
+    /// arrays get [`DEFAULT_ITEMS`] elements.
     pub fn new() -> Self {
         DryRunProvider {
             next_child: AtomicU64::new(1),
+            items: DEFAULT_ITEMS,
         }
+    }
+
+    /// The same with arrays of `items` elements (at most [`MAX_ITEMS`];
+    /// more is lowered to it), clamped into each array's
+    /// `minItems`/`maxItems`.
+    pub fn with_items(mut self, items: u32) -> Self {
+        self.items = items.min(MAX_ITEMS);
+        self
+    }
+
+    /// The elements each array gets.
+    pub fn items(&self) -> u32 {
+        self.items
     }
 }
 
@@ -66,19 +100,19 @@ pub fn placeholder_text(label: &str) -> String {
 }
 
 /// What a dry run answers for `request`.
-fn answer(request: &AgentRequest) -> ChildResult {
+fn answer(request: &AgentRequest, items: u32) -> ChildResult {
     match &request.schema {
         None => ChildResult::Text(placeholder_text(&request.label)),
-        Some(schema) => match minimal_value(schema) {
+        Some(schema) => match sample_value(schema, items) {
             Some(v) => ChildResult::Structured(v),
             // A schema no value satisfies (two identical oneOf branches), or
             // one the generator cannot satisfy (a `pattern` its samples
             // miss); the child fails like a model that could not comply.
             None => ChildResult::Failed(format!(
                 "[dry run] no value satisfies the schema of call #{} ({:?}) that the dry run \
-                 could build (it does not invent strings for \"pattern\" or solve \
-                 \"if\"/\"then\"; give the schema a \"default\" or \"examples\" value, or \
-                 answer this call with a fixture)",
+                 could build (it builds strings for a \"pattern\" without look-arounds, and \
+                 does not solve \"if\"/\"then\"; give the schema a \"default\" or \
+                 \"examples\" value, or answer this call with a fixture)",
                 request.seq, request.label
             )),
         },
@@ -97,7 +131,7 @@ impl SubagentProvider for DryRunProvider {
             format!("dry-run-{n}"),
             ChildOrigin::DryRun,
             Ok(ChildOutcome {
-                result: answer(&request),
+                result: answer(&request, self.items),
                 usage: None,
             }),
         )))
@@ -123,7 +157,16 @@ impl SubagentProvider for DryRunProvider {
 /// never came. Past the bound optional parts are left out, so such a
 /// schema still gets its smallest value.
 pub fn minimal_value(schema: &Value) -> Option<Value> {
+    sample_value(schema, 0)
+}
+
+/// [`minimal_value`] with arrays of `items` elements (at most
+/// [`MAX_ITEMS`]) where the schema allows: `items` clamped into
+/// `minItems`/`maxItems`, distinct elements under `uniqueItems`; an array
+/// that cannot have that many gets `minItems`. The `--dry-run` answer.
+pub fn sample_value(schema: &Value, items: u32) -> Option<Value> {
     NODES_LEFT.with(|n| n.set(MAX_NODES));
+    ITEMS.with(|n| n.set(items.min(MAX_ITEMS)));
     let v = generate(schema, schema, 0)?;
     // The whole answer, against the whole schema: what the host checks.
     schema::validate(schema, &v, "").is_empty().then_some(v)
@@ -131,10 +174,18 @@ pub fn minimal_value(schema: &Value) -> Option<Value> {
 
 /// Schema nodes one [`minimal_value`] may generate values for.
 const MAX_NODES: usize = 2_000;
+/// JSON nodes an array of an answer may hold beyond its `minItems`: an
+/// array of arrays of N elements each is N² nodes, and N levels deep
+/// N^depth.
+const MAX_VALUE_NODES: usize = 100_000;
+/// The longest string built from a `pattern`.
+const MAX_PATTERN_CHARS: usize = 10_000;
 
 thread_local! {
     /// What is left of the current [`minimal_value`]'s [`MAX_NODES`].
     static NODES_LEFT: std::cell::Cell<usize> = const { std::cell::Cell::new(MAX_NODES) };
+    /// The array length the current [`sample_value`] asks for.
+    static ITEMS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 /// The first candidate for `node` that the validator accepts.
@@ -165,6 +216,54 @@ fn generate(node: &Value, root: &Value, depth: usize) -> Option<Value> {
     tries
         .into_iter()
         .find(|c| schema::validate(&scoped, c, "").is_empty())
+}
+
+/// Up to `k` distinct values `node` accepts (fewer when the generator finds
+/// fewer): its candidates, then variants of the first (a suffix on a
+/// string, a step on a number). For `uniqueItems`.
+fn distinct_values(node: &Value, root: &Value, depth: usize, k: usize) -> Vec<Value> {
+    let Some(first) = generate(node, root, depth) else {
+        return Vec::new();
+    };
+    let scoped = with_root_defs(node, root);
+    let valid = |c: &Value| schema::validate(&scoped, c, "").is_empty();
+    let mut out = vec![first.clone()];
+    let mut tries = candidates(node, root, depth);
+    tries.extend(fallbacks(node));
+    for c in tries {
+        if out.len() >= k {
+            return out;
+        }
+        if !out.contains(&c) && valid(&c) {
+            out.push(c);
+        }
+    }
+    // Variants: at most two tries per missing value.
+    let mut i: u64 = 1;
+    while out.len() < k && i <= 2 * k as u64 + 2 {
+        let v = match &first {
+            Value::String(s) => Value::String(format!("{s}{i}")),
+            Value::Number(n) => match n.as_i64() {
+                Some(x) => Value::from(x.saturating_add(i as i64)),
+                None => number_value(n.as_f64().unwrap_or(0.0) + i as f64),
+            },
+            _ => break,
+        };
+        if !out.contains(&v) && valid(&v) {
+            out.push(v);
+        }
+        i += 1;
+    }
+    out
+}
+
+/// JSON nodes in `v`.
+fn value_nodes(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(value_nodes).sum::<usize>(),
+        Value::Object(o) => 1 + o.values().map(value_nodes).sum::<usize>(),
+        _ => 1,
+    }
 }
 
 /// `node` as a schema of its own: the root's `$defs`/`definitions` copied
@@ -417,12 +516,21 @@ fn object_candidates(obj: &Map<String, Value>, root: &Value, depth: usize) -> Ve
     out
 }
 
-/// `[]`, then one item; exactly `minItems` items when that is asked for.
+/// N items (`--dry-run-items`) clamped into `minItems`/`maxItems`; then
+/// `minItems` items and one more, as [`minimal_value`] builds them, for
+/// when N items do not validate.
 fn array_candidates(obj: &Map<String, Value>, root: &Value, depth: usize) -> Vec<Value> {
-    let min_items = obj.get("minItems").and_then(Value::as_u64).unwrap_or(0);
     // A generous cap: a schema asking for millions of items is not worth
     // allocating for a dry run.
-    let n = usize::try_from(min_items.min(4096)).unwrap_or(4096);
+    let cap = |x: u64| usize::try_from(x.min(4096)).unwrap_or(4096);
+    let min = cap(obj.get("minItems").and_then(Value::as_u64).unwrap_or(0));
+    let max = obj.get("maxItems").and_then(Value::as_u64).map(cap);
+    let unique = obj.get("uniqueItems") == Some(&Value::Bool(true));
+    let wanted = ITEMS.with(std::cell::Cell::get) as usize;
+    let mut n = wanted.max(min);
+    if let Some(max) = max {
+        n = n.min(max).max(min.min(max));
+    }
     // Positional schemas first: 2020-12 `prefixItems`, draft-07 `items` as
     // an array; then the schema of every further item.
     let (prefix, rest) = match (obj.get("prefixItems"), obj.get("items")) {
@@ -433,34 +541,64 @@ fn array_candidates(obj: &Map<String, Value>, root: &Value, depth: usize) -> Vec
     };
     let any = Value::Object(Map::new());
     let rest = rest.unwrap_or(&any);
+    let longest = n.max(min + 1);
     let mut built = Vec::new();
-    for (i, sub) in prefix.iter().enumerate() {
-        if i >= n {
-            break;
-        }
+    for sub in prefix.iter().take(longest) {
         match generate(sub, root, depth + 1) {
             Some(v) => built.push(v),
-            None => return Vec::new(),
+            None => break,
         }
     }
-    let item = generate(rest, root, depth + 1);
-    match (n.saturating_sub(built.len()), item) {
-        (0, Some(item)) => {
-            let mut one_more = built.clone();
-            one_more.push(item);
-            vec![Value::Array(built), Value::Array(one_more)]
-        }
-        (0, None) => vec![Value::Array(built)],
-        (more, Some(item)) => {
-            built.extend(std::iter::repeat_n(item, more));
-            vec![Value::Array(built)]
-        }
-        (_, None) => Vec::new(),
+    if built.len() < prefix.len().min(min) {
+        return Vec::new();
     }
+    // The further items: one value repeated, or distinct ones.
+    let further = longest.saturating_sub(built.len());
+    let pool: Vec<Value> = if further == 0 {
+        Vec::new()
+    } else if unique {
+        distinct_values(rest, root, depth + 1, further)
+    } else {
+        generate(rest, root, depth + 1).into_iter().collect()
+    };
+    let take = |len: usize| -> Option<Value> {
+        let mut items: Vec<Value> = built.iter().take(len).cloned().collect();
+        let more = len.saturating_sub(items.len());
+        if more > 0 {
+            if pool.is_empty() || (unique && pool.len() < more) {
+                return None;
+            }
+            items.extend((0..more).map(|i| pool[i % pool.len()].clone()));
+        }
+        (items.len() == len).then_some(Value::Array(items))
+    };
+    // N items, lowered (never below minItems) so the answer stays small.
+    let per = built
+        .iter()
+        .chain(pool.iter())
+        .map(value_nodes)
+        .max()
+        .unwrap_or(1);
+    let long = n.min((MAX_VALUE_NODES / per.max(1)).max(min));
+    // A closed tuple (`items: false`) has at most its prefix.
+    let tuple = built.len().clamp(min, long.max(min));
+    let mut out = Vec::new();
+    for len in [long, tuple, min, min + 1] {
+        if max.is_some_and(|m| len > m) {
+            continue;
+        }
+        if let Some(v) = take(len)
+            && !out.contains(&v)
+        {
+            out.push(v);
+        }
+    }
+    out
 }
 
 /// `""`, or `minLength` characters; then a non-empty string, which a
-/// `oneOf` of strings may need to tell its branches apart.
+/// `oneOf` of strings may need to tell its branches apart; then strings
+/// built from `pattern`.
 fn string_candidates(obj: &Map<String, Value>) -> Vec<Value> {
     if let Some(sample) = obj
         .get("format")
@@ -477,7 +615,132 @@ fn string_candidates(obj: &Map<String, Value>) -> Vec<Value> {
     if second != first {
         out.push(Value::String(second));
     }
+    if let Some(p) = obj.get("pattern").and_then(Value::as_str) {
+        for s in pattern_samples(p, min) {
+            let v = Value::String(s);
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        }
+    }
     out
+}
+
+/// Strings that match the regex `pattern`: its shortest match, then (for
+/// a `minLength` of `min_len` characters) that match with one repetition
+/// repeated more, or padded with `x` before or after it. Empty when the
+/// pattern does not parse here (the validator's dialect decides what is
+/// valid; every candidate is checked anyway).
+fn pattern_samples(pattern: &str, min_len: usize) -> Vec<String> {
+    let Ok(hir) = regex_syntax::ParserBuilder::new().build().parse(pattern) else {
+        return Vec::new();
+    };
+    let build = |grow: Option<(usize, usize)>| {
+        let mut g = PatternGen {
+            grow,
+            seen: 0,
+            out: String::new(),
+        };
+        g.emit(&hir).map(|()| (g.out, g.seen))
+    };
+    let Some((shortest, repeats)) = build(None) else {
+        return Vec::new();
+    };
+    let mut out = vec![shortest.clone()];
+    let have = shortest.chars().count();
+    if have < min_len {
+        let need = min_len - have;
+        for i in 0..repeats.min(64) {
+            if let Some((s, _)) = build(Some((i, need))) {
+                out.push(s);
+            }
+        }
+        out.push(format!("{}{shortest}", "x".repeat(need)));
+        out.push(format!("{shortest}{}", "x".repeat(need)));
+    }
+    out.dedup();
+    out
+}
+
+/// Builds one match of a regex's syntax tree.
+struct PatternGen {
+    /// `(i, chars)`: repeat the i-th repetition (in tree order) enough
+    /// more times to add about `chars` characters.
+    grow: Option<(usize, usize)>,
+    /// Repetitions met so far.
+    seen: usize,
+    out: String,
+}
+
+impl PatternGen {
+    fn emit(&mut self, hir: &regex_syntax::hir::Hir) -> Option<()> {
+        use regex_syntax::hir::{Class, HirKind};
+        if self.out.len() > MAX_PATTERN_CHARS {
+            return None;
+        }
+        match hir.kind() {
+            HirKind::Empty | HirKind::Look(_) => {}
+            HirKind::Literal(l) => self.out.push_str(std::str::from_utf8(&l.0).ok()?),
+            HirKind::Class(Class::Unicode(c)) => {
+                let ranges = c.ranges();
+                let has = |ch: char| ranges.iter().any(|r| r.start() <= ch && ch <= r.end());
+                let ch = ['x', 'a', '0', 'A', '-', '_']
+                    .into_iter()
+                    .find(|&ch| has(ch))
+                    .or_else(|| {
+                        ranges
+                            .iter()
+                            .find(|r| r.end() >= '!')
+                            .map(|r| r.start().max('!'))
+                    })?;
+                self.out.push(ch);
+            }
+            HirKind::Class(Class::Bytes(c)) => {
+                let r = c.ranges().iter().find(|r| r.start() < 0x80)?;
+                let b = if r.start() <= b'x' && b'x' <= r.end() {
+                    b'x'
+                } else {
+                    r.start().max(b'!').min(r.end())
+                };
+                self.out.push(char::from(b));
+            }
+            HirKind::Repetition(r) => {
+                let index = self.seen;
+                self.seen += 1;
+                let mut times = r.min as usize;
+                if let Some((i, chars)) = self.grow
+                    && i == index
+                {
+                    let per = r.sub.properties().minimum_len().unwrap_or(0);
+                    if per > 0 {
+                        times += chars.div_ceil(per);
+                    }
+                    if let Some(max) = r.max {
+                        times = times.min(max as usize);
+                    }
+                }
+                for _ in 0..times {
+                    self.emit(&r.sub)?;
+                    if self.out.len() > MAX_PATTERN_CHARS {
+                        return None;
+                    }
+                }
+            }
+            HirKind::Capture(c) => self.emit(&c.sub)?,
+            HirKind::Concat(parts) => {
+                for p in parts {
+                    self.emit(p)?;
+                }
+            }
+            HirKind::Alternation(alts) => {
+                let shortest = alts
+                    .iter()
+                    .min_by_key(|a| a.properties().minimum_len().unwrap_or(usize::MAX))?;
+                self.emit(shortest)?;
+            }
+        }
+        Some(())
+    }
 }
 
 /// A short valid string of a `format` the validator checks.
@@ -744,9 +1007,13 @@ mod tests {
     )]
     #[case::format_date_time(json!({"type": "string", "format": "date-time"}), json!("1970-01-01T00:00:00Z"))]
     #[case::format_email(json!({"type": "string", "format": "email"}), json!("user@example.com"))]
-    #[case::pattern_from_examples(
+    #[case::pattern_built_before_examples(
         json!({"type": "string", "pattern": "^[A-Z]{3}-\\d+$", "examples": ["ABC-1"]}),
-        json!("ABC-1")
+        json!("AAA-0")
+    )]
+    #[case::examples_when_the_pattern_cannot_be_built(
+        json!({"type": "string", "pattern": "^(?=A)[A-Z]{3}$", "examples": ["ABC"]}),
+        json!("ABC")
     )]
     #[case::enum_of_objects(json!({"enum": [{"k": 1}, [2]]}), json!({"k": 1}))]
     #[case::undeclared_required_uses_additional_properties(
@@ -759,11 +1026,79 @@ mod tests {
         assert_eq!(schema::validate(&schema, &expected, "value"), vec![]);
     }
 
+    /// `--dry-run-items N`: arrays of N elements within minItems/maxItems,
+    /// distinct under uniqueItems; strings built for `pattern`.
+    #[rstest]
+    #[case::default_one(json!({"type": "array", "items": {"type": "integer"}}), 1, json!([0]))]
+    #[case::zero_is_empty(json!({"type": "array", "items": {"type": "integer"}}), 0, json!([]))]
+    #[case::three(json!({"type": "array", "items": {"type": "string"}}), 3, json!(["", "", ""]))]
+    #[case::raised_to_min_items(json!({"type": "array", "minItems": 2}), 1, json!([null, null]))]
+    #[case::lowered_to_max_items(json!({"type": "array", "maxItems": 2, "items": {"type": "boolean"}}), 5, json!([false, false]))]
+    #[case::max_items_zero(json!({"type": "array", "maxItems": 0}), 3, json!([]))]
+    #[case::unique_booleans(json!({"type": "array", "uniqueItems": true, "items": {"type": "boolean"}}), 2, json!([false, true]))]
+    #[case::unique_strings(json!({"type": "array", "uniqueItems": true, "items": {"type": "string"}}), 3, json!(["", "x", "1"]))]
+    #[case::unique_integers_in_range(json!({"type": "array", "uniqueItems": true, "items": {"type": "integer", "minimum": 5}}), 3, json!([5, 6, 7]))]
+    #[case::unique_too_few_falls_back(json!({"type": "array", "uniqueItems": true, "items": {"type": "boolean"}}), 3, json!([]))]
+    #[case::unique_enum(json!({"type": "array", "uniqueItems": true, "items": {"enum": ["a", "b"]}}), 2, json!(["a", "b"]))]
+    #[case::prefix_then_rest(json!({"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "integer"}}), 3, json!(["", 0, 0]))]
+    #[case::closed_tuple(json!({"type": "array", "prefixItems": [{"type": "string"}], "items": false}), 3, json!([""]))]
+    #[case::nested_in_object(
+        json!({"type": "object", "properties": {"findings": {"type": "array", "items": {"type": "object",
+               "properties": {"line": {"type": "integer"}}, "required": ["line"]}}}, "required": ["findings"]}),
+        2,
+        json!({"findings": [{"line": 0}, {"line": 0}]})
+    )]
+    #[case::pattern_literal(json!({"type": "string", "pattern": "^[A-Z]{3}-\\d+$"}), 1, json!("AAA-0"))]
+    #[case::pattern_unanchored(json!({"type": "string", "pattern": "bug"}), 1, json!("bug"))]
+    #[case::pattern_alternation(json!({"type": "string", "pattern": "^(high|low)$"}), 1, json!("low"))]
+    #[case::pattern_min_length(json!({"type": "string", "pattern": "^a+$", "minLength": 4}), 1, json!("aaaa"))]
+    #[case::pattern_min_length_padded(json!({"type": "string", "pattern": "^v\\d$", "minLength": 2, "maxLength": 2}), 1, json!("v0"))]
+    #[case::pattern_class_without_x(json!({"type": "string", "pattern": "^[b-d]{2}$"}), 1, json!("bb"))]
+    #[case::pattern_in_array(json!({"type": "array", "items": {"type": "string", "pattern": "^id-[0-9]+$"}}), 2, json!(["id-0", "id-0"]))]
+    fn items_and_patterns(#[case] schema: Value, #[case] items: u32, #[case] expected: Value) {
+        assert_eq!(sample_value(&schema, items), Some(expected.clone()));
+        assert_eq!(schema::validate(&schema, &expected, "value"), vec![]);
+    }
+
+    #[test]
+    fn nested_arrays_stay_bounded() {
+        // 1000 × 1000 × 1000 elements would be a billion; the answer is
+        // lowered to about MAX_VALUE_NODES, and comes in time.
+        let schema = json!({"type": "array", "items": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}}});
+        let started = std::time::Instant::now();
+        let v = sample_value(&schema, MAX_ITEMS).expect("a value");
+        assert!(
+            value_nodes(&v) <= 3 * MAX_VALUE_NODES,
+            "{}",
+            value_nodes(&v)
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+        // minItems is never lowered.
+        let min =
+            json!({"type": "array", "minItems": 3, "items": {"type": "array", "minItems": 2}});
+        assert_eq!(
+            sample_value(&min, 1),
+            Some(json!([[null, null], [null, null], [null, null]]))
+        );
+    }
+
+    #[test]
+    fn a_hostile_pattern_is_bounded() {
+        let schema = json!({"type": "string", "pattern": "^(a{1000}){1000}$"});
+        assert_eq!(sample_value(&schema, 1), None);
+    }
+
+    #[test]
+    fn the_provider_uses_its_item_count() {
+        assert_eq!(DryRunProvider::new().items(), DEFAULT_ITEMS);
+        assert_eq!(DryRunProvider::new().with_items(5000).items(), MAX_ITEMS);
+    }
+
     #[rstest]
     #[case::identical_one_of_branches(json!({"type": "object",
         "properties": {"v": {"oneOf": [{"type": "string"}, {"type": "string"}]}}, "required": ["v"]}))]
     #[case::empty_range(json!({"type": "integer", "minimum": 3, "maximum": 2}))]
-    #[case::pattern_without_samples(json!({"type": "string", "pattern": "^[A-Z]{3}$"}))]
+    #[case::pattern_with_lookahead(json!({"type": "string", "pattern": "^(?=.*\\d)[a-z]+$"}))]
     #[case::dangling_ref(json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/nope"}}, "required": ["a"]}))]
     fn unsatisfiable_schemas_have_no_value(#[case] schema: Value) {
         assert_eq!(minimal_value(&schema), None);

@@ -15,6 +15,7 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
+use crate::agent_types::AgentTypes;
 use crate::config::{AgentTypeRoute, Config, ProviderEntry, ProviderKind};
 use crate::provider::{AgentRequest, StartRefused, Subagent, SubagentProvider};
 use crate::providers::SetupError;
@@ -60,11 +61,16 @@ pub fn usable(entry: &ProviderEntry) -> Result<String, SetupError> {
     }
 }
 
+/// The tool set of the read-only built-ins (`Explore`, `Plan`): reading
+/// and searching, no writing and no shell.
+pub const READ_ONLY_TOOLS: [&str; 3] = ["Read", "Grep", "Glob"];
+
 /// The agent types Claude Code has built in, so scripts that name them run
-/// here too: each a system prompt in dsh's own words (no provider here has
-/// tools yet, so `Explore` and `Plan` are read-only by instruction), routed
-/// to the run's default provider. `[agent_types.NAME]` in dsh.toml replaces
-/// one.
+/// here too: each a system prompt in dsh's own words, routed to the run's
+/// default provider. `Explore` and `Plan` are read-only: by instruction,
+/// and by their tool set ([`READ_ONLY_TOOLS`]) for providers that have
+/// tools. A file in `.claude/agents` or `[agent_types.NAME]` in dsh.toml
+/// replaces one (see [`crate::agent_types`]).
 pub fn builtin_agent_types() -> BTreeMap<String, AgentTypeRoute> {
     let general = "You are a capable general-purpose agent working on one task of a larger \
                    workflow. Do the whole task and answer with its result, stated plainly.";
@@ -76,19 +82,48 @@ pub fn builtin_agent_types() -> BTreeMap<String, AgentTypeRoute> {
                 touches, and the risks.";
     let statusline = "You are an agent that sets up a terminal status line. Do what the task \
                       asks and answer with what you configured.";
+    let read_only = || Some(READ_ONLY_TOOLS.iter().map(|t| t.to_string()).collect());
     [
-        ("general-purpose", general),
-        ("claude", general),
-        ("Explore", explore),
-        ("Plan", plan),
-        ("statusline-setup", statusline),
+        (
+            "general-purpose",
+            general,
+            "General-purpose agent for multi-step tasks",
+            None,
+        ),
+        (
+            "claude",
+            general,
+            "General-purpose agent (Claude Code's `claude` type)",
+            None,
+        ),
+        (
+            "Explore",
+            explore,
+            "Read-only agent that searches and reads code",
+            read_only(),
+        ),
+        (
+            "Plan",
+            plan,
+            "Read-only agent that plans an implementation",
+            read_only(),
+        ),
+        (
+            "statusline-setup",
+            statusline,
+            "Sets up a terminal status line",
+            None,
+        ),
     ]
     .into_iter()
-    .map(|(name, prompt)| {
+    .map(|(name, prompt, description, tools)| {
         (
             name.to_string(),
             AgentTypeRoute {
                 system_prompt: Some(prompt.to_string()),
+                description: Some(description.to_string()),
+                tools,
+                defined_at: Some("built-in".into()),
                 ..AgentTypeRoute::default()
             },
         )
@@ -100,7 +135,8 @@ pub fn builtin_agent_types() -> BTreeMap<String, AgentTypeRoute> {
 pub struct Router {
     default: Option<String>,
     slots: BTreeMap<String, Slot>,
-    agent_types: BTreeMap<String, AgentTypeRoute>,
+    /// Each type's route, or why it cannot be used (a broken agent file).
+    agent_types: BTreeMap<String, Result<AgentTypeRoute, String>>,
 }
 
 impl Router {
@@ -122,14 +158,22 @@ impl Router {
                     )
                 })
                 .collect(),
-            agent_types: {
-                // Claude Code's built-in types, overridden by dsh.toml's
-                // [agent_types.NAME] of the same name.
-                let mut types = builtin_agent_types();
-                types.extend(config.agent_types.clone());
-                types
-            },
+            agent_types: BTreeMap::new(),
         }
+        // Claude Code's built-in types, overridden by dsh.toml's
+        // [agent_types.NAME] of the same name; no agent files.
+        .with_agent_types(&AgentTypes::from_config(config))
+    }
+
+    /// Uses `types` (built-ins, agent files, dsh.toml; see
+    /// [`AgentTypes::resolve`]) as the run's agent types.
+    pub fn with_agent_types(mut self, types: &AgentTypes) -> Router {
+        self.agent_types = types
+            .types
+            .iter()
+            .map(|(name, def)| (name.clone(), def.route.clone()))
+            .collect();
+        self
     }
 
     /// Builds the default provider now, so a missing key or program is an
@@ -160,7 +204,7 @@ impl Router {
 #[async_trait]
 impl SubagentProvider for Router {
     fn prepare(&self, request: &mut AgentRequest) {
-        if let Some(r) = request
+        if let Some(Ok(r)) = request
             .options
             .agent_type
             .as_ref()
@@ -175,6 +219,15 @@ impl SubagentProvider for Router {
             if request.system_prompt.is_none() {
                 request.system_prompt = r.system_prompt.clone();
             }
+            if request.tools.is_none() {
+                request.tools = r.tools.clone();
+            }
+            // Both the call's and the type's exclusions apply (idempotent).
+            for t in &r.disallowed_tools {
+                if !request.disallowed_tools.contains(t) {
+                    request.disallowed_tools.push(t.clone());
+                }
+            }
         }
     }
 
@@ -187,12 +240,20 @@ impl SubagentProvider for Router {
         // known ones. A type only meant to reach a command provider's
         // {agentType} is declared with an empty [agent_types.NAME] table.
         if let Some(t) = &request.options.agent_type
+            && let Some(Err(problem)) = self.agent_types.get(t)
+        {
+            return Err(StartRefused::agent_start(format!(
+                "agent(): agentType {t:?} for call #{} (label {:?}) cannot be used: {problem}",
+                request.seq, request.label
+            )));
+        }
+        if let Some(t) = &request.options.agent_type
             && !self.agent_types.contains_key(t)
         {
             let known: Vec<&str> = self.agent_types.keys().map(String::as_str).collect();
             return Err(StartRefused::agent_start(format!(
                 "agent(): unknown agentType {t:?} for call #{} (label {:?}); known agent types: \
-                 {} (define it as [agent_types.{t}] in dsh.toml)",
+                 {} (define it as [agent_types.{t}] in dsh.toml, or in .claude/agents/{t}.md)",
                 request.seq,
                 request.label,
                 if known.is_empty() {
@@ -207,6 +268,7 @@ impl SubagentProvider for Router {
             .agent_type
             .as_ref()
             .and_then(|t| self.agent_types.get(t))
+            .and_then(|r| r.as_ref().ok())
             .cloned();
         let name = request
             .options

@@ -232,6 +232,8 @@ impl SubagentProvider for CommandProvider {
         let schema_path = schema_file
             .as_ref()
             .map(|f| f.0.to_string_lossy().into_owned());
+        let tools = request.tools.as_ref().map(|t| t.join(","));
+        let disallowed = request.disallowed_tools.join(",");
         let args: Vec<String> = self
             .args
             .iter()
@@ -244,6 +246,8 @@ impl SubagentProvider for CommandProvider {
                     Placeholder::SystemPrompt => request.system_prompt.as_deref(),
                     Placeholder::Schema => schema.as_deref(),
                     Placeholder::SchemaFile => schema_path.as_deref(),
+                    Placeholder::Tools => tools.as_deref(),
+                    Placeholder::DisallowedTools => Some(disallowed.as_str()),
                 })
             })
             .collect();

@@ -26,10 +26,15 @@ pub enum Placeholder {
     Schema,
     /// A path to a temporary file holding the call's JSON schema.
     SchemaFile,
+    /// The agent type's tools, comma-separated (`Read,Grep,Glob`); absent
+    /// when the type names none (all tools).
+    Tools,
+    /// The tools the call may not use, comma-separated; absent when none.
+    DisallowedTools,
 }
 
 impl Placeholder {
-    pub const ALL: [Placeholder; 7] = [
+    pub const ALL: [Placeholder; 9] = [
         Placeholder::Prompt,
         Placeholder::Model,
         Placeholder::Effort,
@@ -37,6 +42,8 @@ impl Placeholder {
         Placeholder::SystemPrompt,
         Placeholder::Schema,
         Placeholder::SchemaFile,
+        Placeholder::Tools,
+        Placeholder::DisallowedTools,
     ];
 
     pub fn name(self) -> &'static str {
@@ -48,6 +55,8 @@ impl Placeholder {
             Placeholder::SystemPrompt => "systemPrompt",
             Placeholder::Schema => "schema",
             Placeholder::SchemaFile => "schemaFile",
+            Placeholder::Tools => "tools",
+            Placeholder::DisallowedTools => "disallowedTools",
         }
     }
 
@@ -184,6 +193,8 @@ mod tests {
             Placeholder::SystemPrompt => Some("be brief"),
             Placeholder::Schema => None,
             Placeholder::SchemaFile => None,
+            Placeholder::Tools => Some("Read,Grep"),
+            Placeholder::DisallowedTools => None,
         }
     }
 
@@ -208,6 +219,8 @@ mod tests {
         "--append-system-prompt={systemPrompt}",
         Some("--append-system-prompt=be brief")
     )]
+    #[case::tools("--allowedTools={tools}", Some("--allowedTools=Read,Grep"))]
+    #[case::no_disallowed("--disallowedTools={disallowedTools}", None)]
     fn renders(#[case] arg: &str, #[case] want: Option<&str>) {
         let t = ArgTemplate::parse(arg).expect("valid");
         assert_eq!(t.render(values).as_deref(), want, "{arg}");

@@ -128,6 +128,8 @@ impl Supervisor {
             schema,
             options: req.options,
             system_prompt: None,
+            tools: None,
+            disallowed_tools: Vec::new(),
         };
         let token = self.run_token.child_token();
         let mut fut = Box::pin(async move { provider.start(request, token).await });
