@@ -296,7 +296,6 @@ return r;
 #[rstest]
 #[case::parallel_non_array(r#"await parallel("x" as any);"#, &[], "INVALID_ARGUMENT", &["parallel()"])]
 #[case::parallel_bad_item(r#"await parallel([() => 1, 7 as any]);"#, &[], "INVALID_ARGUMENT", &["item 1"])]
-#[case::pipeline_no_stage(r#"await pipeline([1]);"#, &[], "INVALID_ARGUMENT", &["at least one stage"])]
 #[case::pipeline_bad_stage(r#"await pipeline([1], (x: any) => x, "s" as any);"#, &[], "INVALID_ARGUMENT", &["stage 2"])]
 #[case::unsupported_schema(
     r#"await agent("x", { schema: { type: "object", properties: { a: { type: "strng" }, b: { type: "string", minLength: 2, priority: 1 } } } as any });"#,

@@ -1073,7 +1073,6 @@
   function pipeline(items, ...stages) {
     return new PromiseCtor(function (resolve, reject) {
       const n = checkItems("pipeline", items);
-      if (stages.length === 0) throw fatal("INVALID_ARGUMENT", "pipeline(): expected at least one stage function");
       for (let s = 0; s < stages.length; s++) {
         if (typeof stages[s] !== "function") {
           throw fatal("INVALID_ARGUMENT", "pipeline(): stage " + (s + 1) + " is " + typeName(stages[s]) + ", expected a function");
@@ -1084,7 +1083,13 @@
       gather(n, resolve, reject, async function (i) {
         const item = input[i];
         let prev = item;
-        for (let s = 0; s < stages.length; s++) prev = await stages[s](prev, item, i);
+        for (let s = 0; s < stages.length; s++) {
+          // As in Claude Code, a null value ends the item: a null item
+          // runs no stage, a stage returning null skips the rest
+          // (undefined flows on).
+          if (prev === null) return null;
+          prev = await stages[s](prev, item, i);
+        }
         return prev;
       }, "pipeline");
     });
