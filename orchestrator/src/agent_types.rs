@@ -83,6 +83,19 @@ pub struct AgentFile {
     pub disallowed_tools: Vec<String>,
     /// Front-matter fields dsh does not use, in file order.
     pub ignored_fields: Vec<String>,
+    /// How the front matter was read.
+    pub front_matter: FrontMatter,
+}
+
+/// How an agent file's front matter was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrontMatter {
+    /// As YAML.
+    Yaml,
+    /// Not valid YAML, read the way Claude Code reads it: each top-level
+    /// `key: value` line's value is the rest of the line, colons included
+    /// (a one-line `description: Use it when: …`).
+    LineValues,
 }
 
 impl AgentFile {
@@ -113,6 +126,13 @@ impl AgentFile {
                 "model {m:?} names a Claude Code model no dsh provider has; ignored (give a \
                  model id, or configure the provider's model)"
             ));
+        }
+        if self.front_matter == FrontMatter::LineValues {
+            notes.push(
+                "the front matter is not valid YAML (a value with `: ` in it); each `key: value` \
+                 line was read whole, as Claude Code reads it — quote such values to make it YAML"
+                    .to_string(),
+            );
         }
         if !self.ignored_fields.is_empty() {
             notes.push(format!(
@@ -206,7 +226,17 @@ pub fn parse_agent_file(path: &Path, text: &str) -> Result<AgentFile, AgentFileE
             format!("the front matter nests `[`/`{{` more than {MAX_FLOW_DEPTH} deep; flatten it"),
         ));
     }
-    let docs = MarkedYaml::load_from_str(&front).map_err(|e| {
+    // Claude Code takes a plain `key: value` line's value whole, `: `
+    // inside it included; strict YAML does not. When the front matter is
+    // not YAML, such lines are quoted and it is read again.
+    let (docs, front_matter) = match MarkedYaml::load_from_str(&front) {
+        Ok(docs) => (Ok(docs), FrontMatter::Yaml),
+        Err(e) => match MarkedYaml::load_from_str(&quote_line_values(&front)) {
+            Ok(docs) => (Ok(docs), FrontMatter::LineValues),
+            Err(_) => (Err(e), FrontMatter::Yaml),
+        },
+    };
+    let docs = docs.map_err(|e| {
         err(
             Some(file_line(e.marker().line())),
             guessed_name(),
@@ -237,6 +267,7 @@ pub fn parse_agent_file(path: &Path, text: &str) -> Result<AgentFile, AgentFileE
         tools: None,
         disallowed_tools: Vec::new(),
         ignored_fields: Vec::new(),
+        front_matter,
     };
     // The name first, so later errors name the type.
     let name_node = map.iter().find(|(k, _)| key_str(k) == Some("name"));
@@ -390,6 +421,41 @@ fn tool_list(v: &MarkedYaml<'_>) -> Result<Option<Vec<String>>, String> {
             ),
         },
     }
+}
+
+/// `front` with the value of every top-level `key: value` line in single
+/// quotes (unless it is already quoted, a flow collection, a block scalar
+/// or a comment), so a value with `: ` in it reads as the whole rest of
+/// the line, as Claude Code reads it.
+fn quote_line_values(front: &str) -> String {
+    let mut out = String::with_capacity(front.len() + 64);
+    for line in front.split_inclusive('\n') {
+        let (text, end) = match line.strip_suffix('\n') {
+            Some(t) => (t, "\n"),
+            None => (line, ""),
+        };
+        let key_len = text
+            .find(':')
+            .filter(|&i| {
+                i > 0
+                    && text[..i]
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            })
+            .filter(|&i| text[i + 1..].starts_with(' '));
+        let quoted = key_len.and_then(|i| {
+            let value = text[i + 1..].trim();
+            let plain = !value.is_empty()
+                && !value.starts_with(['\'', '"', '[', '{', '|', '>', '#', '&', '*', '!']);
+            plain.then(|| format!("{}: '{}'", &text[..i], value.replace('\'', "''")))
+        });
+        match quoted {
+            Some(q) => out.push_str(&q),
+            None => out.push_str(text),
+        }
+        out.push_str(end);
+    }
+    out
 }
 
 /// The `name:` of front matter that is not valid YAML, read line by line.

@@ -321,3 +321,32 @@ fn builtins_explore_and_plan_are_read_only() {
         .expect("gp");
     assert_eq!(g.tools, None);
 }
+
+/// Claude Code reads a one-line value whole, `: ` in it included (real
+/// agent files have `description: … the FLOOR PRODUCER: per triage.md …`);
+/// strict YAML refuses that, so such lines are read as Claude Code reads
+/// them, with a note.
+#[rstest]
+#[case::colon_in_description(
+    "---\nname: docs-author\ndescription: Writes docs. THE PRODUCER: per triage.md (floor_only: true), it's it\ntools: Read, Write\nmodel: sonnet\n---\nYou write docs.\n",
+    "Writes docs. THE PRODUCER: per triage.md (floor_only: true), it's it"
+)]
+#[case::colon_and_list_after(
+    "---\nname: docs-author\ndescription: Dual-use: also for bugs\ntools:\n  - Read\n  - Grep\n---\nbody\n",
+    "Dual-use: also for bugs"
+)]
+fn a_value_with_a_colon_is_read_whole_as_claude_code_does(
+    #[case] text: &str,
+    #[case] description: &str,
+) {
+    let f = parse(text).expect("read like Claude Code");
+    assert_eq!(f.name, "docs-author");
+    assert_eq!(f.description, description);
+    assert_eq!(f.front_matter, FrontMatter::LineValues);
+    assert!(f.tools.as_ref().is_some_and(|t| t.len() == 2), "{:?}", f.tools);
+    assert!(
+        f.notes().iter().any(|n| n.contains("not valid YAML")),
+        "{:?}",
+        f.notes()
+    );
+}

@@ -66,11 +66,24 @@ pub(crate) fn extract(program: &mut Program<'_>) -> Result<Option<Meta>, Vec<Loc
     let mut violations = Vec::new();
     let mut meta = None;
     let mut seen = false;
+    // Claude Code refuses a script whose meta is not its first statement;
+    // only what erases to nothing (types, `import type`) may come first.
+    let mut code_before = false;
     for statement in &program.body {
         let Some(var) = meta_declaration(statement) else {
+            code_before |= !erases_to_nothing(statement);
             continue;
         };
         let statement_start = statement_offset(statement);
+        if !seen && code_before {
+            violations.push(Violation {
+                at: statement_start,
+                message: "meta: `export const meta = {...}` must be the first statement of the \
+                          script (Claude Code refuses the script otherwise); move it to the top, \
+                          above the code before it"
+                    .to_string(),
+            });
+        }
         if seen {
             violations.push(Violation {
                 at: statement_start,
@@ -122,6 +135,19 @@ pub(crate) fn extract(program: &mut Program<'_>) -> Result<Option<Meta>, Vec<Loc
                 message: v.message,
             })
             .collect())
+    }
+}
+
+/// A statement TypeScript erasure removes, or one that does nothing: it
+/// may stand before the meta.
+fn erases_to_nothing(statement: &Statement<'_>) -> bool {
+    match statement {
+        Statement::EmptyStatement(_)
+        | Statement::TSTypeAliasDeclaration(_)
+        | Statement::TSInterfaceDeclaration(_) => true,
+        Statement::ImportDeclaration(decl) => decl.import_kind.is_type(),
+        Statement::ExportNamedDeclaration(decl) => decl.export_kind.is_type(),
+        _ => false,
     }
 }
 

@@ -581,8 +581,8 @@ fn contract_example_prepares() {
 #[case::comments_before_and_inside(
     "// Review workflow\n/* multi\n   line */\nexport const meta = {\n  // the name\n  name: \"review-files\", /* inline */\n  description: \"Review each file and collect the findings\", // trailing\n  whenToUse: \"When a change touches many files\",\n  phases: [\n    // first\n    { title: \"Review\" },\n    { title: \"Summarize\" } // last\n  ]\n}\nreturn 1;\n"
 )]
-#[case::not_first_statement(
-    "const LIMIT = 3;\nlog('start');\nexport const meta = { name: 'review-files', description: 'Review each file and collect the findings', whenToUse: 'When a change touches many files', phases: [{ title: 'Review' }, { title: 'Summarize' }] };\nreturn LIMIT;\n"
+#[case::after_types(
+    "type Finding = { file: string };\ninterface X { a: number }\nimport type { Y } from './y';\nexport const meta = { name: 'review-files', description: 'Review each file and collect the findings', whenToUse: 'When a change touches many files', phases: [{ title: 'Review' }, { title: 'Summarize' }] };\nreturn 1;\n"
 )]
 #[case::quoted_keys(
     "export const meta = { 'name': 'review-files', \"description\": 'Review each file and collect the findings', 'whenToUse': 'When a change touches many files', \"phases\": [{ 'title': 'Review' }, { \"title\": 'Summarize' }] };\n"
@@ -609,6 +609,16 @@ fn meta_shapes_from_real_scripts(#[case] source: &str) {
         !body(&p).contains("review-files"),
         "meta statement must be removed:\n{}",
         p.code
+    );
+}
+
+/// Claude Code refuses a script whose meta comes after code; so does dsh.
+#[test]
+fn meta_after_code_is_meta_invalid() {
+    let source = "const LIMIT = 3;\nlog('start');\nexport const meta = { name: 'n', description: 'd' };\nreturn LIMIT;\n";
+    assert_eq!(
+        meta_error("m.ts", source),
+        "m.ts:3:1: meta: `export const meta = {...}` must be the first statement of the script (Claude Code refuses the script otherwise); move it to the top, above the code before it"
     );
 }
 
@@ -690,7 +700,7 @@ fn meta_serializes_camel_case_without_absent_fields() {
 )]
 #[case::identifier(
     "const base = {};\nexport const meta = base;\n",
-    "m.ts:2:21: meta: must be a static literal, found the identifier `base` (variables are not allowed)"
+    "m.ts:2:1: meta: `export const meta = {...}` must be the first statement of the script (Claude Code refuses the script otherwise); move it to the top, above the code before it\nm.ts:2:21: meta: must be a static literal, found the identifier `base` (variables are not allowed)"
 )]
 #[case::undefined_field(
     "export const meta = { name: 'n', description: 'd', whenToUse: undefined };\n",
@@ -698,7 +708,7 @@ fn meta_serializes_camel_case_without_absent_fields() {
 )]
 #[case::shorthand(
     "const name = 'x';\nexport const meta = { name, description: 'd' };\n",
-    "m.ts:2:23: meta.name: shorthand properties are not allowed in meta; write `name: <literal>`"
+    "m.ts:2:1: meta: `export const meta = {...}` must be the first statement of the script (Claude Code refuses the script otherwise); move it to the top, above the code before it\nm.ts:2:23: meta.name: shorthand properties are not allowed in meta; write `name: <literal>`"
 )]
 #[case::spread(
     "export const meta = { ...base, name: 'n', description: 'd' };\n",
@@ -726,7 +736,7 @@ fn meta_serializes_camel_case_without_absent_fields() {
 )]
 #[case::substitution_template(
     "const v = 1;\nexport const meta = { name: `n${v}`, description: 'd' };\n",
-    "m.ts:2:29: meta.name: must be a static literal, found a template literal with `${}` substitutions"
+    "m.ts:2:1: meta: `export const meta = {...}` must be the first statement of the script (Claude Code refuses the script otherwise); move it to the top, above the code before it\nm.ts:2:29: meta.name: must be a static literal, found a template literal with `${}` substitutions"
 )]
 #[case::concatenation(
     "export const meta = { name: 'a' + 'b', description: 'd' };\n",
