@@ -35,6 +35,14 @@ interface AgentOptions {
   agentType?: string;
   /** Run the child in a fresh git worktree where the provider supports it. */
   isolation?: "worktree";
+  /** No-progress timeout for this call, in milliseconds (Claude Code's option). */
+  stallMs?: number;
+  /** Tools this child may not use, for providers that have tools. */
+  disallowedTools?: string[];
+  /** Bash rules the child's Bash tool is clamped to, e.g. ["Bash(git log:*)"] (accepted as Claude Code accepts it). */
+  bashCommandClamp?: string[];
+  /** Accepted as Claude Code accepts it: the length of a prompt prefix shared by several calls. */
+  sharedHeadLength?: number;
 }
 
 /** Starts one subagent. Resolves with its text (or structured value with `schema`), or null when the child failed. */
@@ -44,8 +52,11 @@ declare function agent<T = any>(prompt: string, options: AgentOptions & { schema
 /** Runs every thunk; results in input order; an ordinary throw makes that item null. */
 declare function parallel<T>(thunks: ReadonlyArray<(() => T | Promise<T>) | Promise<T>>): Promise<(Awaited<T> | null)[]>;
 
-/** Each item flows through every stage, `stage(previous, item, index)`; no barrier between stages. */
+/** Each item flows through every stage, `stage(previous, item, index)`; no barrier between stages; a null ends the item. */
 declare function pipeline<I>(items: readonly I[], ...stages: ((previous: any, item: I, index: number) => any)[]): Promise<any[]>;
+
+/** Runs a saved workflow (by its meta name) or a script file inside this run, one level deep; resolves with its return value. */
+declare function workflow(target: string | { scriptPath: string }, args?: unknown): Promise<any>;
 
 /** Sets the current phase for later agent() calls. */
 declare function phase(title: string): void;
