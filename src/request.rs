@@ -13,7 +13,7 @@ use dsh_orchestrator::files;
 use dsh_orchestrator::journal::ProviderSpec;
 use dsh_orchestrator::journal::durable::absolute;
 use dsh_orchestrator::providers::dry_run::DryRunProvider;
-use dsh_orchestrator::providers::router::{self, Router};
+use dsh_orchestrator::providers::router::{self, AgentTypeGate, Router};
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::{
     ArgsInput, ErrorCode, Limits, Meta, SandboxPolicy, StartRequest, SubagentProvider,
@@ -81,10 +81,13 @@ pub fn build(a: &RunArgs) -> Result<(StartRequest, ProviderSpec), CliError> {
         let items = a
             .dry_run_items
             .unwrap_or(dsh_orchestrator::providers::dry_run::DEFAULT_ITEMS);
-        req = req.with_provider(Arc::new(DryRunProvider::new().with_items(items)));
+        req = req.with_provider(gated(
+            Arc::new(DryRunProvider::new().with_items(items)),
+            &config,
+        ));
         ProviderSpec::DryRun
     } else if let Some(f) = &a.fixture {
-        req.provider = Some(fixture(f)?);
+        req.provider = Some(gated(fixture(f)?, &config));
         ProviderSpec::Fixture(absolute(f).display().to_string())
     } else {
         req = req.with_provider(Arc::new(providers_router(&config, a.provider.clone())?));
@@ -218,9 +221,15 @@ pub fn resume_provider(
     spec: &ProviderSpec,
 ) -> Result<Option<Arc<dyn SubagentProvider>>, CliError> {
     Ok(match (flag, spec) {
-        (Some(f), _) => Some(fixture(f)?),
-        (None, ProviderSpec::Fixture(f)) => Some(fixture(Path::new(f))?),
-        (None, ProviderSpec::DryRun) => Some(Arc::new(DryRunProvider::new())),
+        (Some(f), _) => Some(gated(fixture(f)?, &load_config(config_flag)?)),
+        (None, ProviderSpec::Fixture(f)) => Some(gated(
+            fixture(Path::new(f))?,
+            &load_config(config_flag)?,
+        )),
+        (None, ProviderSpec::DryRun) => Some(gated(
+            Arc::new(DryRunProvider::new()),
+            &load_config(config_flag)?,
+        )),
         (None, ProviderSpec::None) => None,
         (None, ProviderSpec::Configured { config, provider }) => {
             let config = match config {
@@ -374,6 +383,13 @@ fn load_config(explicit: Option<&Path>) -> Result<Config, CliError> {
 fn agent_types(config: &Config) -> AgentTypes {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     AgentTypes::resolve(config, &agent_types::default_dirs(&cwd))
+}
+
+/// `provider` (a fixture, the dry run) behind the run's agent types, so an
+/// unknown `agentType` is refused as with configured providers — and as in
+/// Claude Code.
+fn gated(provider: Arc<dyn SubagentProvider>, config: &Config) -> Arc<dyn SubagentProvider> {
+    Arc::new(AgentTypeGate::new(provider, &agent_types(config)))
 }
 
 /// The router over the configured providers, with `flag` (`--provider`)

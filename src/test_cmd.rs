@@ -20,9 +20,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dsh_orchestrator::agent_types::AgentTypes;
 use dsh_orchestrator::catalog::Catalog;
 use dsh_orchestrator::events::Event;
 use dsh_orchestrator::files;
+use dsh_orchestrator::providers::router::AgentTypeGate;
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::script::ScriptKind;
 use dsh_orchestrator::{
@@ -425,7 +427,10 @@ fn request(case: &Case, settings: &Settings) -> Result<StartRequest, String> {
         .with_args(args)
         .with_meta_fallback(Meta::default_for(&case.script))
         .with_worker(settings.worker.clone())
-        .with_provider(Arc::new(provider))
+        .with_provider(Arc::new(AgentTypeGate::new(
+            Arc::new(provider),
+            &test_agent_types(&case.script),
+        )))
         .with_catalog(test_catalog(&case.script));
     if let Some(name) = case.script.file_name() {
         req.script_name = name.to_string_lossy().into_owned();
@@ -437,11 +442,24 @@ fn request(case: &Case, settings: &Settings) -> Result<StartRequest, String> {
 /// its script only — never the user's own, nor the working directory's, so
 /// a test means the same wherever and by whomever it is run.
 fn test_catalog(script: &Path) -> Catalog {
-    let dir = script
+    Catalog::standard(case_dir(script), None, None)
+}
+
+/// The directory of a case's script.
+fn case_dir(script: &Path) -> &Path {
+    script
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    Catalog::standard(dir, None, None)
+        .unwrap_or(Path::new("."))
+}
+
+/// The agent types a test case sees: the built-ins and the
+/// `.claude/agents/` beside its script — again never the user's own.
+fn test_agent_types(script: &Path) -> AgentTypes {
+    AgentTypes::resolve(
+        &dsh_orchestrator::config::Config::builtin(),
+        &[case_dir(script).join(".claude").join("agents")],
+    )
 }
 
 fn compare(case: &Case, expected: &Expected, actual: &Actual) -> Verdict {

@@ -567,3 +567,34 @@ fn agent_file_models_reach_a_configured_fixture_provider() {
         json!(["routed by the file", "the call's model"])
     );
 }
+
+/// With a fixture (or the dry run) the agent types still apply: an unknown
+/// `agentType` rejects with `AGENT_START` naming the known types — as Claude
+/// Code throws for it — and a `.claude/agents/` type is known.
+#[rstest]
+#[case::fixture(&[][..])]
+#[case::dry_run(&["--dry-run"][..])]
+fn agent_types_apply_to_fixture_and_dry_runs(#[case] flags: &[&str]) {
+    let script = r#"export const meta = { name: "t", description: "d" };
+const unknown = await agent("x", { agentType: "nope" }).catch((e) => e.code + " " + e.message);
+const known = await agent("y", { agentType: "local-type" });
+return { unknown, known: typeof known };
+"#;
+    let answers = fixture(json!([{ "match": {}, "text": "ok" }]));
+    let ws = Workspace::new("wf.ts", script, flags.is_empty().then_some(&answers));
+    let agents = ws.dir.path().join(".claude/agents");
+    std::fs::create_dir_all(&agents).expect("mkdir");
+    std::fs::write(
+        agents.join("local-type.md"),
+        "---\nname: local-type\ndescription: a local type\n---\nYou help.\n",
+    )
+    .expect("agent file");
+    let home = ws.dir.path().join("home").display().to_string();
+    let out = ws.with_env("HOME", &home).run(flags);
+    out.assert_code(0);
+    let v = out.json();
+    let unknown = v["unknown"].as_str().unwrap_or_default();
+    assert!(unknown.starts_with("AGENT_START "), "{v:#}");
+    assert_mentions(unknown, &["unknown agentType \"nope\"", "local-type", "Explore"]);
+    assert_eq!(v["known"], "string");
+}

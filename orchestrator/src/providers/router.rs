@@ -136,7 +136,7 @@ pub struct Router {
     default: Option<String>,
     slots: BTreeMap<String, Slot>,
     /// Each type's route, or why it cannot be used (a broken agent file).
-    agent_types: BTreeMap<String, Result<AgentTypeRoute, String>>,
+    agent_types: TypeTable,
 }
 
 impl Router {
@@ -168,11 +168,7 @@ impl Router {
     /// Uses `types` (built-ins, agent files, dsh.toml; see
     /// [`AgentTypes::resolve`]) as the run's agent types.
     pub fn with_agent_types(mut self, types: &AgentTypes) -> Router {
-        self.agent_types = types
-            .types
-            .iter()
-            .map(|(name, def)| (name.clone(), def.route.clone()))
-            .collect();
+        self.agent_types = type_table(types);
         self
     }
 
@@ -201,57 +197,67 @@ impl Router {
     }
 }
 
-#[async_trait]
-impl SubagentProvider for Router {
-    fn prepare(&self, request: &mut AgentRequest) {
-        if let Some(Ok(r)) = request
-            .options
-            .agent_type
-            .as_ref()
-            .and_then(|t| self.agent_types.get(t))
-        {
-            if request.options.model.is_none() {
-                request.options.model = r.model.clone();
-            }
-            if request.options.effort.is_none() {
-                request.options.effort = r.effort.clone();
-            }
-            if request.system_prompt.is_none() {
-                request.system_prompt = r.system_prompt.clone();
-            }
-            if request.tools.is_none() {
-                request.tools = r.tools.clone();
-            }
-            // Both the call's and the type's exclusions apply (idempotent).
-            for t in &r.disallowed_tools {
-                if !request.disallowed_tools.contains(t) {
-                    request.disallowed_tools.push(t.clone());
-                }
+/// The agent types of a run: each type's route, or why it cannot be used.
+type TypeTable = BTreeMap<String, Result<AgentTypeRoute, String>>;
+
+fn type_table(types: &AgentTypes) -> TypeTable {
+    types
+        .types
+        .iter()
+        .map(|(name, def)| (name.clone(), def.route.clone()))
+        .collect()
+}
+
+/// Fills in what the call's agent type adds: its model and effort (when
+/// the call gives none), system prompt and tools. Idempotent.
+fn apply_agent_type(types: &TypeTable, request: &mut AgentRequest) {
+    if let Some(Ok(r)) = request
+        .options
+        .agent_type
+        .as_ref()
+        .and_then(|t| types.get(t))
+    {
+        if request.options.model.is_none() {
+            request.options.model = r.model.clone();
+        }
+        if request.options.effort.is_none() {
+            request.options.effort = r.effort.clone();
+        }
+        if request.system_prompt.is_none() {
+            request.system_prompt = r.system_prompt.clone();
+        }
+        if request.tools.is_none() {
+            request.tools = r.tools.clone();
+        }
+        // Both the call's and the type's exclusions apply (idempotent).
+        for t in &r.disallowed_tools {
+            if !request.disallowed_tools.contains(t) {
+                request.disallowed_tools.push(t.clone());
             }
         }
     }
+}
 
-    async fn start(
-        &self,
-        mut request: AgentRequest,
-        cancel: CancellationToken,
-    ) -> Result<Arc<dyn Subagent>, StartRefused> {
-        // Contract §3: an unknown agent type is AGENT_START listing the
-        // known ones. A type only meant to reach a command provider's
-        // {agentType} is declared with an empty [agent_types.NAME] table.
-        if let Some(t) = &request.options.agent_type
-            && let Some(Err(problem)) = self.agent_types.get(t)
-        {
-            return Err(StartRefused::agent_start(format!(
-                "agent(): agentType {t:?} for call #{} (label {:?}) cannot be used: {problem}",
-                request.seq, request.label
-            )));
-        }
-        if let Some(t) = &request.options.agent_type
-            && !self.agent_types.contains_key(t)
-        {
-            let known: Vec<&str> = self.agent_types.keys().map(String::as_str).collect();
-            return Err(StartRefused::agent_start(format!(
+/// The route of the call's agent type (`None` without one), or the
+/// refusal: contract §3, an unknown agent type is `AGENT_START` listing
+/// the known ones. A type only meant to reach a command provider's
+/// `{agentType}` is declared with an empty `[agent_types.NAME]` table.
+fn agent_type_route(
+    types: &TypeTable,
+    request: &AgentRequest,
+) -> Result<Option<AgentTypeRoute>, StartRefused> {
+    let Some(t) = &request.options.agent_type else {
+        return Ok(None);
+    };
+    match types.get(t) {
+        Some(Ok(route)) => Ok(Some(route.clone())),
+        Some(Err(problem)) => Err(StartRefused::agent_start(format!(
+            "agent(): agentType {t:?} for call #{} (label {:?}) cannot be used: {problem}",
+            request.seq, request.label
+        ))),
+        None => {
+            let known: Vec<&str> = types.keys().map(String::as_str).collect();
+            Err(StartRefused::agent_start(format!(
                 "agent(): unknown agentType {t:?} for call #{} (label {:?}); known agent types: \
                  {} (define it as [agent_types.{t}] in dsh.toml, or in .claude/agents/{t}.md)",
                 request.seq,
@@ -261,15 +267,60 @@ impl SubagentProvider for Router {
                 } else {
                     known.join(", ")
                 }
-            )));
+            )))
         }
-        let route = request
-            .options
-            .agent_type
-            .as_ref()
-            .and_then(|t| self.agent_types.get(t))
-            .and_then(|r| r.as_ref().ok())
-            .cloned();
+    }
+}
+
+/// The agent types in front of one provider that knows none of them (a
+/// fixture, the dry run): unknown types are refused as the router refuses
+/// them — as Claude Code refuses them — and known ones fill in their
+/// model, system prompt and tools, so fixtures can match on them.
+pub struct AgentTypeGate {
+    inner: Arc<dyn SubagentProvider>,
+    agent_types: TypeTable,
+}
+
+impl AgentTypeGate {
+    /// `inner` behind the agent types `types`.
+    pub fn new(inner: Arc<dyn SubagentProvider>, types: &AgentTypes) -> Self {
+        AgentTypeGate {
+            inner,
+            agent_types: type_table(types),
+        }
+    }
+}
+
+#[async_trait]
+impl SubagentProvider for AgentTypeGate {
+    fn prepare(&self, request: &mut AgentRequest) {
+        apply_agent_type(&self.agent_types, request);
+        self.inner.prepare(request);
+    }
+
+    async fn start(
+        &self,
+        mut request: AgentRequest,
+        cancel: CancellationToken,
+    ) -> Result<Arc<dyn Subagent>, StartRefused> {
+        agent_type_route(&self.agent_types, &request)?;
+        self.prepare(&mut request);
+        self.inner.start(request, cancel).await
+    }
+}
+
+#[async_trait]
+impl SubagentProvider for Router {
+    fn prepare(&self, request: &mut AgentRequest) {
+        apply_agent_type(&self.agent_types, request);
+    }
+
+    async fn start(
+        &self,
+        mut request: AgentRequest,
+        cancel: CancellationToken,
+    ) -> Result<Arc<dyn Subagent>, StartRefused> {
+        let route = agent_type_route(&self.agent_types, &request)?;
         let name = request
             .options
             .provider

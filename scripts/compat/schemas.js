@@ -1,0 +1,12 @@
+export const meta = { name: "schemas", description: "compat: the whole JSON Schema vocabulary validates answers" };
+const s = (properties, required) => ({ type: "object", properties, required: required ?? Object.keys(properties) });
+const out = {};
+out.arrays = await agent("arrays", { schema: s({ items: { type: "array", items: { type: "string" }, minItems: 2, maxItems: 3 } }) });
+out.typeArray = await agent("type array", { schema: s({ v: { type: ["number", "null"] }, w: { type: ["string", "integer"] } }) });
+out.numbers = await agent("numbers", { schema: s({ n: { type: "integer", minimum: 3, maximum: 9 }, x: { type: "number", exclusiveMinimum: 0 } }) });
+out.strings = await agent("strings", { schema: s({ t: { type: "string", minLength: 2, maxLength: 40 }, e: { enum: ["low", "high"] }, c: { const: "fixed" } }) });
+out.nested = await agent("nested", { schema: s({ inner: { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"], additionalProperties: false } }) });
+out.refs = await agent("refs", { schema: { type: "object", $defs: { item: { type: "object", properties: { id: { type: "string" } }, required: ["id"] } }, properties: { items: { type: "array", items: { $ref: "#/$defs/item" }, minItems: 1 } }, required: ["items"] } });
+out.combinators = await agent("combinators", { schema: s({ a: { anyOf: [{ type: "string" }, { type: "number" }] }, b: { allOf: [{ type: "string" }, { minLength: 1 }] } }) });
+out.optional = await agent("optional", { schema: s({ must: { type: "string" }, may: { type: "number" } }, ["must"]) });
+return out;
