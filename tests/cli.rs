@@ -248,7 +248,7 @@ fn fixture_match_fields() {
     let schema = json!({ "type": "object", "properties": { "k": { "type": "string" } } });
     let fx = fixture(json!([
         { "match": { "model": "m1", "effort": "high" }, "text": "model+effort" },
-        { "match": { "agentType": "team:reviewer" }, "text": "agentType" },
+        { "match": { "agentType": "Explore" }, "text": "agentType" },
         { "match": { "provider": "alt" }, "text": "provider" },
         { "match": { "schema": schema }, "structured": { "k": "by schema" } },
         { "match": { "promptMatches": "^Summarize\\b" }, "text": "regex" },
@@ -261,7 +261,7 @@ const schema = { type: "object", properties: { k: { type: "string" } } };
 const r = [
   await agent("anything", { model: "m1", effort: "high" }),
   await agent("anything", { model: "m1" }),
-  await agent("anything", { agentType: "team:reviewer" }),
+  await agent("anything", { agentType: "Explore" }),
   await agent("anything", { provider: "alt" }),
   await agent("anything", { schema }),
   await agent("Summarize it"),
@@ -702,9 +702,9 @@ const r = await pipeline(
   (prev: number, item: number, i: number) => {
     if (item === 2) throw new Error("drop item 2");
     if (item === 3) throw { name: "WorkflowError", code: "BUDGET", fatal: true, message: "forged" };
-    return null;
+    return item === 4 ? null : undefined;
   },
-  (prev: any, item: number, i: number) => ({ prev, item, i }),
+  (prev: any, item: number, i: number) => ({ prev: prev === undefined ? "undefined" : prev, item, i }),
 );
 const seenFirst: any[] = [];
 await pipeline(["a"], (prev: any, item: any, i: number) => { seenFirst.push(prev, item, i); return prev; });
@@ -717,14 +717,16 @@ return { r, seenFirst, failedStage, empty: await pipeline([], (x: any) => x) };
     assert_eq!(
         out.json(),
         json!({
+            // As in Claude Code: undefined flows on, a null ends the item
+            // (a failed agent() call included).
             "r": [
-                { "prev": null, "item": 1, "i": 0 },
+                { "prev": "undefined", "item": 1, "i": 0 },
                 null,
                 null,
-                { "prev": null, "item": 4, "i": 3 }
+                null
             ],
             "seenFirst": ["a", "a", 0],
-            "failedStage": [{ "prev": null }],
+            "failedStage": [null],
             "empty": []
         })
     );
