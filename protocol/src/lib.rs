@@ -27,8 +27,10 @@ pub use messages::*;
 
 /// Version of this protocol. The worker announces it in [`WorkerMsg::Hello`];
 /// the host refuses a worker that speaks another one. Version 3 made
-/// [`EndResult`] carry an [`EndOutcome`].
-pub const PROTOCOL_VERSION: u32 = 5;
+/// [`EndResult`] carry an [`EndOutcome`]; version 6 added `stall_ms` and
+/// `disallowed_tools` to [`AgentOptions`] (a `ChildStart` frame of version
+/// 5 no longer decodes).
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// The worker's exit status when an allocation failed under the sandbox's
 /// data limit: the host reports such a death as `MEMORY`.

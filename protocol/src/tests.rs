@@ -38,6 +38,8 @@ fn request() -> ChildRequest {
             effort: Some("low".into()),
             agent_type: Some("x:y".into()),
             isolation: None,
+            stall_ms: None,
+            disallowed_tools: None,
         },
     }
 }

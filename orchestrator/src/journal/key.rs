@@ -7,9 +7,10 @@ use crate::provider::AgentRequest;
 
 /// Hex SHA-256 (first 128 bits) of the canonical JSON of the prompt and
 /// the options that change the answer: `schema`, `model`, `effort`,
-/// `agentType`, `provider`, `isolation`, and the configured system prompt.
-/// The label and phase only name the
-/// call, so renaming a label keeps its journaled answer.
+/// `agentType`, `provider`, `isolation`, the configured system prompt,
+/// and (only when given, appended) `disallowedTools`. The label, phase and
+/// `stallMs` do not change the answer, so changing them keeps a call's
+/// journaled answer.
 pub fn call_key(r: &AgentRequest) -> String {
     // Serialized straight into the hash, by reference: the same text as
     // the JSON array `["dsh-call-key/1", prompt, …]`, without copying a
@@ -28,7 +29,19 @@ pub fn call_key(r: &AgentRequest) -> String {
     );
     let mut hasher = Hashing(Sha256::new());
     // Writing into a hasher cannot fail, and these types always serialize.
-    let _ = serde_json::to_writer(&mut hasher, &parts);
+    // `disallowedTools` changes what the child can do, so it is keyed (as
+    // Claude Code keys it) — appended only when given, so a call without
+    // it keeps the key it always had. `stallMs` does not change the
+    // answer and is not keyed.
+    match r.options.disallowed_tools.as_ref().filter(|t| !t.is_empty()) {
+        None => {
+            let _ = serde_json::to_writer(&mut hasher, &parts);
+        }
+        Some(tools) => {
+            let (a, b, c, d, e, f, g, h, i) = parts;
+            let _ = serde_json::to_writer(&mut hasher, &(a, b, c, d, e, f, g, h, i, tools));
+        }
+    }
     let digest = hasher.0.finalize();
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -117,6 +130,26 @@ mod tests {
         let mut s = req("p");
         s.schema = Some(json!({"type": "object"}));
         assert_ne!(base, call_key(&s));
+    }
+
+    #[test]
+    fn stall_ms_is_not_keyed_and_disallowed_tools_only_when_given() {
+        let base = call_key(&req("p"));
+        // The pinned key of a plain call: journals written before stallMs
+        // and disallowedTools existed still match.
+        let text = json!(["dsh-call-key/1", "p", null, null, null, null, null, null, null]).to_string();
+        let digest = Sha256::digest(text.as_bytes());
+        let want: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(base, want);
+        let mut s = req("p");
+        s.options.stall_ms = Some(300);
+        assert_eq!(call_key(&s), base);
+        let mut empty = req("p");
+        empty.options.disallowed_tools = Some(vec![]);
+        assert_eq!(call_key(&empty), base);
+        let mut t = req("p");
+        t.options.disallowed_tools = Some(vec!["Bash".into()]);
+        assert_ne!(call_key(&t), base);
     }
 
     #[test]

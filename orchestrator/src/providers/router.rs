@@ -16,7 +16,9 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{AgentTypeRoute, Config, ProviderEntry, ProviderKind};
-use crate::provider::{AgentRequest, StartRefused, Subagent, SubagentProvider};
+use crate::provider::{
+    AgentRequest, CallLimit, CallLimits, StartRefused, Subagent, SubagentProvider,
+};
 use crate::providers::SetupError;
 use crate::providers::command::CommandProvider;
 use crate::providers::openai::OpenAiProvider;
@@ -159,6 +161,44 @@ impl Router {
 
 #[async_trait]
 impl SubagentProvider for Router {
+    /// The call's `stallMs`, else its agent type's `stall`, else its
+    /// provider's `stall`; the agent type's `timeout`.
+    fn call_limits(&self, request: &AgentRequest) -> CallLimits {
+        let route = request
+            .options
+            .agent_type
+            .as_ref()
+            .and_then(|t| self.agent_types.get(t).map(|r| (t, r)));
+        let provider = request
+            .options
+            .provider
+            .as_ref()
+            .or_else(|| route.and_then(|(_, r)| r.provider.as_ref()))
+            .or(self.default.as_ref())
+            .and_then(|n| self.slots.get(n));
+        let own = CallLimits::of_call(request);
+        let stall = own
+            .stall
+            .or_else(|| {
+                route.and_then(|(t, r)| {
+                    r.stall
+                        .map(|d| CallLimit::new(d, format!("stall of [agent_types.{t}]")))
+                })
+            })
+            .or_else(|| {
+                provider.and_then(|s| {
+                    s.entry
+                        .stall
+                        .map(|d| CallLimit::new(d, format!("stall of [providers.{}]", s.entry.name)))
+                })
+            });
+        let timeout = route.and_then(|(t, r)| {
+            r.timeout
+                .map(|d| CallLimit::new(d, format!("timeout of [agent_types.{t}]")))
+        });
+        CallLimits { stall, timeout }
+    }
+
     fn prepare(&self, request: &mut AgentRequest) {
         if let Some(r) = request
             .options

@@ -6,6 +6,7 @@
 //! - [`connection`]: the socket, frames in and out;
 //! - [`ledger`]: the children — starting them through the provider,
 //!   announcing them, settling them, pairing every `agent-start`;
+//! - [`guard`]: a call's stall and timeout bounds while its child runs;
 //! - [`cancel`]: the cancel path (both channels, the grace);
 //! - [`settle`]: the one path every end of a run takes — the result,
 //!   stray children, stopping and reaping the worker;
@@ -17,6 +18,7 @@
 
 mod cancel;
 mod connection;
+mod guard;
 pub(crate) mod handshake;
 mod ledger;
 mod settle;
