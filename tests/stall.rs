@@ -321,14 +321,16 @@ async fn a_silent_program_stalls_and_is_stopped() {
     let (r, events) = run_command(
         dir.path(),
         &prog,
-        "const v = await agent(\"quiet\", { stallMs: 300 });\nreturn { v };",
+        // 1 s: room for a loaded machine to start the shell and write the
+        // pid file before the stall (writing a file is not progress).
+        "const v = await agent(\"quiet\", { stallMs: 1000 });\nreturn { v };",
     )
     .await;
     assert!(r.is_completed(), "{r:?}");
     assert_eq!(r.value, json!({ "v": null }));
     assert_failed_with(
         agent_end(&events),
-        "stalled: no progress from the provider for 300 ms (stallMs)",
+        "stalled: no progress from the provider for 1000 ms (stallMs)",
     );
     // The program had started (it wrote its pid), and it is gone now.
     let pid: u32 = std::fs::read_to_string(dir.path().join("pid"))
