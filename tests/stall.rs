@@ -344,3 +344,112 @@ async fn a_silent_program_stalls_and_is_stopped() {
         tokio::time::sleep(POLL).await;
     }
 }
+
+// ------------------------------------------------------------------ an embedder's provider
+
+/// A provider whose children report progress through the seam every
+/// `every` for `reports` times, then answer; it keeps the options it saw.
+struct Ticking {
+    every: Duration,
+    reports: u32,
+    seen: std::sync::Mutex<Vec<dsh_orchestrator::AgentOptions>>,
+}
+
+struct TickingChild {
+    progress: dsh_orchestrator::Progress,
+    every: Duration,
+    reports: u32,
+    cancel: tokio_util::sync::CancellationToken,
+}
+
+#[async_trait::async_trait]
+impl dsh_orchestrator::SubagentProvider for Ticking {
+    async fn start(
+        &self,
+        request: dsh_orchestrator::AgentRequest,
+        _cancel: tokio_util::sync::CancellationToken,
+    ) -> Result<Arc<dyn dsh_orchestrator::Subagent>, dsh_orchestrator::StartRefused> {
+        self.seen.lock().unwrap().push(request.options.clone());
+        Ok(Arc::new(TickingChild {
+            progress: dsh_orchestrator::Progress::new(),
+            every: self.every,
+            reports: self.reports,
+            cancel: tokio_util::sync::CancellationToken::new(),
+        }))
+    }
+}
+
+#[async_trait::async_trait]
+impl dsh_orchestrator::Subagent for TickingChild {
+    fn id(&self) -> &str {
+        "ticking"
+    }
+    async fn result(
+        &self,
+    ) -> Result<dsh_orchestrator::ChildOutcome, dsh_orchestrator::ResultFault> {
+        for _ in 0..self.reports {
+            tokio::select! {
+                _ = self.cancel.cancelled() => {
+                    return Ok(dsh_orchestrator::ChildOutcome {
+                        result: dsh_orchestrator::ChildResult::Cancelled,
+                        usage: None,
+                    });
+                }
+                _ = tokio::time::sleep(self.every) => self.progress.report(),
+            }
+        }
+        Ok(dsh_orchestrator::ChildOutcome {
+            result: dsh_orchestrator::ChildResult::Text("ticked".into()),
+            usage: None,
+        })
+    }
+    fn cancel(&self) {
+        self.cancel.cancel();
+    }
+    async fn dispose(&self) {}
+    fn progress(&self) -> Option<dsh_orchestrator::Progress> {
+        Some(self.progress.clone())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedders_provider_reports_progress_and_sees_the_options() {
+    // Ten reports 50 ms apart against a 5 s stall: never stalled, and the
+    // options reach the provider.
+    let p = Arc::new(Ticking {
+        every: Duration::from_millis(50),
+        reports: 10,
+        seen: std::sync::Mutex::new(Vec::new()),
+    });
+    let run = start(request(
+        "return await agent(\"tick\", { stallMs: 5000, disallowedTools: [\"Bash\"] });",
+    )
+    .with_provider(p.clone()))
+    .expect("start");
+    let r = result(&run).await;
+    let events = collect_events(&run).await;
+    assert_event_guarantees(&events);
+    run.dispose().await;
+    assert_eq!(r.value, json!("ticked"), "{r:?}");
+    let seen = p.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].stall_ms, Some(5000));
+    assert_eq!(seen[0].disallowed_tools, Some(vec!["Bash".to_string()]));
+
+    // Reporting every 60 s against a 300 ms stall: stalled, and cancelled.
+    let p = Arc::new(Ticking {
+        every: Duration::from_secs(60),
+        reports: 1,
+        seen: std::sync::Mutex::new(Vec::new()),
+    });
+    let run = start(request("return await agent(\"tick\", { stallMs: 300 });").with_provider(p))
+        .expect("start");
+    let r = result(&run).await;
+    let events = collect_events(&run).await;
+    run.dispose().await;
+    assert_eq!(r.value, Value::Null, "{r:?}");
+    assert_failed_with(
+        agent_end(&events),
+        "stalled: no progress from the provider for 300 ms (stallMs)",
+    );
+}
