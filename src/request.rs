@@ -319,7 +319,7 @@ pub fn worker() -> Result<WorkerCommand, CliError> {
 /// A per-call bound as `providers` shows it: `300s`, or `1500ms`.
 fn secs(d: std::time::Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")

@@ -79,7 +79,9 @@ fn an_answer_within_stall_ms_stands() {
     let out = Workspace::new(
         "wf.ts",
         "return await agent(\"quick\", { stallMs: 60000 });",
-        Some(&fixture(json!([{ "match": {}, "text": "done", "delayMs": 10 }]))),
+        Some(&fixture(
+            json!([{ "match": {}, "text": "done", "delayMs": 10 }]),
+        )),
     )
     .run(&[]);
     out.assert_code(0);
@@ -99,10 +101,8 @@ fn a_stall_ms_that_is_not_a_positive_number_is_ignored_with_a_warning() {
     assert_eq!(out.json(), json!("done"));
     let warnings = out.events_of("workflow/warning");
     assert!(
-        warnings
-            .iter()
-            .any(|w| w["path"] == "options.stallMs"
-                && w["message"].as_str().unwrap_or("").contains("ignored")),
+        warnings.iter().any(|w| w["path"] == "options.stallMs"
+            && w["message"].as_str().unwrap_or("").contains("ignored")),
         "{warnings:#?}"
     );
 }
@@ -211,7 +211,9 @@ fn the_calls_stall_ms_wins_over_the_agent_type_over_the_provider() {
             .to_string()
     };
     assert!(
-        reason(1).starts_with("stalled: no progress from the provider for 400 ms (stall of [agent_types.patient])"),
+        reason(1).starts_with(
+            "stalled: no progress from the provider for 400 ms (stall of [agent_types.patient])"
+        ),
         "{}",
         reason(1)
     );
@@ -247,7 +249,10 @@ fn a_bad_stall_in_dsh_toml_names_the_line_and_the_fix() {
     let ws = configured("return 1;", "", "[agent_types.t]\ntimeout = 0\n");
     let (_, stderr, code) = dsh_in(ws.dir.path(), &["workflow", "providers"]);
     assert_ne!(code, Some(0));
-    assert_mentions(&stderr, &["dsh.toml:9", "agent_types.t.timeout", "more than 0"]);
+    assert_mentions(
+        &stderr,
+        &["dsh.toml:9", "agent_types.t.timeout", "more than 0"],
+    );
 }
 
 #[test]
@@ -259,7 +264,10 @@ fn providers_lists_the_stall_and_timeout_defaults() {
     );
     let (stdout, stderr, code) = dsh_in(ws.dir.path(), &["workflow", "providers"]);
     assert_eq!(code, Some(0), "{stderr}");
-    assert_mentions(&stdout, &["stall 300s", "agent type t", "stall 90s", "timeout 1800s"]);
+    assert_mentions(
+        &stdout,
+        &["stall 300s", "agent type t", "stall 90s", "timeout 1800s"],
+    );
 }
 
 // ------------------------------------------------------------------ command provider
@@ -421,10 +429,10 @@ async fn an_embedders_provider_reports_progress_and_sees_the_options() {
         reports: 10,
         seen: std::sync::Mutex::new(Vec::new()),
     });
-    let run = start(request(
-        "return await agent(\"tick\", { stallMs: 5000, disallowedTools: [\"Bash\"] });",
+    let run = start(
+        request("return await agent(\"tick\", { stallMs: 5000, disallowedTools: [\"Bash\"] });")
+            .with_provider(p.clone()),
     )
-    .with_provider(p.clone()))
     .expect("start");
     let r = result(&run).await;
     let events = collect_events(&run).await;

@@ -64,7 +64,10 @@ fn stall_ms_and_disallowed_tools_read_from_the_preludes_json() {
         "stallMs":300,"disallowedTools":["Bash"]}}"#;
     let parsed: ChildRequest = serde_json::from_str(json).expect("prelude JSON");
     assert_eq!(parsed.options.stall_ms, Some(300));
-    assert_eq!(parsed.options.disallowed_tools, Some(vec!["Bash".to_string()]));
+    assert_eq!(
+        parsed.options.disallowed_tools,
+        Some(vec!["Bash".to_string()])
+    );
     let old = r#"{"prompt":"p","label":"l","phase":null,"schema":null,"options":{}}"#;
     let parsed: ChildRequest = serde_json::from_str(old).expect("older JSON");
     assert_eq!(parsed.options, AgentOptions::default());
@@ -72,7 +75,10 @@ fn stall_ms_and_disallowed_tools_read_from_the_preludes_json() {
     let mut r = request();
     r.options.stall_ms = Some(u64::MAX);
     r.options.disallowed_tools = Some(vec!["Bash".into(), "Edit".into()]);
-    let msg = WorkerMsg::ChildStart { call_id: 1, request: r };
+    let msg = WorkerMsg::ChildStart {
+        call_id: 1,
+        request: r,
+    };
     let bytes = encode(&msg, DEFAULT_MAX_FRAME_BYTES).expect("encode");
     assert_eq!(decode::<WorkerMsg>(&bytes[4..]).expect("decode"), msg);
 }

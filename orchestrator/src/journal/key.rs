@@ -33,7 +33,12 @@ pub fn call_key(r: &AgentRequest) -> String {
     // Claude Code keys it) — appended only when given, so a call without
     // it keeps the key it always had. `stallMs` does not change the
     // answer and is not keyed.
-    match r.options.disallowed_tools.as_ref().filter(|t| !t.is_empty()) {
+    match r
+        .options
+        .disallowed_tools
+        .as_ref()
+        .filter(|t| !t.is_empty())
+    {
         None => {
             let _ = serde_json::to_writer(&mut hasher, &parts);
         }
@@ -137,7 +142,18 @@ mod tests {
         let base = call_key(&req("p"));
         // The pinned key of a plain call: journals written before stallMs
         // and disallowedTools existed still match.
-        let text = json!(["dsh-call-key/1", "p", null, null, null, null, null, null, null]).to_string();
+        let text = json!([
+            "dsh-call-key/1",
+            "p",
+            null,
+            null,
+            null,
+            null,
+            null,
+            null,
+            null
+        ])
+        .to_string();
         let digest = Sha256::digest(text.as_bytes());
         let want: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(base, want);

@@ -187,9 +187,9 @@ impl SubagentProvider for Router {
             })
             .or_else(|| {
                 provider.and_then(|s| {
-                    s.entry
-                        .stall
-                        .map(|d| CallLimit::new(d, format!("stall of [providers.{}]", s.entry.name)))
+                    s.entry.stall.map(|d| {
+                        CallLimit::new(d, format!("stall of [providers.{}]", s.entry.name))
+                    })
                 })
             });
         let timeout = route.and_then(|(t, r)| {

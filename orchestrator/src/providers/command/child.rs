@@ -18,9 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::extract::extract_json;
 use super::process::{Ending, Finished, ProcLimits, Running, describe_status};
 use super::worktree::Worktree;
-use crate::provider::{
-    ChildOutcome, ChildResult, KeptWorktree, Progress, ResultFault, Subagent,
-};
+use crate::provider::{ChildOutcome, ChildResult, KeptWorktree, Progress, ResultFault, Subagent};
 
 /// A temporary file removed when dropped (`{schemaFile}`).
 #[derive(Debug)]

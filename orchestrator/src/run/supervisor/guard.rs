@@ -221,8 +221,14 @@ mod tests {
         let ChildResult::Failed(reason) = out.result else {
             panic!("not failed: {out:?}");
         };
-        assert!(reason.starts_with("stalled: no progress from the provider for 300 ms (stallMs)"), "{reason}");
-        assert_eq!(child.abandoned.lock().unwrap().as_deref(), Some(reason.as_str()));
+        assert!(
+            reason.starts_with("stalled: no progress from the provider for 300 ms (stallMs)"),
+            "{reason}"
+        );
+        assert_eq!(
+            child.abandoned.lock().unwrap().as_deref(),
+            Some(reason.as_str())
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -285,7 +291,10 @@ mod tests {
         let ChildResult::Failed(reason) = out.result else {
             panic!("not failed");
         };
-        assert!(reason.starts_with("timed out after 2000 ms ([agent_types.slow] timeout)"), "{reason}");
+        assert!(
+            reason.starts_with("timed out after 2000 ms ([agent_types.slow] timeout)"),
+            "{reason}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -303,9 +312,14 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(3600)).await;
             answering.answer(ChildResult::Text("late".into()));
         });
-        let out = guarded(child, CallLimits::default(), CancellationToken::new(), GRACE)
-            .await
-            .expect("an outcome");
+        let out = guarded(
+            child,
+            CallLimits::default(),
+            CancellationToken::new(),
+            GRACE,
+        )
+        .await
+        .expect("an outcome");
         assert_eq!(out.result, ChildResult::Text("late".into()));
     }
 

@@ -174,9 +174,10 @@ impl Supervisor {
                         let limits = info.limits.clone();
                         let run = self.run_token.clone();
                         let grace = self.limits.dispose_grace;
-                        let mut fut = Box::pin(async move {
-                            guard::guarded(watched, limits, run, grace).await
-                        });
+                        let mut fut =
+                            Box::pin(
+                                async move { guard::guarded(watched, limits, run, grace).await },
+                            );
                         let ready = poll_once(&mut fut);
                         self.ledger.live.insert(call_id, Live { info, child });
                         match ready {
