@@ -35,6 +35,10 @@ interface AgentOptions {
   agentType?: string;
   /** Run the child in a fresh git worktree where the provider supports it. */
   isolation?: "worktree";
+  /** No-progress timeout in milliseconds: the call fails (resolves null) when the provider reports no progress for this long. */
+  stallMs?: number;
+  /** Tools this child may not use, for providers that have tools. */
+  disallowedTools?: string[];
 }
 
 /** Starts one subagent. Resolves with its text (or structured value with `schema`), or null when the child failed. */
