@@ -438,6 +438,16 @@ pub fn worker() -> Result<WorkerCommand, CliError> {
         })
 }
 
+/// A per-call bound as `providers` shows it: `300s`, or `1500ms`.
+fn secs(d: std::time::Duration) -> String {
+    let ms = d.as_millis();
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
 /// `dsh workflow providers`: one line per provider — name, kind, where it
 /// is defined, and whether it is usable (key present, program found) —
 /// without calling any. The default provider is marked `*`.
@@ -460,9 +470,13 @@ pub fn providers(config: Option<&Path>) -> Result<i32, CliError> {
             Ok(detail) => format!("usable: {detail}"),
             Err(problem) => format!("not usable: {problem}"),
         };
+        let stall = entry
+            .stall
+            .map(|d| format!(" (stall {})", secs(d)))
+            .unwrap_or_default();
         let _ = writeln!(
             out,
-            "{mark} {name:<14} {:<8} {:<24} {status}",
+            "{mark} {name:<14} {:<8} {:<24} {status}{stall}",
             entry.kind.kind_name(),
             entry.defined_at
         );
@@ -470,7 +484,7 @@ pub fn providers(config: Option<&Path>) -> Result<i32, CliError> {
     for (name, route) in &config.agent_types {
         let _ = writeln!(
             out,
-            "  agent type {name} → {}{}",
+            "  agent type {name} → {}{}{}{}",
             route
                 .provider
                 .as_deref()
@@ -479,6 +493,14 @@ pub fn providers(config: Option<&Path>) -> Result<i32, CliError> {
                 .model
                 .as_deref()
                 .map(|m| format!(", model {m}"))
+                .unwrap_or_default(),
+            route
+                .stall
+                .map(|d| format!(", stall {}", secs(d)))
+                .unwrap_or_default(),
+            route
+                .timeout
+                .map(|d| format!(", timeout {}", secs(d)))
                 .unwrap_or_default()
         );
     }

@@ -35,7 +35,7 @@ interface AgentOptions {
   agentType?: string;
   /** Run the child in a fresh git worktree where the provider supports it. */
   isolation?: "worktree";
-  /** No-progress timeout for this call, in milliseconds (Claude Code's option). */
+  /** No-progress timeout in milliseconds: the call fails (resolves null) when the provider reports no progress for this long. */
   stallMs?: number;
   /** Tools this child may not use, for providers that have tools. */
   disallowedTools?: string[];

@@ -31,8 +31,9 @@ pub struct AgentRequest {
     pub phase: Option<String>,
     /// The call's schema, already checked against the supported subset.
     pub schema: Option<Value>,
-    /// `model`, `provider`, `effort`, `agentType`, `isolation`: as the
-    /// script gave them, the agent type's defaults filled in by the router.
+    /// `model`, `provider`, `effort`, `agentType`, `isolation`, `stallMs`,
+    /// `disallowedTools`: as the script gave them, the agent type's
+    /// defaults filled in by the router.
     pub options: AgentOptions,
     /// A system prompt from the configuration (`[agent_types.NAME]`), set
     /// by the router; never from the script.
@@ -141,9 +142,120 @@ impl StartRefused {
 #[error("{0}")]
 pub struct ResultFault(pub String);
 
+/// A child's progress: a cheap clonable handle a provider creates for a
+/// child ([`Progress::new`]) and calls [`Progress::report`] on whenever the
+/// child shows signs of life (output, streamed bytes). The host reads it
+/// through [`Subagent::progress`] to enforce the call's stall timeout
+/// (`stallMs`, `stall` in `dsh.toml`): no report for that long and the
+/// call fails with reason `stalled: …`. A child's answer always counts as
+/// progress; a provider that never reports is judged by its answer alone.
+#[derive(Clone)]
+pub struct Progress(Arc<ProgressInner>);
+
+struct ProgressInner {
+    origin: tokio::time::Instant,
+    /// Microseconds after `origin` of the last report.
+    last_us: std::sync::atomic::AtomicU64,
+}
+
+impl Progress {
+    /// A handle whose last progress is now.
+    pub fn new() -> Self {
+        Progress(Arc::new(ProgressInner {
+            origin: tokio::time::Instant::now(),
+            last_us: std::sync::atomic::AtomicU64::new(0),
+        }))
+    }
+
+    /// The child made progress now. Cheap (one atomic store); call it as
+    /// often as you like.
+    pub fn report(&self) {
+        let us = u64::try_from(self.0.origin.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.0
+            .last_us
+            .fetch_max(us, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// When progress was last reported (the handle's creation when never).
+    pub fn last(&self) -> tokio::time::Instant {
+        let us = self.0.last_us.load(std::sync::atomic::Ordering::Relaxed);
+        self.0.origin + std::time::Duration::from_micros(us)
+    }
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Progress::new()
+    }
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Progress")
+            .field("since_last", &self.last().elapsed())
+            .finish()
+    }
+}
+
+/// One host-enforced bound on a call: how long, and where it came from
+/// (for the failure's reason: `stallMs`, `[agent_types.NAME] stall`, …).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallLimit {
+    /// The bound.
+    pub after: std::time::Duration,
+    /// Where it was set, as the reason names it.
+    pub source: String,
+}
+
+impl CallLimit {
+    /// A bound of `after` set by `source`.
+    pub fn new(after: std::time::Duration, source: impl Into<String>) -> Self {
+        CallLimit {
+            after,
+            source: source.into(),
+        }
+    }
+}
+
+/// The bounds the host enforces on one call, from its start
+/// (`agent-start`): a stall timeout (no [`Progress`] for that long) and a
+/// timeout (no answer for that long). When one fires the host abandons the
+/// child ([`Subagent::abandon`]) and the call fails — `agent()` resolves
+/// `null`, the `agent-end` reason says which bound fired; it is never
+/// retried.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallLimits {
+    /// No progress for this long: the call fails with `stalled: …`.
+    pub stall: Option<CallLimit>,
+    /// No answer this long after the start: the call fails with
+    /// `timed out after …`.
+    pub timeout: Option<CallLimit>,
+}
+
+impl CallLimits {
+    /// The call's own bounds: its `stallMs` option, no timeout.
+    pub fn of_call(request: &AgentRequest) -> CallLimits {
+        CallLimits {
+            stall: request
+                .options
+                .stall_ms
+                .map(|ms| CallLimit::new(std::time::Duration::from_millis(ms), "stallMs")),
+            timeout: None,
+        }
+    }
+}
+
 /// Starts children. Implementations must be cheap to call concurrently.
 #[async_trait]
 pub trait SubagentProvider: Send + Sync + 'static {
+    /// The bounds the host enforces on `request` once its child started
+    /// (see [`CallLimits`]). The default is the call's own `stallMs`; the
+    /// router adds the `stall` and `timeout` of its agent type and
+    /// provider from `dsh.toml`. Wrappers forward it.
+    fn call_limits(&self, request: &AgentRequest) -> CallLimits {
+        CallLimits::of_call(request)
+    }
+
     /// Fills in what this provider would add to `request` before starting
     /// it (a router: the agent type's model, effort and system prompt), so
     /// a wrapper that keys calls by what changes their answer (the journal)
@@ -172,6 +284,19 @@ pub trait Subagent: Send + Sync + 'static {
     async fn result(&self) -> Result<ChildOutcome, ResultFault>;
     /// Asks the child to stop. Idempotent, never blocks.
     fn cancel(&self);
+    /// The host gives up on the child (a [`CallLimits`] bound fired): it
+    /// must stop as for [`Subagent::cancel`], and the call ends as failed
+    /// with `reason`. The default cancels; a wrapper that records outcomes
+    /// (the journal) overrides it to record the failure.
+    fn abandon(&self, _reason: &str) {
+        self.cancel();
+    }
+    /// The child's progress handle, if its provider reports progress (see
+    /// [`Progress`]); asked once, right after the start. The default is
+    /// `None`: only the answer counts as progress.
+    fn progress(&self) -> Option<Progress> {
+        None
+    }
     /// Releases everything the child holds. Called exactly once, last;
     /// should return promptly (the host bounds the wait anyway).
     async fn dispose(&self);

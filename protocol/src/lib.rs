@@ -28,7 +28,8 @@ pub use messages::*;
 /// Version of this protocol. The worker announces it in [`WorkerMsg::Hello`];
 /// the host refuses a worker that speaks another one. Version 3 made
 /// [`EndResult`] carry an [`EndOutcome`]; version 6 added nested workflows
-/// ([`WorkerMsg::WorkflowLoad`]).
+/// ([`WorkerMsg::WorkflowLoad`]) and `stall_ms` and `disallowed_tools` in
+/// [`AgentOptions`] (a `ChildStart` frame of version 5 no longer decodes).
 pub const PROTOCOL_VERSION: u32 = 6;
 
 /// The worker's exit status when an allocation failed under the sandbox's

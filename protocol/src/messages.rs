@@ -389,6 +389,16 @@ pub struct AgentOptions {
     pub agent_type: Option<String>,
     /// The `isolation` option (`"worktree"`).
     pub isolation: Option<String>,
+    /// The `stallMs` option: the call fails (reason `stalled: …`) when its
+    /// provider reports no progress for this many milliseconds. The
+    /// prelude sends only a positive whole number. Not part of the
+    /// journal's call key: it does not change the answer.
+    #[serde(default)]
+    pub stall_ms: Option<u64>,
+    /// The `disallowedTools` option: tools the child may not use, for
+    /// providers that have tools.
+    #[serde(default)]
+    pub disallowed_tools: Option<Vec<String>>,
 }
 
 /// How a child settled.

@@ -38,6 +38,8 @@ fn request() -> ChildRequest {
             effort: Some("low".into()),
             agent_type: Some("x:y".into()),
             isolation: None,
+            stall_ms: None,
+            disallowed_tools: None,
         },
         workflow: None,
     }
@@ -52,6 +54,34 @@ fn a_request_reads_from_the_preludes_json() {
         "options":{"model":"haiku","provider":null,"effort":"low","agentType":"x:y","isolation":null}}"#;
     let parsed: ChildRequest = serde_json::from_str(json).expect("prelude JSON");
     assert_eq!(parsed, request());
+}
+
+/// `stallMs` and `disallowedTools` read from the prelude's JSON; a request
+/// written without them (an older prelude) reads as not given.
+#[test]
+fn stall_ms_and_disallowed_tools_read_from_the_preludes_json() {
+    let json = r#"{"prompt":"p","label":"l","phase":null,"schema":null,
+        "options":{"model":null,"provider":null,"effort":null,"agentType":null,"isolation":null,
+        "stallMs":300,"disallowedTools":["Bash"]}}"#;
+    let parsed: ChildRequest = serde_json::from_str(json).expect("prelude JSON");
+    assert_eq!(parsed.options.stall_ms, Some(300));
+    assert_eq!(
+        parsed.options.disallowed_tools,
+        Some(vec!["Bash".to_string()])
+    );
+    let old = r#"{"prompt":"p","label":"l","phase":null,"schema":null,"options":{}}"#;
+    let parsed: ChildRequest = serde_json::from_str(old).expect("older JSON");
+    assert_eq!(parsed.options, AgentOptions::default());
+    // And they cross the wire.
+    let mut r = request();
+    r.options.stall_ms = Some(u64::MAX);
+    r.options.disallowed_tools = Some(vec!["Bash".into(), "Edit".into()]);
+    let msg = WorkerMsg::ChildStart {
+        call_id: 1,
+        request: r,
+    };
+    let bytes = encode(&msg, DEFAULT_MAX_FRAME_BYTES).expect("encode");
+    assert_eq!(decode::<WorkerMsg>(&bytes[4..]).expect("decode"), msg);
 }
 
 #[rstest]

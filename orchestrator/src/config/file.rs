@@ -86,6 +86,14 @@ pub struct AgentTypeRoute {
     /// (set by the loader, never read from the file).
     #[serde(skip)]
     pub defined_at: Option<String>,
+    /// `stall`: the calls fail (`stalled: …`) when their provider reports
+    /// no progress for this long, unless a call gives its own `stallMs`.
+    #[serde(default, deserialize_with = "crate::units::de::opt_duration")]
+    pub stall: Option<Duration>,
+    /// `timeout`: the calls fail (`timed out after …`) when they have not
+    /// answered this long after they started.
+    #[serde(default, deserialize_with = "crate::units::de::opt_duration")]
+    pub timeout: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -234,9 +242,39 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let mut config = Config::builtin();
     config.path = Some(path.to_path_buf());
 
-    for (name, table) in raw.providers {
+    for (name, mut table) in raw.providers {
         let at = header_line(text, "providers", &name)
             .map_or_else(|| file.clone(), |n| format!("{file}:{n}"));
+        // `stall` is the host's, for every kind of provider.
+        let section = format!("providers.{name}");
+        let stall = match table.remove("stall") {
+            None => None,
+            Some(v) => {
+                let key_at = key_line_in(text, &section, "stall")
+                    .map_or_else(|| at.clone(), |n| format!("{file}:{n}"));
+                let d = v
+                    .try_into::<crate::units::Seconds>()
+                    .map_err(|e| {
+                        ConfigError::at(
+                            &key_at,
+                            format!(
+                                "providers.{name}.stall: {}; e.g. stall = \"5m\"",
+                                e.message().trim()
+                            ),
+                        )
+                    })?
+                    .0;
+                if d.is_zero() {
+                    return Err(ConfigError::at(
+                        key_at,
+                        format!(
+                            "providers.{name}.stall: must be more than 0; leave it out for no stall timeout"
+                        ),
+                    ));
+                }
+                Some(d)
+            }
+        };
         let kind = provider_kind(&name, table, &base_dir).map_err(|m| {
             // Point at the key itself where the message lets us find it.
             let section = format!("providers.{name}");
@@ -267,12 +305,27 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 kind,
                 defined_at: at,
                 base_dir: base_dir.clone(),
+                stall,
             },
         );
     }
 
     let known = config.provider_names().join(", ");
     for (name, route) in &raw.agent_types {
+        for (key, d) in [("stall", route.stall), ("timeout", route.timeout)] {
+            if d.is_some_and(|d| d.is_zero()) {
+                let section = format!("agent_types.{name}");
+                let at = key_line_in(text, &section, key)
+                    .map_or_else(|| file.clone(), |n| format!("{file}:{n}"));
+                return Err(ConfigError::at(
+                    at,
+                    format!(
+                        "agent_types.{name}.{key}: must be more than 0; leave it out for no \
+                         per-call {key}"
+                    ),
+                ));
+            }
+        }
         if let Some(p) = &route.provider
             && !config.providers.contains_key(p)
         {

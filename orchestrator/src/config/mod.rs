@@ -78,6 +78,9 @@ pub struct ProviderEntry {
     pub defined_at: String,
     /// Relative paths in the entry are relative to this directory.
     pub base_dir: PathBuf,
+    /// `stall`: the default stall timeout of its calls (a call's `stallMs`
+    /// and its agent type's `stall` win); `None` for none.
+    pub stall: Option<std::time::Duration>,
 }
 
 /// `[workflow]` defaults, already checked.
@@ -174,6 +177,7 @@ impl Config {
                     kind: ProviderKind::Openai(cfg),
                     defined_at: "built-in".into(),
                     base_dir: PathBuf::from("."),
+                    stall: None,
                 },
             );
         }

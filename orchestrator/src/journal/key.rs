@@ -9,10 +9,11 @@ use crate::provider::AgentRequest;
 /// the options that change the answer: `schema`, `model`, `effort`,
 /// `agentType`, `provider`, `isolation`, the configured system prompt, and
 /// — only when the request has one — the tool set (`tools`,
-/// `disallowedTools`) as an 11th element `{"tools": …, "disallowedTools":
-/// […]}`, so a call without tools keeps the key journals made before tool
-/// sets existed. The label and phase only name the call, so renaming a
-/// label keeps its journaled answer.
+/// `disallowedTools`: the request's and its options') as an 11th element
+/// `{"tools": …, "disallowedTools": […]}`, so a call without tools keeps
+/// the key journals made before tool sets existed. The label, phase and
+/// `stallMs` only name or bound the call, so changing them keeps its
+/// journaled answer.
 pub fn call_key(r: &AgentRequest) -> String {
     // Serialized straight into the hash, by reference: the same text as
     // the JSON array `["dsh-call-key/1", prompt, …]`, without copying a
@@ -20,7 +21,14 @@ pub fn call_key(r: &AgentRequest) -> String {
     let schema = r.schema.as_ref().map(canonical_json);
     let mut hasher = Hashing(Sha256::new());
     // Writing into a hasher cannot fail, and these types always serialize.
-    if r.tools.is_none() && r.disallowed_tools.is_empty() {
+    // The call's own `disallowedTools` and its agent type's, once each.
+    let mut disallowed = r.disallowed_tools.clone();
+    for t in r.options.disallowed_tools.iter().flatten() {
+        if !disallowed.contains(t) {
+            disallowed.push(t.clone());
+        }
+    }
+    if r.tools.is_none() && disallowed.is_empty() {
         let parts = (
             "dsh-call-key/1",
             &r.prompt,
@@ -36,7 +44,7 @@ pub fn call_key(r: &AgentRequest) -> String {
     } else {
         let tools = ToolSet {
             tools: &r.tools,
-            disallowed_tools: &r.disallowed_tools,
+            disallowed_tools: &disallowed,
         };
         let parts = (
             "dsh-call-key/1",
@@ -182,6 +190,37 @@ mod tests {
         let mut s = req("p");
         s.schema = Some(json!({"type": "object"}));
         assert_ne!(base, call_key(&s));
+    }
+
+    #[test]
+    fn stall_ms_is_not_keyed_and_disallowed_tools_only_when_given() {
+        let base = call_key(&req("p"));
+        // The pinned key of a plain call: journals written before stallMs
+        // and disallowedTools existed still match.
+        let text = json!([
+            "dsh-call-key/1",
+            "p",
+            null,
+            null,
+            null,
+            null,
+            null,
+            null,
+            null
+        ])
+        .to_string();
+        let digest = Sha256::digest(text.as_bytes());
+        let want: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(base, want);
+        let mut s = req("p");
+        s.options.stall_ms = Some(300);
+        assert_eq!(call_key(&s), base);
+        let mut empty = req("p");
+        empty.options.disallowed_tools = Some(vec![]);
+        assert_eq!(call_key(&empty), base);
+        let mut t = req("p");
+        t.options.disallowed_tools = Some(vec!["Bash".into()]);
+        assert_ne!(call_key(&t), base);
     }
 
     #[test]

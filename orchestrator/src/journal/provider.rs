@@ -17,8 +17,8 @@ use super::record::Recorder;
 use super::writer::JournalWriter;
 use super::{call_key, now_ms};
 use crate::provider::{
-    AgentRequest, ChildOrigin, ChildOutcome, ResultFault, StartRefused, Subagent, SubagentProvider,
-    Usage,
+    AgentRequest, CallLimits, ChildOrigin, ChildOutcome, ChildResult, ResultFault, StartRefused,
+    Subagent, SubagentProvider, Usage,
 };
 use crate::providers::answered::AnsweredChild;
 
@@ -236,6 +236,13 @@ impl SubagentProvider for JournalingProvider {
         }
     }
 
+    fn call_limits(&self, request: &AgentRequest) -> CallLimits {
+        match &self.inner {
+            Some(p) => p.call_limits(request),
+            None => CallLimits::of_call(request),
+        }
+    }
+
     async fn start(
         &self,
         mut request: AgentRequest,
@@ -286,6 +293,7 @@ impl SubagentProvider for JournalingProvider {
                 seq,
                 key,
                 state: self.state.clone(),
+                abandoned: Mutex::new(None),
             })),
             Err(refused) => {
                 self.state
@@ -303,6 +311,10 @@ struct JournaledChild {
     seq: u64,
     key: String,
     state: Arc<Journaling>,
+    /// Why the host gave up on the child (a stall or timeout), if it did:
+    /// a child that then ends cancelled is journaled as failed with this
+    /// reason, as the host reports it.
+    abandoned: Mutex<Option<String>>,
 }
 
 #[async_trait]
@@ -312,7 +324,17 @@ impl Subagent for JournaledChild {
     }
 
     async fn result(&self) -> Result<ChildOutcome, ResultFault> {
-        let r = self.inner.result().await;
+        let mut r = self.inner.result().await;
+        if let Ok(o) = &mut r
+            && matches!(o.result, ChildResult::Cancelled)
+            && let Some(reason) = self
+                .abandoned
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        {
+            o.result = ChildResult::Failed(reason);
+        }
         let (outcome, usage) = Outcome::from_result(&r);
         self.state
             .settle(
@@ -328,6 +350,15 @@ impl Subagent for JournaledChild {
 
     fn cancel(&self) {
         self.inner.cancel();
+    }
+
+    fn abandon(&self, reason: &str) {
+        *self.abandoned.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.to_string());
+        self.inner.abandon(reason);
+    }
+
+    fn progress(&self) -> Option<crate::provider::Progress> {
+        self.inner.progress()
     }
 
     async fn dispose(&self) {

@@ -17,7 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent_types::AgentTypes;
 use crate::config::{AgentTypeRoute, Config, ProviderEntry, ProviderKind};
-use crate::provider::{AgentRequest, StartRefused, Subagent, SubagentProvider};
+use crate::provider::{
+    AgentRequest, CallLimit, CallLimits, StartRefused, Subagent, SubagentProvider,
+};
 use crate::providers::SetupError;
 use crate::providers::command::CommandProvider;
 use crate::providers::openai::OpenAiProvider;
@@ -238,6 +240,36 @@ fn apply_agent_type(types: &TypeTable, request: &mut AgentRequest) {
     }
 }
 
+/// The call's `stallMs`, else its agent type's `stall`, else
+/// `provider_stall` (its provider's `stall`); the agent type's `timeout`.
+fn limits_of(
+    types: &TypeTable,
+    request: &AgentRequest,
+    provider_stall: Option<CallLimit>,
+) -> CallLimits {
+    let route = request.options.agent_type.as_ref().and_then(|t| {
+        types
+            .get(t)
+            .and_then(|r| r.as_ref().ok())
+            .map(|r| (t, r))
+    });
+    let own = CallLimits::of_call(request);
+    let stall = own
+        .stall
+        .or_else(|| {
+            route.and_then(|(t, r)| {
+                r.stall
+                    .map(|d| CallLimit::new(d, format!("stall of [agent_types.{t}]")))
+            })
+        })
+        .or(provider_stall);
+    let timeout = route.and_then(|(t, r)| {
+        r.timeout
+            .map(|d| CallLimit::new(d, format!("timeout of [agent_types.{t}]")))
+    });
+    CallLimits { stall, timeout }
+}
+
 /// The route of the call's agent type (`None` without one), or the
 /// refusal: contract §3, an unknown agent type is `AGENT_START` listing
 /// the known ones. A type only meant to reach a command provider's
@@ -293,6 +325,12 @@ impl AgentTypeGate {
 
 #[async_trait]
 impl SubagentProvider for AgentTypeGate {
+    /// The call's `stallMs`, else its agent type's `stall`; the agent
+    /// type's `timeout`.
+    fn call_limits(&self, request: &AgentRequest) -> CallLimits {
+        limits_of(&self.agent_types, request, None)
+    }
+
     fn prepare(&self, request: &mut AgentRequest) {
         apply_agent_type(&self.agent_types, request);
         self.inner.prepare(request);
@@ -311,6 +349,31 @@ impl SubagentProvider for AgentTypeGate {
 
 #[async_trait]
 impl SubagentProvider for Router {
+    /// The call's `stallMs`, else its agent type's `stall`, else its
+    /// provider's `stall`; the agent type's `timeout`.
+    fn call_limits(&self, request: &AgentRequest) -> CallLimits {
+        let type_provider = request
+            .options
+            .agent_type
+            .as_ref()
+            .and_then(|t| self.agent_types.get(t))
+            .and_then(|r| r.as_ref().ok())
+            .and_then(|r| r.provider.as_ref());
+        let provider_stall = request
+            .options
+            .provider
+            .as_ref()
+            .or(type_provider)
+            .or(self.default.as_ref())
+            .and_then(|n| self.slots.get(n))
+            .and_then(|s| {
+                s.entry
+                    .stall
+                    .map(|d| CallLimit::new(d, format!("stall of [providers.{}]", s.entry.name)))
+            });
+        limits_of(&self.agent_types, request, provider_stall)
+    }
+
     fn prepare(&self, request: &mut AgentRequest) {
         apply_agent_type(&self.agent_types, request);
     }

@@ -680,8 +680,9 @@
     isolation: true,
   };
   const SUPPORTED_LIST = "label, phase, schema, model, provider, effort, agentType, isolation";
-  // Options Claude Code knows that dsh accepts without acting on them yet
-  // (docs/scripts.md says what each would do); a call with them runs.
+  // Options Claude Code knows, read apart from the others: stallMs and
+  // disallowedTools are sent to the host; bashCommandClamp and
+  // sharedHeadLength are checked and not acted on yet (docs/scripts.md).
   const ACCEPTED_OPTIONS = {
     __proto__: null,
     stallMs: true,
@@ -751,6 +752,24 @@
     if (!isArray(v)) return false;
     for (let i = 0; i < v.length; i++) if (typeof v[i] !== "string" || v[i].length === 0) return false;
     return true;
+  }
+
+  // The longest stallMs sent: a whole number JSON prints as an integer.
+  const MAX_STALL_MS = 9007199254740991;
+
+  // stallMs as the host gets it: a positive number of milliseconds (rounded
+  // up to a whole one), else null. Claude Code takes Number(stallMs); a
+  // value that is not a positive number is ignored here, with a warning.
+  function readStallMs(a) {
+    if (!("stallMs" in a) || a.stallMs === null) return null;
+    const n = a.stallMs;
+    if (typeof n !== "number" || !(n > 0) || !isFiniteNumber(n)) {
+      warn("options.stallMs: must be a positive number of milliseconds, got " + plainJson(n) +
+        "; ignored, the call has no stall timeout of its own", "options.stallMs");
+      return null;
+    }
+    const whole = n % 1 === 0 ? n : n - (n % 1) + 1;
+    return whole > MAX_STALL_MS ? MAX_STALL_MS : whole;
   }
 
   // The options Claude Code knows and dsh does not act on yet are still
@@ -854,7 +873,8 @@
         defineData(given, k, safeString(given[k]));
       }
     }
-    checkAccepted(toPlain(accepted, "options", "INVALID_ARGUMENT", new SetCtor()));
+    const acceptedPlain = toPlain(accepted, "options", "INVALID_ARGUMENT", new SetCtor());
+    checkAccepted(acceptedPlain);
     const plain = toPlain(given, "options", "INVALID_ARGUMENT", new SetCtor());
     for (let j = 0; j < STRING_OPTIONS.length; j++) {
       const k = STRING_OPTIONS[j];
@@ -878,7 +898,7 @@
       const violations = N.checkSchema(schemaJson, "options.schema");
       if (violations !== "") throw fatal("UNSUPPORTED_SCHEMA", violations);
     }
-    return { __proto__: null, plain, schemaJson };
+    return { __proto__: null, plain, schemaJson, accepted: acceptedPlain };
   }
 
   function agent(prompt, options) {
@@ -899,6 +919,7 @@
       const read = readOptions(options);
       const plain = read.plain;
       const schemaJson = read.schemaJson;
+      const accepted = read.accepted === undefined ? create(null) : read.accepted;
       const request = {
         __proto__: null,
         prompt,
@@ -914,6 +935,8 @@
           effort: "effort" in plain ? plain.effort : null,
           agentType: "agentType" in plain ? plain.agentType : null,
           isolation: "isolation" in plain ? plain.isolation : null,
+          stallMs: readStallMs(accepted),
+          disallowedTools: "disallowedTools" in accepted ? accepted.disallowedTools : null,
         },
         workflow: child !== null ? child.name : null,
       };

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::extract::extract_json;
 use super::process::{Ending, Finished, ProcLimits, Running, describe_status};
 use super::worktree::Worktree;
-use crate::provider::{ChildOutcome, ChildResult, KeptWorktree, ResultFault, Subagent};
+use crate::provider::{ChildOutcome, ChildResult, KeptWorktree, Progress, ResultFault, Subagent};
 
 /// A temporary file removed when dropped (`{schemaFile}`).
 #[derive(Debug)]
@@ -65,6 +65,8 @@ pub struct Job {
 
 pub struct CommandChild {
     id: String,
+    /// Reported on any output of the program.
+    progress: Progress,
     cancel: CancellationToken,
     outcome: watch::Receiver<Option<ChildOutcome>>,
     kept: Arc<Mutex<Option<KeptWorktree>>>,
@@ -77,9 +79,18 @@ impl CommandChild {
     pub fn launch(id: String, job: Job, cancel: CancellationToken) -> CommandChild {
         let (tx, rx) = watch::channel(None);
         let kept = Arc::new(Mutex::new(None));
-        let driver = tokio::spawn(drive(id.clone(), job, cancel.clone(), tx, kept.clone()));
+        let progress = Progress::new();
+        let driver = tokio::spawn(drive(
+            id.clone(),
+            job,
+            cancel.clone(),
+            tx,
+            kept.clone(),
+            progress.clone(),
+        ));
         CommandChild {
             id,
+            progress,
             cancel,
             outcome: rx,
             kept,
@@ -95,6 +106,7 @@ impl CommandChild {
         }));
         CommandChild {
             id,
+            progress: Progress::new(),
             cancel: CancellationToken::new(),
             outcome: rx,
             kept: Arc::default(),
@@ -109,6 +121,7 @@ async fn drive(
     cancel: CancellationToken,
     tx: watch::Sender<Option<ChildOutcome>>,
     kept: Arc<Mutex<Option<KeptWorktree>>>,
+    progress: Progress,
 ) {
     let Job {
         running,
@@ -118,7 +131,7 @@ async fn drive(
         worktree,
         schema_file,
     } = job;
-    let finished = running.finish(limits, &cancel).await;
+    let finished = running.finish(limits, &cancel, progress).await;
     let result = interpret(&program, wants_json, &limits, finished);
     drop(schema_file);
     if let Some(wt) = worktree {
@@ -227,6 +240,10 @@ impl Subagent for CommandChild {
 
     fn cancel(&self) {
         self.cancel.cancel();
+    }
+
+    fn progress(&self) -> Option<Progress> {
+        Some(self.progress.clone())
     }
 
     async fn dispose(&self) {

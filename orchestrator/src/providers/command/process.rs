@@ -158,6 +158,8 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
 }
 
 struct Sink {
+    /// Told of every byte the program writes, on either stream.
+    progress: crate::provider::Progress,
     out: Vec<u8>,
     cap: usize,
     keep_out: bool,
@@ -168,6 +170,7 @@ struct Sink {
 
 impl Sink {
     fn stdout(&mut self, data: &[u8]) {
+        self.progress.report();
         if !self.keep_out || self.overflow {
             return;
         }
@@ -181,6 +184,7 @@ impl Sink {
     }
 
     fn stderr(&mut self, data: &[u8]) {
+        self.progress.report();
         self.err.extend(data);
         if self.err.len() > STDERR_TAIL {
             let extra = self.err.len() - STDERR_TAIL;
@@ -198,10 +202,17 @@ impl Running {
 
     /// Runs to the end: the program exits, or is stopped by `cancel`, the
     /// timeout or the output cap. The group is gone and the leader reaped
-    /// (unless stuck in the kernel) when this returns.
-    pub async fn finish(mut self, limits: ProcLimits, cancel: &CancellationToken) -> Finished {
+    /// (unless stuck in the kernel) when this returns. Any output, on
+    /// stdout or stderr, is reported to `progress`.
+    pub async fn finish(
+        mut self,
+        limits: ProcLimits,
+        cancel: &CancellationToken,
+        progress: crate::provider::Progress,
+    ) -> Finished {
         let cap = usize::try_from(limits.output_limit).unwrap_or(usize::MAX);
         let mut sink = Sink {
+            progress,
             out: Vec::new(),
             cap,
             keep_out: true,

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::api::excerpt;
 use super::config::{MAX_DELAY, OpenAiConfig};
+use crate::provider::Progress;
 use crate::providers::SetupError;
 
 /// Largest successful response body read (a chat answer is far smaller).
@@ -115,12 +116,15 @@ impl Endpoint {
     }
 
     /// Posts `body` and returns the body of a 2xx response, retrying as
-    /// the policy says.
-    pub async fn post(&self, body: &Value) -> Result<Vec<u8>, String> {
+    /// the policy says. A response's arrival and each chunk of its body
+    /// are reported to `progress`. Dropping the future (the child was
+    /// cancelled, or abandoned by the host for a stall or timeout) ends the
+    /// retry loop with it: nothing is sent after that.
+    pub async fn post(&self, body: &Value, progress: &Progress) -> Result<Vec<u8>, String> {
         let client = self.client()?;
         let mut attempt = 1;
         loop {
-            let (last, retry_after) = match self.once(client, body).await {
+            let (last, retry_after) = match self.once(client, body, progress).await {
                 Attempt::Done(bytes) => return Ok(bytes),
                 Attempt::Fatal(reason) => return Err(reason),
                 Attempt::Retry { reason, after } => (reason, after),
@@ -141,7 +145,7 @@ impl Endpoint {
         }
     }
 
-    async fn once(&self, client: &Client, body: &Value) -> Attempt {
+    async fn once(&self, client: &Client, body: &Value, progress: &Progress) -> Attempt {
         let sent = client
             .post(&self.url)
             .timeout(self.timeout)
@@ -152,9 +156,10 @@ impl Endpoint {
             Ok(r) => r,
             Err(e) => return self.transport(&e),
         };
+        progress.report();
         let status = resp.status();
         if status.is_success() {
-            return match read_capped(&mut resp, MAX_BODY).await {
+            return match read_capped(&mut resp, MAX_BODY, progress).await {
                 Ok((bytes, false)) => Attempt::Done(bytes),
                 Ok((_, true)) => Attempt::Fatal(format!(
                     "the API's response is larger than {} MiB",
@@ -164,7 +169,7 @@ impl Endpoint {
             };
         }
         let after = retry_after(resp.headers(), SystemTime::now());
-        let text = match read_capped(&mut resp, MAX_ERROR_BODY).await {
+        let text = match read_capped(&mut resp, MAX_ERROR_BODY, progress).await {
             Ok((bytes, _)) => excerpt(&bytes),
             Err(_) => "(the body could not be read)".into(),
         };
@@ -207,9 +212,14 @@ enum Attempt {
 }
 
 /// Reads at most `cap` bytes of the body; `true` when there was more.
-async fn read_capped(resp: &mut Response, cap: usize) -> Result<(Vec<u8>, bool), reqwest::Error> {
+async fn read_capped(
+    resp: &mut Response,
+    cap: usize,
+    progress: &Progress,
+) -> Result<(Vec<u8>, bool), reqwest::Error> {
     let mut out = Vec::new();
     while let Some(chunk) = resp.chunk().await? {
+        progress.report();
         if out.len() + chunk.len() > cap {
             let room = cap - out.len();
             out.extend_from_slice(&chunk[..room]);

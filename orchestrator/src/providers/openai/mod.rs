@@ -43,8 +43,8 @@ use tokio_util::sync::CancellationToken;
 pub use config::{MAX_DELAY, OpenAiConfig, StructuredOutput};
 
 use crate::provider::{
-    AgentRequest, ChildOutcome, ChildResult, ResultFault, StartRefused, Subagent, SubagentProvider,
-    Usage,
+    AgentRequest, ChildOutcome, ChildResult, Progress, ResultFault, StartRefused, Subagent,
+    SubagentProvider, Usage,
 };
 use crate::providers::SetupError;
 
@@ -149,18 +149,20 @@ impl OpenAiProvider {
         let n = self.next_child.fetch_add(1, Ordering::Relaxed);
         let token = cancel.child_token();
         let usage = Arc::new(Mutex::new(None));
+        let progress = Progress::new();
         let (tx, rx) = oneshot::channel();
         let task = runtime.spawn({
             let shared = self.shared.clone();
             let token = token.clone();
             let usage = usage.clone();
+            let progress = progress.clone();
             async move {
                 // Cancelling drops the request future, and with it the
                 // connection: the server sees the hang-up at once.
                 tokio::select! {
                     biased;
                     _ = token.cancelled() => {}
-                    result = shared.answer(request, &usage) => {
+                    result = shared.answer(request, &usage, &progress) => {
                         let _ = tx.send(result);
                     }
                 }
@@ -172,18 +174,27 @@ impl OpenAiProvider {
             answer: Mutex::new(Some(rx)),
             task: Mutex::new(Some(task)),
             usage,
+            progress,
         }))
     }
 }
 
 impl Shared {
     /// Runs one call to its end.
-    async fn answer(&self, req: AgentRequest, usage: &Mutex<Option<Usage>>) -> ChildResult {
+    async fn answer(
+        &self,
+        req: AgentRequest,
+        usage: &Mutex<Option<Usage>>,
+        progress: &Progress,
+    ) -> ChildResult {
         let model = req.options.model.as_deref().unwrap_or(&self.cfg.model);
         let schema = req.schema.as_ref();
         let effort = req.options.effort.as_deref();
         let mut messages = api::opening_messages(req.system_prompt.as_deref(), schema, &req.prompt);
-        let first = match self.exchange(model, &messages, schema, effort, usage).await {
+        let first = match self
+            .exchange(model, &messages, schema, effort, usage, progress)
+            .await
+        {
             Ok(r) => r,
             Err(reason) => return ChildResult::Failed(reason),
         };
@@ -199,7 +210,7 @@ impl Shared {
         messages.push(json!({ "role": "assistant", "content": first.content }));
         messages.push(json!({ "role": "user", "content": api::correction(&problems) }));
         let second = match self
-            .exchange(model, &messages, Some(schema), effort, usage)
+            .exchange(model, &messages, Some(schema), effort, usage, progress)
             .await
         {
             Ok(r) => r,
@@ -223,9 +234,10 @@ impl Shared {
         schema: Option<&Value>,
         effort: Option<&str>,
         usage: &Mutex<Option<Usage>>,
+        progress: &Progress,
     ) -> Result<api::Reply, String> {
         let body = api::request_body(&self.cfg, model, messages, schema, effort);
-        let bytes = self.endpoint.post(&body).await?;
+        let bytes = self.endpoint.post(&body, progress).await?;
         let (reply, used) = api::parse_response(&bytes);
         if let Some(u) = used {
             let mut total = usage.lock().unwrap_or_else(|e| e.into_inner());
@@ -250,6 +262,8 @@ struct OpenAiChild {
     /// Tokens reported so far (also on failure and cancellation: they were
     /// spent).
     usage: Arc<Mutex<Option<Usage>>>,
+    /// Reported when a response arrives and on each chunk of its body.
+    progress: Progress,
 }
 
 impl OpenAiChild {
@@ -306,6 +320,10 @@ impl Subagent for OpenAiChild {
 
     fn cancel(&self) {
         self.token.cancel();
+    }
+
+    fn progress(&self) -> Option<Progress> {
+        Some(self.progress.clone())
     }
 
     async fn dispose(&self) {

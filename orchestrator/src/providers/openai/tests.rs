@@ -614,3 +614,31 @@ fn new_reads_the_key_from_the_environment() {
     };
     assert!(OpenAiProvider::new("x", &bad).is_err());
 }
+
+// ------------------------------------------------------------------ progress
+
+#[tokio::test]
+async fn a_response_arriving_is_progress_even_when_its_body_stalls() {
+    // The head of a response, then nothing: the host's stall timer sees
+    // the head as progress (and nothing after it).
+    let head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"choices\":";
+    let server = TestServer::start(vec![Reply::Stall(head.to_vec())]).await;
+    let child = start(&provider(&config(&server)), request("hi")).await;
+    let progress = child
+        .progress()
+        .expect("the openai provider reports progress");
+    let before = progress.last();
+    let begun = Instant::now();
+    while progress.last() == before {
+        assert!(
+            begun.elapsed() < BOUND,
+            "no progress reported for the response"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    child.cancel();
+    let out = child.result().await.expect("an outcome");
+    assert_eq!(out.result, ChildResult::Cancelled);
+    child.dispose().await;
+    server.wait_dropped(1).await;
+}

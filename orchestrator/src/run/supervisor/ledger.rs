@@ -9,10 +9,10 @@ use std::sync::Arc;
 use dsh_protocol::{CallId, ChildOutcome as WireOutcome, ErrorCode, HostMsg, encode, schema};
 use serde_json::Value;
 
-use super::{Claim, Supervisor, violation};
+use super::{Claim, Supervisor, guard, violation};
 use crate::events::{AgentOutcomeKind, EventKind, MAX_REASON_CHARS, shown, shown_label};
 use crate::provider::{
-    AgentRequest, ChildOutcome, ChildResult, ResultFault, StartRefused, Subagent,
+    AgentRequest, CallLimits, ChildOutcome, ChildResult, ResultFault, StartRefused, Subagent,
 };
 
 /// Completions of provider work, sent by the tasks the supervisor spawns.
@@ -34,6 +34,8 @@ pub(super) struct CallInfo {
     schema: Option<Value>,
     /// The nested workflow that made the call.
     workflow: Option<String>,
+    /// The stall and timeout bounds enforced once the child started.
+    limits: CallLimits,
 }
 
 /// A child whose `agent-start` was emitted and whose `agent-end` was not yet.
@@ -109,28 +111,34 @@ impl Supervisor {
             });
             return None;
         };
-        // The ledger and the events keep bounded copies; the request (and
-        // so the provider, fixture matching included) has the whole text.
-        self.ledger.pending.insert(
-            call_id,
-            CallInfo {
-                label: shown_label(&req.label),
-                phase: req.phase.as_deref().map(shown_label),
-                schema: schema.clone(),
-                workflow: req.workflow.as_deref().map(shown_label),
-            },
-        );
+        let label = shown_label(&req.label);
+        let phase = req.phase.as_deref().map(shown_label);
+        let workflow = req.workflow.as_deref().map(shown_label);
+        // The call's own exclusions; its agent type may add more.
+        let disallowed_tools = req.options.disallowed_tools.clone().unwrap_or_default();
         let request = AgentRequest {
             seq: call_id,
             prompt: req.prompt,
             label: req.label,
             phase: req.phase,
-            schema,
+            schema: schema.clone(),
             options: req.options,
             system_prompt: None,
             tools: None,
-            disallowed_tools: Vec::new(),
+            disallowed_tools,
         };
+        // The ledger and the events keep bounded copies; the request (and
+        // so the provider, fixture matching included) has the whole text.
+        self.ledger.pending.insert(
+            call_id,
+            CallInfo {
+                label,
+                phase,
+                schema,
+                workflow,
+                limits: provider.call_limits(&request),
+            },
+        );
         let token = self.run_token.child_token();
         let mut fut = Box::pin(async move { provider.start(request, token).await });
         // A provider that can answer at once (fixtures, caches) is handled
@@ -172,7 +180,13 @@ impl Supervisor {
                             child.cancel();
                         }
                         let watched = child.clone();
-                        let mut fut = Box::pin(async move { watched.result().await });
+                        let limits = info.limits.clone();
+                        let run = self.run_token.clone();
+                        let grace = self.limits.dispose_grace;
+                        let mut fut =
+                            Box::pin(
+                                async move { guard::guarded(watched, limits, run, grace).await },
+                            );
                         let ready = poll_once(&mut fut);
                         self.ledger.live.insert(call_id, Live { info, child });
                         match ready {

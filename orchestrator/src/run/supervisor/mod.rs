@@ -6,6 +6,7 @@
 //! - [`connection`]: the socket, frames in and out;
 //! - [`ledger`]: the children — starting them through the provider,
 //!   announcing them, settling them, pairing every `agent-start`;
+//! - [`guard`]: a call's stall and timeout bounds while its child runs;
 //! - [`cancel`]: the cancel path (both channels, the grace);
 //! - [`nested`]: `workflow()` — loading nested workflows for the worker;
 //! - [`settle`]: the one path every end of a run takes — the result,
@@ -18,6 +19,7 @@
 
 mod cancel;
 mod connection;
+mod guard;
 pub(crate) mod handshake;
 mod ledger;
 mod nested;
