@@ -222,10 +222,9 @@ pub fn resume_provider(
 ) -> Result<Option<Arc<dyn SubagentProvider>>, CliError> {
     Ok(match (flag, spec) {
         (Some(f), _) => Some(gated(fixture(f)?, &load_config(config_flag)?)),
-        (None, ProviderSpec::Fixture(f)) => Some(gated(
-            fixture(Path::new(f))?,
-            &load_config(config_flag)?,
-        )),
+        (None, ProviderSpec::Fixture(f)) => {
+            Some(gated(fixture(Path::new(f))?, &load_config(config_flag)?))
+        }
         (None, ProviderSpec::DryRun) => Some(gated(
             Arc::new(DryRunProvider::new()),
             &load_config(config_flag)?,

@@ -39,9 +39,7 @@ pub async fn resume(a: ResumeArgs) -> Result<i32, CliError> {
         crate::error::warn(&w.to_string());
     }
     let catalog = request::catalog_for(a.config.as_deref())?;
-    let req = req
-        .with_worker(request::worker()?)
-        .with_catalog(catalog);
+    let req = req.with_worker(request::worker()?).with_catalog(catalog);
     let events_file = open_events_file(&a.show)?;
     Ok(execute(req, durable, &a.show, events_file).await)
 }

@@ -595,6 +595,9 @@ return { unknown, known: typeof known };
     let v = out.json();
     let unknown = v["unknown"].as_str().unwrap_or_default();
     assert!(unknown.starts_with("AGENT_START "), "{v:#}");
-    assert_mentions(unknown, &["unknown agentType \"nope\"", "local-type", "Explore"]);
+    assert_mentions(
+        unknown,
+        &["unknown agentType \"nope\"", "local-type", "Explore"],
+    );
     assert_eq!(v["known"], "string");
 }

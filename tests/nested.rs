@@ -166,7 +166,10 @@ fn failing_children_reject_as_claude_code_has_it_and_parallel_makes_them_null() 
     let v = &out.json()["value"];
     assert_eq!(v["broken"][0], "SCRIPT_PARSE", "{v:#}");
     let broken = v["broken"][1].as_str().unwrap_or_default();
-    assert_mentions(broken, &["workflow('broken')", ".claude/workflows/broken.js:2:"]);
+    assert_mentions(
+        broken,
+        &["workflow('broken')", ".claude/workflows/broken.js:2:"],
+    );
     assert_eq!(v["nests"][0], "INVALID_ARGUMENT", "{v:#}");
     assert_mentions(v["nests"][1].as_str().unwrap_or_default(), &["one level"]);
     assert_eq!(v["missing"][0], "INVALID_ARGUMENT");
@@ -194,7 +197,8 @@ fn failing_children_reject_as_claude_code_has_it_and_parallel_makes_them_null() 
 
 #[test]
 fn an_uncaught_child_error_ends_the_run_naming_the_childs_file_and_line() {
-    let script = "export const meta = { name: \"p\", description: \"d\" };\nawait workflow(\"throws\");\n";
+    let script =
+        "export const meta = { name: \"p\", description: \"d\" };\nawait workflow(\"throws\");\n";
     let ws = workspace(script, None, &failing_children());
     let out = ws.run(&[]);
     out.assert_code(1);
@@ -226,7 +230,11 @@ fn resume_replays_the_childs_calls_from_the_journal() {
         { "match": { "label": "review b.rs" }, "text": "ok b" },
         { "match": { "label": "summary" }, "resultError": "connection reset" },
     ]));
-    let ws = workspace(FAN, Some(&first), &[(".claude/workflows/review.js", REVIEW)]);
+    let ws = workspace(
+        FAN,
+        Some(&first),
+        &[(".claude/workflows/review.js", REVIEW)],
+    );
     let dir = ws.dir.path().to_path_buf();
     let home = dir.join("home").display().to_string();
     let later = dir.join("later.json");
@@ -299,7 +307,14 @@ fn run_by_name_and_list_find_saved_workflows() {
         )
     };
     let (stdout, stderr, code) = run(&[
-        "workflow", "run", "solo", "--args", "7", "--events", "none", "--no-journal",
+        "workflow",
+        "run",
+        "solo",
+        "--args",
+        "7",
+        "--events",
+        "none",
+        "--no-journal",
     ]);
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(stdout.trim(), "7");
@@ -319,5 +334,8 @@ fn run_by_name_and_list_find_saved_workflows() {
 
     let (_, stderr, code) = run(&["workflow", "run", "nosuch", "--events", "none"]);
     assert_eq!(code, Some(2), "{stderr}");
-    assert_mentions(&stderr, &["nosuch", "known: review, solo", "dsh workflow list"]);
+    assert_mentions(
+        &stderr,
+        &["nosuch", "known: review, solo", "dsh workflow list"],
+    );
 }

@@ -126,10 +126,8 @@ impl Catalog {
     /// (dsh's own `workflows/`, when given); `{scriptPath}` relative to
     /// `project`.
     pub fn standard(project: &Path, home: Option<&Path>, dsh_dir: Option<&Path>) -> Self {
-        let mut c = Catalog::new(project).with_dir(
-            project.join(".claude").join("workflows"),
-            Origin::Project,
-        );
+        let mut c = Catalog::new(project)
+            .with_dir(project.join(".claude").join("workflows"), Origin::Project);
         if let Some(home) = home {
             c = c.with_dir(home.join(".claude").join("workflows"), Origin::User);
         }

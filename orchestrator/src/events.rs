@@ -565,7 +565,9 @@ mod tests {
             got.push(e);
         }
         assert_eq!(got.len(), fits + 1, "the kept events and the end");
-        assert!(matches!(got[0].kind, EventKind::Log { ref message, .. } if message == "line 0000000"));
+        assert!(
+            matches!(got[0].kind, EventKind::Log { ref message, .. } if message == "line 0000000")
+        );
         assert!(matches!(
             got.last().map(|e| &e.kind),
             Some(EventKind::End { .. })

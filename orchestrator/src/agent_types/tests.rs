@@ -343,7 +343,11 @@ fn a_value_with_a_colon_is_read_whole_as_claude_code_does(
     assert_eq!(f.name, "docs-author");
     assert_eq!(f.description, description);
     assert_eq!(f.front_matter, FrontMatter::LineValues);
-    assert!(f.tools.as_ref().is_some_and(|t| t.len() == 2), "{:?}", f.tools);
+    assert!(
+        f.tools.as_ref().is_some_and(|t| t.len() == 2),
+        "{:?}",
+        f.tools
+    );
     assert!(
         f.notes().iter().any(|n| n.contains("not valid YAML")),
         "{:?}",

@@ -30,31 +30,55 @@ fn names_come_from_meta_and_the_first_directory_wins() {
         .iter()
         .map(|e| (e.name.as_str(), e.shadowed_by.is_some()))
         .collect();
-    assert_eq!(names, [("review", false), ("review", true), ("triage", false)]);
+    assert_eq!(
+        names,
+        [("review", false), ("review", true), ("triage", false)]
+    );
     let found = c.find("review").expect("found");
     assert_eq!(found.origin, Origin::Project);
-    assert!(c.find("a").is_none(), "a file stem is not a name when the file has meta");
+    assert!(
+        c.find("a").is_none(),
+        "a file stem is not a name when the file has meta"
+    );
 }
 
 #[test]
 fn a_broken_file_is_known_by_its_stem_and_its_load_names_the_file() {
     let root = tempfile::tempdir().expect("tempdir");
     let dir = root.path().join(".claude/workflows");
-    write(&dir, "bad.js", "export const meta = { name: \"bad\", description: \"d\" };\nconst x = ;\n");
+    write(
+        &dir,
+        "bad.js",
+        "export const meta = { name: \"bad\", description: \"d\" };\nconst x = ;\n",
+    );
     let c = Catalog::standard(root.path(), None, None);
     let e = c.find("bad").expect("listed by stem");
     assert!(e.problem.is_some());
-    let err = c.load(&WorkflowTarget::Name("bad".into())).expect_err("parse error");
+    let err = c
+        .load(&WorkflowTarget::Name("bad".into()))
+        .expect_err("parse error");
     assert_eq!(err.code, ErrorCode::ScriptParse);
-    assert!(err.message.starts_with("workflow('bad'): "), "{}", err.message);
-    assert!(err.message.contains(".claude/workflows/bad.js:2:"), "{}", err.message);
+    assert!(
+        err.message.starts_with("workflow('bad'): "),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains(".claude/workflows/bad.js:2:"),
+        "{}",
+        err.message
+    );
 }
 
 #[rstest]
 #[case::unknown_name(WorkflowTarget::Name("nope".into()), ErrorCode::InvalidArgument, "no saved workflow has that name; known: good")]
 #[case::missing_file(WorkflowTarget::ScriptPath("missing.js".into()), ErrorCode::InvalidArgument, "cannot read the script")]
 #[case::not_a_script(WorkflowTarget::ScriptPath("notes.txt".into()), ErrorCode::InvalidArgument, "must end in .ts, .mts, .js or .mjs")]
-#[case::empty_path(WorkflowTarget::ScriptPath(String::new()), ErrorCode::InvalidArgument, "the path is empty")]
+#[case::empty_path(
+    WorkflowTarget::ScriptPath(String::new()),
+    ErrorCode::InvalidArgument,
+    "the path is empty"
+)]
 #[case::no_meta(WorkflowTarget::ScriptPath("plain.js".into()), ErrorCode::MetaInvalid, "has no `export const meta")]
 fn failed_loads_say_what_and_where(
     #[case] target: WorkflowTarget,
@@ -62,7 +86,11 @@ fn failed_loads_say_what_and_where(
     #[case] needle: &str,
 ) {
     let root = tempfile::tempdir().expect("tempdir");
-    write(&root.path().join(".claude/workflows"), "good.js", &meta("good"));
+    write(
+        &root.path().join(".claude/workflows"),
+        "good.js",
+        &meta("good"),
+    );
     write(root.path(), "notes.txt", "x");
     write(root.path(), "plain.js", "return 1;\n");
     let c = Catalog::standard(root.path(), None, None);
@@ -87,7 +115,9 @@ fn a_loaded_child_is_a_function_of_its_hooks_with_its_lines_kept() {
     assert_eq!(loaded.wire.script_name, "sub/child.ts");
     let js = &loaded.wire.script_js;
     assert!(
-        js.starts_with("(function (agent, phase, log, console, workflow, args) { return (async function () {\n"),
+        js.starts_with(
+            "(function (agent, phase, log, console, workflow, args) { return (async function () {\n"
+        ),
         "{js}"
     );
     assert!(js.ends_with("}); })"), "{js}");

@@ -247,12 +247,11 @@ fn limits_of(
     request: &AgentRequest,
     provider_stall: Option<CallLimit>,
 ) -> CallLimits {
-    let route = request.options.agent_type.as_ref().and_then(|t| {
-        types
-            .get(t)
-            .and_then(|r| r.as_ref().ok())
-            .map(|r| (t, r))
-    });
+    let route = request
+        .options
+        .agent_type
+        .as_ref()
+        .and_then(|t| types.get(t).and_then(|r| r.as_ref().ok()).map(|r| (t, r)));
     let own = CallLimits::of_call(request);
     let stall = own
         .stall

@@ -245,9 +245,10 @@ impl<'js> Loop<'_, 'js> {
             HostMsg::WorkflowLoaded { call_id, workflow } => {
                 // The host prepared the child, so its code compiles; if the
                 // engine refuses it anyway, workflow() rejects saying so.
-                let compiled: rquickjs::Result<rquickjs::Value> = self
-                    .ctx
-                    .eval_with_options(workflow.script_js.as_str(), eval_opts(&workflow.script_name));
+                let compiled: rquickjs::Result<rquickjs::Value> = self.ctx.eval_with_options(
+                    workflow.script_js.as_str(),
+                    eval_opts(&workflow.script_name),
+                );
                 match compiled {
                     Ok(outer) => self.slice(|| {
                         d.call::<_, ()>((

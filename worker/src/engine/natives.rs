@@ -17,19 +17,25 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
     let s = shared.clone();
     n.set(
         "phase",
-        Function::new(ctx.clone(), move |title: String, workflow: Option<String>| {
-            s.send(&WorkerMsg::Phase { title, workflow });
-        })?,
+        Function::new(
+            ctx.clone(),
+            move |title: String, workflow: Option<String>| {
+                s.send(&WorkerMsg::Phase { title, workflow });
+            },
+        )?,
     )?;
 
     let s = shared.clone();
     n.set(
         "log",
-        Function::new(ctx.clone(), move |message: String, workflow: Option<String>| {
-            if let Some(message) = s.log_budget.borrow_mut().admit(message) {
-                s.send(&WorkerMsg::Log { message, workflow });
-            }
-        })?,
+        Function::new(
+            ctx.clone(),
+            move |message: String, workflow: Option<String>| {
+                if let Some(message) = s.log_budget.borrow_mut().admit(message) {
+                    s.send(&WorkerMsg::Log { message, workflow });
+                }
+            },
+        )?,
     )?;
 
     let s = shared.clone();

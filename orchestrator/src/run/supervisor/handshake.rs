@@ -89,7 +89,8 @@ mod tests {
                 workflow: None,
             },
             7,
-        ).expect_err("not hello");
+        )
+        .expect_err("not hello");
         assert!(e.contains("unexpected message Phase"), "{e}");
     }
 }

@@ -42,7 +42,10 @@ impl Supervisor {
             message,
         };
         if self.phase.is_cancelling() {
-            self.send(&refuse(ErrorCode::Cancelled, "the run was cancelled".into()));
+            self.send(&refuse(
+                ErrorCode::Cancelled,
+                "the run was cancelled".into(),
+            ));
             return;
         }
         if self.nested.loads > MAX_WORKFLOW_LOADS {
@@ -109,4 +112,3 @@ impl Supervisor {
         out
     }
 }
-
