@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::lib::{collect_events, request, result};
-use common::{POLL, WAIT_BOUND, assert_event_guarantees, events_of, process_alive};
+use common::{POLL, WAIT_BOUND, agent_end, assert_event_guarantees, events_of, process_alive};
 use dsh_orchestrator::providers::SetupError;
 use dsh_orchestrator::providers::command::{CommandConfig, CommandProvider};
 use dsh_orchestrator::{
@@ -84,14 +84,6 @@ async fn finish(run: WorkflowRun) -> (RunResult, Vec<Value>) {
         .await
         .expect("dispose is bounded");
     (r, events)
-}
-
-/// The single agent-end event.
-#[track_caller]
-fn agent_end(events: &[Value]) -> &Value {
-    let ends = events_of(events, "workflow/agent-end");
-    assert_eq!(ends.len(), 1, "{events:#?}");
-    ends[0]
 }
 
 #[track_caller]

@@ -20,20 +20,12 @@ use std::time::{Duration, Instant};
 
 use common::lib::{collect_events, request, result};
 use common::{
-    POLL, WAIT_BOUND, Workspace, assert_event_guarantees, assert_mentions, dsh_in, events_of,
-    fixture, process_alive, read_events,
+    POLL, WAIT_BOUND, Workspace, agent_end, assert_event_guarantees, assert_mentions, dsh_in,
+    events_of, fixture, process_alive, read_events,
 };
 use dsh_orchestrator::providers::command::{CommandConfig, CommandProvider};
 use dsh_orchestrator::{RunResult, start};
 use serde_json::{Value, json};
-
-/// The one `agent-end` event.
-#[track_caller]
-fn agent_end(events: &[Value]) -> &Value {
-    let ends = events_of(events, "workflow/agent-end");
-    assert_eq!(ends.len(), 1, "{events:#?}");
-    ends[0]
-}
 
 #[track_caller]
 fn assert_failed_with(end: &Value, reason_start: &str) {

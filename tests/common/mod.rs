@@ -343,6 +343,14 @@ pub fn dsh_in(dir: &Path, args: &[&str]) -> (String, String, Option<i32>) {
     )
 }
 
+/// The one `agent-end` event of a run that made one call.
+#[track_caller]
+pub fn agent_end(events: &[Value]) -> &Value {
+    let ends = events_of(events, "workflow/agent-end");
+    assert_eq!(ends.len(), 1, "{events:#?}");
+    ends[0]
+}
+
 /// A fixture with the given answers.
 pub fn fixture(answers: Value) -> Value {
     serde_json::json!({ "version": 1, "answers": answers })

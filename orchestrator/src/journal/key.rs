@@ -28,40 +28,48 @@ pub fn call_key(r: &AgentRequest) -> String {
             disallowed.push(t.clone());
         }
     }
-    if r.tools.is_none() && disallowed.is_empty() {
-        let parts = (
-            "dsh-call-key/1",
-            &r.prompt,
-            &schema,
-            &r.options.model,
-            &r.options.effort,
-            &r.options.agent_type,
-            &r.options.provider,
-            &r.options.isolation,
-            &r.system_prompt,
-        );
-        let _ = serde_json::to_writer(&mut hasher, &parts);
-    } else {
-        let tools = ToolSet {
-            tools: &r.tools,
-            disallowed_tools: &disallowed,
-        };
-        let parts = (
-            "dsh-call-key/1",
-            &r.prompt,
-            &schema,
-            &r.options.model,
-            &r.options.effort,
-            &r.options.agent_type,
-            &r.options.provider,
-            &r.options.isolation,
-            &r.system_prompt,
-            tools,
-        );
-        let _ = serde_json::to_writer(&mut hasher, &parts);
-    }
+    let tools = (r.tools.is_some() || !disallowed.is_empty()).then_some(ToolSet {
+        tools: &r.tools,
+        disallowed_tools: &disallowed,
+    });
+    let parts = KeyParts {
+        r,
+        schema: &schema,
+        tools,
+    };
+    let _ = serde_json::to_writer(&mut hasher, &parts);
     let digest = hasher.0.finalize();
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What a key hashes, as the JSON array `["dsh-call-key/1", prompt,
+/// schema, model, effort, agentType, provider, isolation, systemPrompt]`
+/// with the tool set appended only when there is one.
+struct KeyParts<'a> {
+    r: &'a AgentRequest,
+    schema: &'a Option<Value>,
+    tools: Option<ToolSet<'a>>,
+}
+
+impl serde::Serialize for KeyParts<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let o = &self.r.options;
+        let mut seq = s.serialize_seq(None)?;
+        seq.serialize_element("dsh-call-key/1")?;
+        seq.serialize_element(&self.r.prompt)?;
+        seq.serialize_element(self.schema)?;
+        seq.serialize_element(&o.model)?;
+        seq.serialize_element(&o.effort)?;
+        seq.serialize_element(&o.agent_type)?;
+        seq.serialize_element(&o.provider)?;
+        seq.serialize_element(&o.isolation)?;
+        seq.serialize_element(&self.r.system_prompt)?;
+        if let Some(t) = &self.tools {
+            seq.serialize_element(t)?;
+        }
+        seq.end()
+    }
 }
 
 /// The tool set part of a key.
