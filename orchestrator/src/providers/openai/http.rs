@@ -1,7 +1,9 @@
 //! One POST to `{base_url}/chat/completions`, with the retry policy: 429,
-//! 5xx, timeouts and connection errors are retried with exponential backoff
-//! and jitter (honouring `Retry-After`), at most `max_attempts` attempts in
-//! all; any other status fails at once. Every failure is a `String` reason
+//! 5xx and connection errors are retried with exponential backoff and
+//! jitter (honouring `Retry-After`), at most `max_attempts` attempts in
+//! all; any other status fails at once. A request that timed out is not
+//! retried: the server may have answered (and charged for) it, and a
+//! timed-out call is never retried silently at full cost. Every failure is a `String` reason
 //! for the child's `agent-end` event; nothing a server sends can panic.
 
 use std::sync::OnceLock;
@@ -185,12 +187,14 @@ impl Endpoint {
         if e.is_builder() {
             return Attempt::Fatal(format!("cannot build the request: {}", chain(e)));
         }
-        let reason = if e.is_timeout() {
-            format!(
-                "no complete response within {} (timeout)",
+        if e.is_timeout() {
+            return Attempt::Fatal(format!(
+                "no complete response within {} (timeout); not retried: the request may have \
+                 been answered and charged (raise the provider's timeout)",
                 show_duration(self.timeout)
-            )
-        } else if e.is_connect() {
+            ));
+        }
+        let reason = if e.is_connect() {
             format!("cannot connect to {}: {}", self.url, chain(e))
         } else {
             format!("the connection failed: {}", chain(e))
