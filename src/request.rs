@@ -314,25 +314,10 @@ fn script_path(arg: &Path, catalog: &Catalog) -> Result<PathBuf, CliError> {
     if let Some(entry) = catalog.find(&name) {
         return Ok(entry.path);
     }
-    let known: Vec<String> = catalog
-        .list()
-        .into_iter()
-        .filter(|e| e.shadowed_by.is_none())
-        .map(|e| e.name)
-        .collect();
-    let dirs: Vec<String> = catalog
-        .dirs()
-        .iter()
-        .map(|d| d.path.display().to_string())
-        .collect();
     Err(CliError::usage(format!(
-        "{name}: no such file, and no saved workflow has that name ({}; looked in {}); give a          script's path, or see `dsh workflow list`",
-        if known.is_empty() {
-            "there are none".to_string()
-        } else {
-            format!("known: {}", known.join(", "))
-        },
-        dirs.join(", ")
+        "{name}: no such file, and no saved workflow has that name; {}; give a script's path, \
+         or see `dsh workflow list`",
+        catalog.known()
     )))
 }
 
@@ -342,12 +327,7 @@ pub fn list(config: Option<&Path>) -> Result<i32, CliError> {
     let catalog = catalog_for(config)?;
     let entries = catalog.list();
     if entries.is_empty() {
-        let dirs: Vec<String> = catalog
-            .dirs()
-            .iter()
-            .map(|d| d.path.display().to_string())
-            .collect();
-        println!("no saved workflows (looked in {})", dirs.join(", "));
+        println!("no saved workflows (looked in {})", catalog.dirs_shown());
         return Ok(exit::COMPLETED);
     }
     for e in &entries {

@@ -16,13 +16,11 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::lib::{collect_events, request, result};
-use common::{POLL, WAIT_BOUND, agent_end, assert_event_guarantees, events_of, process_alive};
+use common::lib::{finish, request};
+use common::{POLL, WAIT_BOUND, agent_end, events_of, process_alive};
 use dsh_orchestrator::providers::SetupError;
 use dsh_orchestrator::providers::command::{CommandConfig, CommandProvider};
-use dsh_orchestrator::{
-    AgentRequest, ErrorCode, RunResult, StopReason, SubagentProvider, WorkflowRun, start,
-};
+use dsh_orchestrator::{AgentRequest, ErrorCode, RunResult, StopReason, SubagentProvider, start};
 use rstest::rstest;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -74,16 +72,6 @@ impl Scratch {
 async fn run_with(script: &str, provider: Arc<CommandProvider>) -> (RunResult, Vec<Value>) {
     let run = start(request(script).with_provider(provider)).expect("start");
     finish(run).await
-}
-
-async fn finish(run: WorkflowRun) -> (RunResult, Vec<Value>) {
-    let r = result(&run).await;
-    let events = collect_events(&run).await;
-    assert_event_guarantees(&events);
-    tokio::time::timeout(WAIT_BOUND, run.dispose())
-        .await
-        .expect("dispose is bounded");
-    (r, events)
 }
 
 #[track_caller]

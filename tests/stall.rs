@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::lib::{collect_events, request, result};
+use common::lib::{collect_events, finish, request, result};
 use common::{
     POLL, WAIT_BOUND, Workspace, agent_end, assert_event_guarantees, assert_mentions, dsh_in,
     events_of, fixture, process_alive, read_events,
@@ -278,14 +278,7 @@ async fn run_command(dir: &Path, prog: &Path, js: &str) -> (RunResult, Vec<Value
     let cfg: CommandConfig =
         serde_json::from_value(json!({ "argv": [prog], "grace": "500ms" })).expect("config");
     let provider = Arc::new(CommandProvider::new("fake", &cfg, dir).expect("usable"));
-    let run = start(request(js).with_provider(provider)).expect("start");
-    let r = result(&run).await;
-    let events = collect_events(&run).await;
-    assert_event_guarantees(&events);
-    tokio::time::timeout(WAIT_BOUND, run.dispose())
-        .await
-        .expect("dispose is bounded");
-    (r, events)
+    finish(start(request(js).with_provider(provider)).expect("start")).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

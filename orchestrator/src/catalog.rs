@@ -203,8 +203,9 @@ impl Catalog {
                     Some(e) => (what, e.path.clone()),
                     None => {
                         return Err(invalid(format!(
-                            "{what}: no saved workflow has that name; {}",
-                            self.known(&entries)
+                            "{what}: no saved workflow has that name; {}; save one there, or \
+                             use {{scriptPath}}",
+                            self.known_in(&entries)
                         )));
                     }
                 }
@@ -310,30 +311,39 @@ impl Catalog {
             .to_string()
     }
 
-    /// "known: a, b (looked in …)" for a failed lookup.
-    fn known(&self, entries: &[Entry]) -> String {
+    /// What a failed lookup tells the user: "known: a, b (looked in …)",
+    /// or "there are none (looked in …)".
+    pub fn known(&self) -> String {
+        self.known_in(&self.list())
+    }
+
+    fn known_in(&self, entries: &[Entry]) -> String {
         let mut names: Vec<&str> = entries
             .iter()
             .filter(|e| e.shadowed_by.is_none())
             .map(|e| e.name.as_str())
             .collect();
         names.sort_unstable();
-        let dirs = self
-            .dirs
-            .iter()
-            .map(|d| d.path.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ");
+        let dirs = self.dirs_shown();
         let dirs = if dirs.is_empty() {
             "no workflow directories are configured".to_string()
         } else {
             format!("looked in {dirs}")
         };
         if names.is_empty() {
-            format!("there are none ({dirs}); save one there, or use {{scriptPath}}")
+            format!("there are none ({dirs})")
         } else {
             format!("known: {} ({dirs})", names.join(", "))
         }
+    }
+
+    /// The directories as messages list them: `a, b, c`.
+    pub fn dirs_shown(&self) -> String {
+        self.dirs
+            .iter()
+            .map(|d| d.path.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 

@@ -660,6 +660,20 @@ pub mod lib {
             .await
             .expect("the run settles")
     }
+
+    /// The run's result and events (checked against the §8 guarantees),
+    /// then a bounded dispose.
+    pub async fn finish(
+        run: dsh_orchestrator::WorkflowRun,
+    ) -> (dsh_orchestrator::RunResult, Vec<Value>) {
+        let r = result(&run).await;
+        let events = collect_events(&run).await;
+        super::assert_event_guarantees(&events);
+        tokio::time::timeout(super::WAIT_BOUND, run.dispose())
+            .await
+            .expect("dispose is bounded");
+        (r, events)
+    }
 }
 
 /// The id of the one run kept under `<dir>/.dsh/runs/`.
