@@ -3,6 +3,7 @@
 
 use std::io::Write;
 
+use dsh_orchestrator::Activity;
 use dsh_orchestrator::events::{Event, EventKind};
 
 use crate::terminal::line as esc;
@@ -78,11 +79,59 @@ pub fn line(event: &Event, color: bool) -> String {
                 .unwrap_or_default(),
             if *agents_started == 1 { "" } else { "s" }
         ),
+        EventKind::AgentActivity { seq, activity, .. } => {
+            format!("{t} agent #{seq} {}", esc(&activity_text(activity)))
+        }
         // A kind this build does not render yet: its type, as in JSON.
         _ => format!(
             "{t} {}",
             event.to_json()["type"].as_str().unwrap_or("event")
         ),
+    }
+}
+
+/// One activity as words: `Read src/a.rs`, `Bash denied: …`.
+fn activity_text(a: &Activity) -> String {
+    match a {
+        Activity::Turn { turn } => format!("turn {turn}"),
+        Activity::Tokens { usage } => format!("{} in / {} out tokens", usage.input, usage.output),
+        Activity::ToolCall { tool, detail } => format!("{tool} {detail}"),
+        Activity::ToolEnd {
+            tool,
+            status,
+            ms,
+            message,
+        } => match message {
+            Some(m) => format!("{tool} {status} after {ms}ms: {m}"),
+            None => format!("{tool} {status} after {ms}ms"),
+        },
+        Activity::Retry {
+            attempt,
+            reason,
+            partial,
+        } => format!(
+            "retry, attempt {attempt}{}: {reason}",
+            if *partial {
+                " (the partly streamed answer is discarded)"
+            } else {
+                ""
+            }
+        ),
+        _ => "activity".into(),
+    }
+}
+
+/// Whether the readable lines show an event: tool calls, failed tool
+/// calls and retries are; turns, token counts and tools that succeeded are
+/// left to `--events jsonl` (one line each would drown the log).
+fn shown_as_line(event: &Event) -> bool {
+    match &event.kind {
+        EventKind::AgentActivity { activity, .. } => match activity {
+            Activity::ToolCall { .. } | Activity::Retry { .. } => true,
+            Activity::ToolEnd { status, .. } => status != "ok",
+            _ => false,
+        },
+        _ => true,
     }
 }
 
@@ -104,6 +153,7 @@ pub fn warning_text(message: &str, path: Option<&str>) -> String {
 pub fn show(mode: &Mode, event: &Event) {
     let text = match mode {
         Mode::Jsonl => event.to_json().to_string(),
+        Mode::Lines { .. } if !shown_as_line(event) => return,
         Mode::Lines { color } => line(event, *color),
         // A warning is said on stderr whatever the events mode (contract
         // §0): with events off, as a `dsh: warning:` line.

@@ -158,6 +158,19 @@ pub enum EventKind {
         /// The nested workflow that made the call, as in its `agent-start`.
         workflow: Option<String>,
     },
+    /// `workflow/agent-activity`: what a running child is doing (a model
+    /// turn, a tool call, tokens so far), as its provider tells it;
+    /// always between the child's `agent-start` and `agent-end`.
+    AgentActivity {
+        /// The call's number, as in its `agent-start`.
+        seq: u64,
+        /// The call's display label, as in its `agent-start`.
+        label: String,
+        /// What the child is doing.
+        activity: crate::provider::Activity,
+        /// The nested workflow that made the call, as in its `agent-start`.
+        workflow: Option<String>,
+    },
     /// `workflow/end`: the run settled; always the last event, carrying
     /// the same fields as the [`RunResult`](crate::RunResult).
     End {
@@ -217,6 +230,9 @@ impl Event {
                     + child_id.len()
                     + reason.as_ref().map_or(0, String::len)
             }
+            EventKind::AgentActivity {
+                label, activity, ..
+            } => label.len() + activity_weight(activity),
             EventKind::End { error, .. } => error.as_ref().map_or(0, |e| e.message.len()),
         };
         OVERHEAD + strings
@@ -231,6 +247,7 @@ impl Event {
             EventKind::Warning { .. } => "workflow/warning",
             EventKind::AgentStart { .. } => "workflow/agent-start",
             EventKind::AgentEnd { .. } => "workflow/agent-end",
+            EventKind::AgentActivity { .. } => "workflow/agent-activity",
             EventKind::End { .. } => "workflow/end",
         }
     }
@@ -309,6 +326,17 @@ impl Event {
                         json!({ "path": w.path.display().to_string(), "branch": w.branch }),
                     );
                 }
+                insert_workflow(&mut m, workflow);
+            }
+            EventKind::AgentActivity {
+                seq,
+                label,
+                activity,
+                workflow,
+            } => {
+                m.insert("seq".into(), (*seq).into());
+                m.insert("label".into(), label.as_str().into());
+                insert_activity(&mut m, activity);
                 insert_workflow(&mut m, workflow);
             }
             EventKind::End {
@@ -503,6 +531,65 @@ impl Hub {
 /// Builds the `error` object of results and `workflow/end`.
 pub(crate) fn error_json(code: &str, message: &str) -> Value {
     json!({ "code": code, "message": message })
+}
+
+/// The strings an activity holds, for [`Event::weight`].
+fn activity_weight(a: &crate::provider::Activity) -> usize {
+    use crate::provider::Activity as A;
+    match a {
+        A::Turn { .. } | A::Tokens { .. } => 0,
+        A::ToolCall { tool, detail } => tool.len() + detail.len(),
+        A::ToolEnd { tool, message, .. } => tool.len() + message.as_ref().map_or(0, String::len),
+        A::Retry { reason, .. } => reason.len(),
+    }
+}
+
+/// An activity's fields: `"activity"` names its kind (`turn`, `tokens`,
+/// `tool-call`, `tool-end`, `retry`), the rest are its values.
+fn insert_activity(m: &mut Map<String, Value>, a: &crate::provider::Activity) {
+    use crate::provider::Activity as A;
+    match a {
+        A::Turn { turn } => {
+            m.insert("activity".into(), "turn".into());
+            m.insert("turn".into(), (*turn).into());
+        }
+        A::Tokens { usage } => {
+            m.insert("activity".into(), "tokens".into());
+            m.insert(
+                "usage".into(),
+                json!({ "input": usage.input, "output": usage.output }),
+            );
+        }
+        A::ToolCall { tool, detail } => {
+            m.insert("activity".into(), "tool-call".into());
+            m.insert("tool".into(), tool.as_str().into());
+            m.insert("detail".into(), detail.as_str().into());
+        }
+        A::ToolEnd {
+            tool,
+            status,
+            ms,
+            message,
+        } => {
+            m.insert("activity".into(), "tool-end".into());
+            m.insert("tool".into(), tool.as_str().into());
+            m.insert("status".into(), status.as_str().into());
+            m.insert("ms".into(), (*ms).into());
+            if let Some(msg) = message {
+                m.insert("message".into(), msg.as_str().into());
+            }
+        }
+        A::Retry {
+            attempt,
+            reason,
+            partial,
+        } => {
+            m.insert("activity".into(), "retry".into());
+            m.insert("attempt".into(), (*attempt).into());
+            m.insert("reason".into(), reason.as_str().into());
+            m.insert("partial".into(), (*partial).into());
+        }
+    }
 }
 
 /// `"replayed": true` / `"dryRun": true` on the events of a child that was

@@ -46,8 +46,8 @@ pub use events::{AgentOutcomeKind, Event, EventKind, EventStream};
 pub use limits::Limits;
 pub use pool::WorkerPool;
 pub use provider::{
-    AgentOptions, AgentRequest, CallLimit, CallLimits, ChildOrigin, ChildOutcome, ChildResult,
-    KeptWorktree, Progress, ResultFault, StartRefused, Subagent, SubagentProvider,
+    Activity, AgentOptions, AgentRequest, CallLimit, CallLimits, ChildOrigin, ChildOutcome,
+    ChildResult, KeptWorktree, Progress, ResultFault, StartRefused, Subagent, SubagentProvider,
 };
 pub use result::{RunError, RunResult};
 pub use run::{

@@ -149,6 +149,11 @@ pub struct ResultFault(pub String);
 /// (`stallMs`, `stall` in `dsh.toml`): no report for that long and the
 /// call fails with reason `stalled: …`. A child's answer always counts as
 /// progress; a provider that never reports is judged by its answer alone.
+///
+/// A provider that can tell *what* its child is doing (a model turn, a tool
+/// call, tokens so far) also hands that to [`Progress::activity`]; the host
+/// turns each into a `workflow/agent-activity` event before the child's
+/// `agent-end`.
 #[derive(Clone)]
 pub struct Progress(Arc<ProgressInner>);
 
@@ -156,6 +161,62 @@ struct ProgressInner {
     origin: tokio::time::Instant,
     /// Microseconds after `origin` of the last report.
     last_us: std::sync::atomic::AtomicU64,
+    /// Activities not yet taken by the host, oldest first, at most
+    /// [`MAX_PENDING_ACTIVITIES`].
+    pending: std::sync::Mutex<std::collections::VecDeque<Activity>>,
+    /// Wakes the host's [`Progress::next_activities`].
+    arrived: tokio::sync::Notify,
+}
+
+/// Most activities a child's handle holds before the host takes them; past
+/// it the oldest are dropped (a slow host never grows a child's queue).
+const MAX_PENDING_ACTIVITIES: usize = 64;
+
+/// What a child is doing, as its provider tells it; shown as a
+/// `workflow/agent-activity` event.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Activity {
+    /// The child's model turn number `turn` (1, 2, …) began.
+    Turn {
+        /// The turn's number.
+        turn: u32,
+    },
+    /// Tokens so far, summed over the child's turns (while a turn streams,
+    /// `output` counts the streamed pieces).
+    Tokens {
+        /// The running total.
+        usage: Usage,
+    },
+    /// The child called a tool.
+    ToolCall {
+        /// The tool's name (`Read`, `Bash`, …).
+        tool: String,
+        /// What it was called on (a path, a pattern, a command), cut short.
+        detail: String,
+    },
+    /// A tool call ended.
+    ToolEnd {
+        /// The tool's name.
+        tool: String,
+        /// `ok`, `error`, `denied` (it tried to leave its workspace or
+        /// was not allowed), `timeout`, `sandbox-unavailable`.
+        status: String,
+        /// How long it took.
+        ms: u64,
+        /// Why it did not succeed, cut short; `None` when it did.
+        message: Option<String>,
+    },
+    /// A request of the child is being sent again.
+    Retry {
+        /// The attempt about to start (2, 3, …).
+        attempt: u32,
+        /// Why the previous attempt failed.
+        reason: String,
+        /// Part of the previous attempt's answer had already streamed in
+        /// (and is discarded).
+        partial: bool,
+    },
 }
 
 impl Progress {
@@ -164,7 +225,47 @@ impl Progress {
         Progress(Arc::new(ProgressInner {
             origin: tokio::time::Instant::now(),
             last_us: std::sync::atomic::AtomicU64::new(0),
+            pending: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            arrived: tokio::sync::Notify::new(),
         }))
+    }
+
+    /// The child is doing `what` (which is progress too). Never blocks; a
+    /// [`Activity::Tokens`] replaces a pending one instead of queueing.
+    pub fn activity(&self, what: Activity) {
+        self.report();
+        {
+            let mut q = self.0.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if matches!(what, Activity::Tokens { .. })
+                && let Some(last) = q.back_mut()
+                && matches!(last, Activity::Tokens { .. })
+            {
+                *last = what;
+            } else {
+                if q.len() >= MAX_PENDING_ACTIVITIES {
+                    q.pop_front();
+                }
+                q.push_back(what);
+            }
+        }
+        self.0.arrived.notify_one();
+    }
+
+    /// Waits for activities and takes every pending one, oldest first.
+    pub async fn next_activities(&self) -> Vec<Activity> {
+        loop {
+            let taken: Vec<Activity> = self
+                .0
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .drain(..)
+                .collect();
+            if !taken.is_empty() {
+                return taken;
+            }
+            self.0.arrived.notified().await;
+        }
     }
 
     /// The child made progress now. Cheap (one atomic store); call it as

@@ -1,4 +1,5 @@
 //! Built-in providers, and [`SetupError`]: why one cannot be built.
+pub mod agent;
 pub mod answered;
 pub mod command;
 pub mod dry_run;

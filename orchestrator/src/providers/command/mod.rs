@@ -18,9 +18,9 @@
 mod child;
 mod config;
 mod extract;
-mod process;
+pub(crate) mod process;
 mod template;
-mod worktree;
+pub(crate) mod worktree;
 
 use std::ffi::OsString;
 use std::fmt;

@@ -1,11 +1,12 @@
 //! The chat-completions wire format: what one request body looks like and
 //! what is taken from a response. Pure functions, no I/O.
 
-use dsh_protocol::schema::{self, Violation};
 use serde_json::{Map, Value, json};
 
 use super::config::{OpenAiConfig, StructuredOutput};
 use crate::provider::Usage;
+use crate::providers::agent::Turn;
+use crate::providers::agent::conversation::{Input, Message, Reply as LoopReply, ToolCall};
 
 /// Deepest schema nesting walked when deciding on strict mode (the schema
 /// already passed the subset check, which bounds it the same way).
@@ -13,42 +14,6 @@ const MAX_DEPTH: usize = 64;
 
 /// How much of a body a message quotes.
 pub const EXCERPT_CHARS: usize = 300;
-
-/// How many validation problems a correction or a failure lists.
-const PROBLEM_LIMIT: usize = 20;
-
-/// The system message: the configured system prompt (from
-/// `[agent_types.NAME]`) and, for a schema call, the instruction to answer
-/// with JSON matching the schema. `None` when there is neither.
-pub fn system_message(system_prompt: Option<&str>, schema: Option<&Value>) -> Option<String> {
-    let instruction = schema.map(|s| {
-        let text = serde_json::to_string_pretty(s).unwrap_or_else(|_| s.to_string());
-        format!(
-            "Reply in json: a single JSON object that matches the JSON Schema below, with no \
-             prose before or after it and no code fences.\n\nJSON Schema:\n{text}"
-        )
-    });
-    match (system_prompt.filter(|s| !s.trim().is_empty()), instruction) {
-        (Some(p), Some(i)) => Some(format!("{p}\n\n{i}")),
-        (Some(p), None) => Some(p.to_string()),
-        (None, i) => i,
-    }
-}
-
-/// The opening messages of a call: the optional system message, then the
-/// prompt.
-pub fn opening_messages(
-    system_prompt: Option<&str>,
-    schema: Option<&Value>,
-    prompt: &str,
-) -> Vec<Value> {
-    let mut messages = Vec::with_capacity(2);
-    if let Some(system) = system_message(system_prompt, schema) {
-        messages.push(json!({ "role": "system", "content": system }));
-    }
-    messages.push(json!({ "role": "user", "content": prompt }));
-    messages
-}
 
 /// The `reasoning_effort` value for a call's `effort`: `max` (the top of
 /// the scale scripts use) becomes `high`, the top of the chat-completions
@@ -167,32 +132,6 @@ pub fn strict_compatible(schema: &Value) -> bool {
     walk(schema, 1)
 }
 
-/// What one successful response carries.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Reply {
-    pub content: String,
-    pub finish_reason: Option<String>,
-}
-
-/// Parses a response body: the answer (or why there is none) and the
-/// usage, which is counted even when the answer is unusable.
-pub fn parse_response(body: &[u8]) -> (Result<Reply, String>, Option<Usage>) {
-    let root: Value = match serde_json::from_slice(body) {
-        Ok(v) => v,
-        Err(e) => {
-            return (
-                Err(format!(
-                    "the API's response is not JSON ({e}); it starts: {}",
-                    excerpt(body)
-                )),
-                None,
-            );
-        }
-    };
-    let usage = usage_of(&root);
-    (reply_of(&root, body), usage)
-}
-
 fn usage_of(root: &Value) -> Option<Usage> {
     let u = root.get("usage")?.as_object()?;
     let input = u.get("prompt_tokens").and_then(Value::as_u64);
@@ -206,109 +145,8 @@ fn usage_of(root: &Value) -> Option<Usage> {
     })
 }
 
-fn reply_of(root: &Value, body: &[u8]) -> Result<Reply, String> {
-    if let Some(err) = root.get("error").filter(|e| !e.is_null()) {
-        let msg = err
-            .get("message")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| short(&err.to_string()));
-        return Err(format!("the API answered with an error: {msg}"));
-    }
-    let Some(choice) = root
-        .get("choices")
-        .and_then(Value::as_array)
-        .and_then(|c| c.first())
-    else {
-        return Err(format!(
-            "the API's response has no choices[0]; it starts: {}",
-            excerpt(body)
-        ));
-    };
-    let message = choice.get("message");
-    let finish_reason = choice
-        .get("finish_reason")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    match message.and_then(|m| m.get("content")) {
-        Some(Value::String(s)) => Ok(Reply {
-            content: s.clone(),
-            finish_reason,
-        }),
-        _ => {
-            if let Some(r) = message
-                .and_then(|m| m.get("refusal"))
-                .and_then(Value::as_str)
-            {
-                return Err(format!("the model refused: {}", short(r)));
-            }
-            let why = finish_reason
-                .map(|f| format!(" (finish_reason {f:?})"))
-                .unwrap_or_default();
-            Err(format!(
-                "the API's response has no text in choices[0].message.content{why}"
-            ))
-        }
-    }
-}
-
-/// Parses a structured answer and validates it. `Err` is the list of
-/// problems, one a line, as it goes back to the model.
-pub(crate) fn check_answer(schema: &Value, reply: &Reply) -> Result<Value, String> {
-    let cut = if reply.finish_reason.as_deref() == Some("length") {
-        " (the answer was cut off at the token limit)"
-    } else {
-        ""
-    };
-    let value: Value = serde_json::from_str(strip_fences(&reply.content))
-        .map_err(|e| format!("the answer is not JSON{cut}: {e}"))?;
-    let problems = schema::validate(schema, &value, "value");
-    if problems.is_empty() {
-        Ok(value)
-    } else {
-        Err(list(&problems))
-    }
-}
-
-fn list(problems: &[Violation]) -> String {
-    let mut lines: Vec<String> = problems
-        .iter()
-        .take(PROBLEM_LIMIT)
-        .map(|p| format!("- {p}"))
-        .collect();
-    if problems.len() > PROBLEM_LIMIT {
-        lines.push(format!("- … and {} more", problems.len() - PROBLEM_LIMIT));
-    }
-    format!(
-        "the answer does not match the schema:\n{}",
-        lines.join("\n")
-    )
-}
-
-/// The user message of the one corrective retry.
-pub fn correction(problems: &str) -> String {
-    format!(
-        "Your previous reply cannot be used: {problems}\n\nReply in json again: only the \
-         corrected JSON object that matches the JSON Schema from the system message."
-    )
-}
-
 /// A model may wrap its JSON in a Markdown code fence even when asked not
 /// to; the fence is not part of the answer.
-fn strip_fences(s: &str) -> &str {
-    let t = s.trim();
-    let Some(rest) = t.strip_prefix("```") else {
-        return t;
-    };
-    let Some(inner) = rest.strip_suffix("```") else {
-        return t;
-    };
-    // Drop the info string ("json") on the opening line.
-    match inner.find('\n') {
-        Some(i) => inner[i + 1..].trim(),
-        None => inner.trim(),
-    }
-}
 
 /// The start of a body, for messages: valid UTF-8, one line, bounded.
 pub fn excerpt(body: &[u8]) -> String {
@@ -333,6 +171,195 @@ fn short(s: &str) -> String {
     }
 }
 
+// ------------------------------------------------------------------ the loop
+
+/// The chat-completions messages of a loop turn.
+pub fn loop_messages(turn: &Turn<'_>) -> Vec<Value> {
+    let mut out = Vec::with_capacity(turn.messages.len() + 1);
+    if let Some(system) = turn.system {
+        out.push(json!({ "role": "system", "content": system }));
+    }
+    for m in turn.messages {
+        match m {
+            Message::User(text) => out.push(json!({ "role": "user", "content": text })),
+            Message::Assistant { text, tool_calls } => {
+                let mut a = Map::new();
+                a.insert("role".into(), "assistant".into());
+                a.insert(
+                    "content".into(),
+                    if text.is_empty() && !tool_calls.is_empty() {
+                        Value::Null
+                    } else {
+                        text.as_str().into()
+                    },
+                );
+                if !tool_calls.is_empty() {
+                    let calls: Vec<Value> = tool_calls
+                        .iter()
+                        .map(|c| {
+                            let args = match &c.input {
+                                Input::Json(v) => v.to_string(),
+                                Input::Unparsable(raw) => raw.clone(),
+                            };
+                            json!({
+                                "id": c.id,
+                                "type": "function",
+                                "function": { "name": c.name, "arguments": args },
+                            })
+                        })
+                        .collect();
+                    a.insert("tool_calls".into(), Value::Array(calls));
+                }
+                out.push(Value::Object(a));
+            }
+            Message::ToolResults(results) => {
+                for r in results {
+                    let content = if r.is_error {
+                        format!("Error: {}", r.content)
+                    } else {
+                        r.content.clone()
+                    };
+                    out.push(json!({ "role": "tool", "tool_call_id": r.id, "content": content }));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The request body of a loop turn.
+pub fn loop_body(cfg: &OpenAiConfig, turn: &Turn<'_>) -> Value {
+    let messages = loop_messages(turn);
+    let mut body = request_body(cfg, turn.model, &messages, turn.schema, turn.effort);
+    if let Value::Object(m) = &mut body {
+        m.insert("stream".into(), cfg.stream.into());
+        if cfg.stream {
+            m.insert("stream_options".into(), json!({ "include_usage": true }));
+        }
+        if !turn.tools.is_empty() {
+            let tools: Vec<Value> = turn
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({
+                        "type": "function",
+                        "function": {
+                            "name": t.name,
+                            "description": t.description,
+                            "parameters": t.input_schema,
+                        }
+                    })
+                })
+                .collect();
+            m.insert("tools".into(), Value::Array(tools));
+        }
+    }
+    body
+}
+
+/// A whole (non-streamed) chat completion as a loop reply: the text, the
+/// tool calls, the usage.
+pub fn loop_reply(body: &[u8]) -> Result<LoopReply, String> {
+    let root: Value = serde_json::from_slice(body).map_err(|e| {
+        format!(
+            "the API's response is not JSON ({e}); it starts: {}",
+            excerpt(body)
+        )
+    })?;
+    let usage = usage_of(&root);
+    if let Some(err) = root.get("error").filter(|e| !e.is_null()) {
+        return Err(api_error(err));
+    }
+    let Some(choice) = root
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+    else {
+        return Err(format!(
+            "the API's response has no choices[0]; it starts: {}",
+            excerpt(body)
+        ));
+    };
+    let message = choice.get("message");
+    let finish_reason = choice
+        .get("finish_reason")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let text = message
+        .and_then(|m| m.get("content"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let mut tool_calls = Vec::new();
+    for (i, c) in message
+        .and_then(|m| m.get("tool_calls"))
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
+        let f = c.get("function");
+        tool_calls.push(ToolCall {
+            id: c
+                .get("id")
+                .and_then(Value::as_str)
+                .map_or_else(|| format!("call_{i}"), str::to_string),
+            name: f
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            input: Input::parse(
+                f.and_then(|f| f.get("arguments"))
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+            ),
+        });
+    }
+    if text.is_empty() && tool_calls.is_empty() {
+        if let Some(r) = message
+            .and_then(|m| m.get("refusal"))
+            .and_then(Value::as_str)
+        {
+            return Err(format!("the model refused: {}", short(r)));
+        }
+        if message
+            .and_then(|m| m.get("content"))
+            .is_none_or(|c| !c.is_string())
+        {
+            let why = finish_reason
+                .as_ref()
+                .map(|f| format!(" (finish_reason {f:?})"))
+                .unwrap_or_default();
+            return Err(format!(
+                "the API's response has no text in choices[0].message.content{why}"
+            ));
+        }
+    }
+    Ok(LoopReply {
+        text,
+        tool_calls,
+        finish_reason,
+        usage,
+    })
+}
+
+/// An API `error` object in words.
+pub fn api_error(err: &Value) -> String {
+    let msg = err
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| short(&err.to_string()));
+    format!("the API answered with an error: {msg}")
+}
+
+/// The usage object of a response or of a stream's last chunk.
+pub fn usage_in(root: &Value) -> Option<Usage> {
+    usage_of(root)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,19 +374,60 @@ mod tests {
         })
     }
 
+    fn turn<'a>(
+        system: Option<&'a str>,
+        messages: &'a [Message],
+        tools: &'a [crate::providers::agent::toolset::ToolSpec],
+    ) -> Turn<'a> {
+        Turn {
+            model: "m",
+            system,
+            messages,
+            tools,
+            effort: None,
+            schema: None,
+        }
+    }
+
     #[test]
-    fn system_message_combines_prompt_and_schema() {
-        assert_eq!(system_message(None, None), None);
-        assert_eq!(system_message(Some("  "), None), None);
+    fn the_conversation_becomes_chat_messages() {
+        let messages = vec![
+            Message::User("review a.rs".into()),
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "Read".into(),
+                    input: Input::Json(json!({ "file_path": "a.rs" })),
+                }],
+            },
+            Message::ToolResults(vec![crate::providers::agent::conversation::ToolResult {
+                id: "c1".into(),
+                content: "no such file".into(),
+                is_error: true,
+            }]),
+        ];
+        let specs = crate::providers::agent::toolset::specs(&["Read"], None);
+        let t = turn(Some("be careful"), &messages, &specs);
         assert_eq!(
-            system_message(Some("You review code."), None).as_deref(),
-            Some("You review code.")
+            loop_messages(&t),
+            vec![
+                json!({ "role": "system", "content": "be careful" }),
+                json!({ "role": "user", "content": "review a.rs" }),
+                json!({ "role": "assistant", "content": null, "tool_calls": [
+                    { "id": "c1", "type": "function", "function": { "name": "Read", "arguments": "{\"file_path\":\"a.rs\"}" } }
+                ] }),
+                json!({ "role": "tool", "tool_call_id": "c1", "content": "Error: no such file" }),
+            ]
         );
-        let s = system_message(Some("You review code."), Some(&schema())).expect("some");
-        assert!(s.starts_with("You review code.\n\nReply in json"), "{s}");
-        assert!(s.contains("\"additionalProperties\": false"), "{s}");
-        let only = system_message(None, Some(&schema())).expect("some");
-        assert!(only.starts_with("Reply in json"), "{only}");
+        let body = loop_body(&OpenAiConfig::default(), &t);
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stream_options"], json!({ "include_usage": true }));
+        assert_eq!(body["tools"][0]["function"]["name"], "Read");
+        assert_eq!(
+            body["tools"][0]["function"]["parameters"]["required"],
+            json!(["file_path"])
+        );
     }
 
     #[rstest]
@@ -440,9 +508,12 @@ mod tests {
 
     #[test]
     fn optional_knobs_are_sent_only_when_set() {
-        let cfg = OpenAiConfig::default();
-        let msgs = opening_messages(None, None, "hi");
-        let body = request_body(&cfg, "m", &msgs, None, None);
+        let cfg = OpenAiConfig {
+            stream: false,
+            ..OpenAiConfig::default()
+        };
+        let messages = vec![Message::User("hi".into())];
+        let body = loop_body(&cfg, &turn(None, &messages, &[]));
         assert_eq!(
             body,
             json!({ "model": "m", "messages": [{ "role": "user", "content": "hi" }], "stream": false })
@@ -452,10 +523,14 @@ mod tests {
             max_tokens: Some(64),
             ..OpenAiConfig::default()
         };
-        let body = request_body(&cfg, "m", &msgs, Some(&schema()), None);
+        let mut t = turn(None, &messages, &[]);
+        let s = schema();
+        t.schema = Some(&s);
+        let body = loop_body(&cfg, &t);
         assert_eq!(body["temperature"], 0.5);
         assert_eq!(body["max_tokens"], 64);
         assert_eq!(body["response_format"], json!({ "type": "json_object" }));
+        assert!(body.get("tools").is_none(), "no tools, no tools field");
     }
 
     #[rstest]
@@ -469,71 +544,37 @@ mod tests {
     #[case::refusal(br#"{"choices":[{"message":{"content":null,"refusal":"I can't"}}]}"#.as_slice(), "the model refused: I can't")]
     #[case::error_object(br#"{"error":{"message":"quota exceeded"}}"#.as_slice(), "quota exceeded")]
     fn malformed_responses_have_clear_reasons(#[case] body: &[u8], #[case] want: &str) {
-        let (reply, _) = parse_response(body);
-        let err = reply.expect_err("malformed");
+        let err = loop_reply(body).expect_err("malformed");
         assert!(err.contains(want), "{err} should contain {want}");
     }
 
     #[test]
-    fn content_and_usage() {
+    fn content_tool_calls_and_usage() {
         let body = br#"{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}}"#;
-        let (reply, usage) = parse_response(body);
+        let reply = loop_reply(body).expect("a reply");
+        assert_eq!(reply.text, "hi");
+        assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
         assert_eq!(
-            reply,
-            Ok(Reply {
-                content: "hi".into(),
-                finish_reason: Some("stop".into())
-            })
-        );
-        assert_eq!(
-            usage,
+            reply.usage,
             Some(Usage {
                 input: 12,
                 output: 3
             })
         );
-        // Usage is counted even when the answer is unusable.
-        let (reply, usage) =
-            parse_response(br#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":0}}"#);
-        assert!(reply.is_err());
+        let body = br#"{"choices":[{"message":{"content":null,"tool_calls":[{"id":"x","type":"function","function":{"name":"Grep","arguments":"{\"pattern\":\"fn\"}"}},{"function":{"name":"LS","arguments":"nope"}}]},"finish_reason":"tool_calls"}]}"#;
+        let reply = loop_reply(body).expect("a reply");
+        assert_eq!(reply.text, "");
+        assert_eq!(reply.tool_calls.len(), 2);
         assert_eq!(
-            usage,
-            Some(Usage {
-                input: 5,
-                output: 0
-            })
+            reply.tool_calls[0].input,
+            Input::Json(json!({ "pattern": "fn" }))
         );
-        let (_, usage) = parse_response(br#"{"choices":[],"usage":{"prompt_tokens":"x"}}"#);
-        assert_eq!(usage, None);
-    }
-
-    #[rstest]
-    #[case::plain(r#"{"ok":true}"#, Ok(json!({ "ok": true })))]
-    #[case::fenced("```json\n{\"ok\":false}\n```", Ok(json!({ "ok": false })))]
-    #[case::bare_fence("```{\"ok\":false}```", Ok(json!({ "ok": false })))]
-    #[case::wrong_type(r#"{"ok":"yes"}"#, Err("value.ok"))]
-    #[case::missing(r#"{}"#, Err("value: missing required property \"ok\""))]
-    #[case::prose("Sure! Here it is", Err("the answer is not JSON"))]
-    fn answers_are_checked(#[case] content: &str, #[case] want: Result<Value, &str>) {
-        let reply = Reply {
-            content: content.into(),
-            finish_reason: None,
-        };
-        match (check_answer(&schema(), &reply), want) {
-            (Ok(v), Ok(w)) => assert_eq!(v, w),
-            (Err(e), Err(w)) => assert!(e.contains(w), "{e} should contain {w}"),
-            (got, want) => panic!("got {got:?}, want {want:?}"),
-        }
-    }
-
-    #[test]
-    fn a_cut_off_answer_says_so() {
-        let reply = Reply {
-            content: "{\"ok\": tr".into(),
-            finish_reason: Some("length".into()),
-        };
-        let err = check_answer(&schema(), &reply).expect_err("cut");
-        assert!(err.contains("cut off"), "{err}");
+        assert_eq!(reply.tool_calls[1].id, "call_1");
+        assert_eq!(reply.tool_calls[1].input, Input::Unparsable("nope".into()));
+        assert_eq!(
+            usage_in(&json!({ "usage": { "prompt_tokens": "x" } })),
+            None
+        );
     }
 
     #[test]

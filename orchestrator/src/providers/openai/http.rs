@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::api::excerpt;
 use super::config::{MAX_DELAY, OpenAiConfig};
-use crate::provider::Progress;
+use crate::provider::{Activity, Progress};
 use crate::providers::SetupError;
 
 /// Largest successful response body read (a chat answer is far smaller).
@@ -41,35 +41,30 @@ impl Endpoint {
     /// must have passed [`OpenAiConfig::check`]; what it finds is reported
     /// here too rather than trusted.
     pub fn new(cfg: &OpenAiConfig, key: Option<&str>) -> Result<Self, SetupError> {
-        let mut headers = HeaderMap::new();
-        for (name, value) in &cfg.headers {
-            let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                SetupError::invalid(
-                    "headers",
-                    format!("{name:?} is not a valid HTTP header name"),
-                )
-            })?;
-            let v = HeaderValue::from_str(value).map_err(|_| {
-                SetupError::invalid(
-                    format!("headers.{name}"),
-                    "the value is not a valid HTTP header value",
-                )
-            })?;
-            headers.insert(n, v);
-        }
+        let mut headers = header_map(&cfg.headers)?;
         if let Some(key) = key {
-            let mut v = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                SetupError::BadKey {
-                    env: cfg.api_key_env.clone(),
-                    problem: "it is not a valid HTTP header value (stray newline or non-ASCII \
-                              character?)"
-                        .into(),
-                }
-            })?;
-            v.set_sensitive(true);
+            let v = secret(&format!("Bearer {key}"), &cfg.api_key_env)?;
             headers.insert(AUTHORIZATION, v);
         }
-        let loopback = reqwest::Url::parse(&cfg.base_url)
+        Ok(Endpoint::from_parts(
+            format!("{}/chat/completions", cfg.base_url.trim_end_matches('/')),
+            headers,
+            cfg.timeout,
+            cfg.max_attempts,
+            cfg.backoff,
+        ))
+    }
+
+    /// An endpoint posting to `url` with `headers` (an API's own
+    /// authentication among them) under the same retry policy.
+    pub fn from_parts(
+        url: String,
+        headers: HeaderMap,
+        timeout: Duration,
+        max_attempts: u32,
+        backoff: Duration,
+    ) -> Self {
+        let loopback = reqwest::Url::parse(&url)
             .ok()
             .and_then(|u| u.host_str().map(str::to_string))
             .is_some_and(|h| {
@@ -79,15 +74,15 @@ impl Endpoint {
                         .parse::<std::net::IpAddr>()
                         .is_ok_and(|ip| ip.is_loopback())
             });
-        Ok(Endpoint {
-            url: format!("{}/chat/completions", cfg.base_url.trim_end_matches('/')),
+        Endpoint {
+            url,
             loopback,
             headers,
-            timeout: cfg.timeout,
-            max_attempts: cfg.max_attempts.max(1),
-            backoff: cfg.backoff,
+            timeout,
+            max_attempts: max_attempts.max(1),
+            backoff,
             client: OnceLock::new(),
-        })
+        }
     }
 
     #[cfg(test)]
@@ -117,17 +112,21 @@ impl Endpoint {
             .map_err(Clone::clone)
     }
 
-    /// Posts `body` and returns the body of a 2xx response, retrying as
-    /// the policy says. A response's arrival and each chunk of its body
-    /// are reported to `progress`. Dropping the future (the child was
-    /// cancelled, or abandoned by the host for a stall or timeout) ends the
-    /// retry loop with it: nothing is sent after that.
-    pub async fn post(&self, body: &Value, progress: &Progress) -> Result<Vec<u8>, String> {
+    /// Posts `body` and streams a 2xx response's body into `sink`,
+    /// retrying as the policy says. Each retry is an
+    /// [`Activity::Retry`] on `progress`, saying whether part of an answer
+    /// had already streamed in (it is discarded: the retry asks again).
+    pub async fn post_into(
+        &self,
+        body: &Value,
+        progress: &Progress,
+        sink: &mut dyn BodySink,
+    ) -> Result<(), String> {
         let client = self.client()?;
         let mut attempt = 1;
         loop {
-            let (last, retry_after) = match self.once(client, body, progress).await {
-                Attempt::Done(bytes) => return Ok(bytes),
+            let (last, retry_after) = match self.once(client, body, progress, sink).await {
+                Attempt::Done => return Ok(()),
                 Attempt::Fatal(reason) => return Err(reason),
                 Attempt::Retry { reason, after } => (reason, after),
             };
@@ -141,13 +140,25 @@ impl Endpoint {
             let delay = retry_after
                 .unwrap_or_else(|| backoff_delay(self.backoff, attempt, jitter()))
                 .min(MAX_DELAY);
-            tracing::debug!(attempt, ?delay, %last, "openai: retrying");
+            tracing::debug!(attempt, ?delay, %last, "http: retrying");
+            let partial = sink.restart();
+            progress.activity(Activity::Retry {
+                attempt: attempt + 1,
+                reason: last,
+                partial,
+            });
             tokio::time::sleep(delay).await;
             attempt += 1;
         }
     }
 
-    async fn once(&self, client: &Client, body: &Value, progress: &Progress) -> Attempt {
+    async fn once(
+        &self,
+        client: &Client,
+        body: &Value,
+        progress: &Progress,
+        sink: &mut dyn BodySink,
+    ) -> Attempt {
         let sent = client
             .post(&self.url)
             .timeout(self.timeout)
@@ -161,14 +172,32 @@ impl Endpoint {
         progress.report();
         let status = resp.status();
         if status.is_success() {
-            return match read_capped(&mut resp, MAX_BODY, progress).await {
-                Ok((bytes, false)) => Attempt::Done(bytes),
-                Ok((_, true)) => Attempt::Fatal(format!(
-                    "the API's response is larger than {} MiB",
-                    MAX_BODY >> 20
-                )),
-                Err(e) => self.transport(&e),
-            };
+            let content_type = resp
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            sink.start(content_type.as_deref());
+            let mut total = 0usize;
+            loop {
+                match resp.chunk().await {
+                    Ok(Some(chunk)) => {
+                        progress.report();
+                        total += chunk.len();
+                        if total > MAX_BODY {
+                            return Attempt::Fatal(format!(
+                                "the API's response is larger than {} MiB",
+                                MAX_BODY >> 20
+                            ));
+                        }
+                        if let Err(e) = sink.chunk(&chunk) {
+                            return Attempt::Fatal(e);
+                        }
+                    }
+                    Ok(None) => return Attempt::Done,
+                    Err(e) => return self.transport(&e),
+                }
+            }
         }
         let after = retry_after(resp.headers(), SystemTime::now());
         let text = match read_capped(&mut resp, MAX_ERROR_BODY, progress).await {
@@ -206,8 +235,54 @@ impl Endpoint {
     }
 }
 
+/// `headers` of a provider's table as HTTP headers.
+pub fn header_map(
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<HeaderMap, SetupError> {
+    let mut out = HeaderMap::new();
+    for (name, value) in headers {
+        let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            SetupError::invalid(
+                "headers",
+                format!("{name:?} is not a valid HTTP header name"),
+            )
+        })?;
+        let v = HeaderValue::from_str(value).map_err(|_| {
+            SetupError::invalid(
+                format!("headers.{name}"),
+                "the value is not a valid HTTP header value",
+            )
+        })?;
+        out.insert(n, v);
+    }
+    Ok(out)
+}
+
+/// A header value holding a key from `env`: marked sensitive (never
+/// shown in debug output); the key itself never appears in the error.
+pub fn secret(value: &str, env: &str) -> Result<HeaderValue, SetupError> {
+    let mut v = HeaderValue::from_str(value).map_err(|_| SetupError::BadKey {
+        env: env.to_string(),
+        problem: "it is not a valid HTTP header value (stray newline or non-ASCII character?)"
+            .into(),
+    })?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
+/// Where a 2xx response's body goes as it arrives.
+pub trait BodySink: Send {
+    /// The response arrived, with this `Content-Type`.
+    fn start(&mut self, content_type: Option<&str>);
+    /// The next piece of the body; an error ends the request (not retried).
+    fn chunk(&mut self, bytes: &[u8]) -> Result<(), String>;
+    /// The attempt failed and another follows: forget what came. Returns
+    /// whether anything had (part of an answer is being discarded).
+    fn restart(&mut self) -> bool;
+}
+
 enum Attempt {
-    Done(Vec<u8>),
+    Done,
     Retry {
         reason: String,
         after: Option<Duration>,

@@ -23,7 +23,8 @@
 
 mod api;
 mod config;
-mod http;
+pub(crate) mod http;
+mod stream;
 #[cfg(test)]
 mod test_server;
 #[cfg(test)]
@@ -35,7 +36,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dsh_protocol::ErrorCode;
-use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -43,10 +43,11 @@ use tokio_util::sync::CancellationToken;
 pub use config::{MAX_DELAY, OpenAiConfig, StructuredOutput};
 
 use crate::provider::{
-    AgentRequest, ChildOutcome, ChildResult, Progress, ResultFault, StartRefused, Subagent,
-    SubagentProvider, Usage,
+    AgentRequest, ChildOutcome, ChildResult, KeptWorktree, Progress, ResultFault, StartRefused,
+    Subagent, SubagentProvider, Usage,
 };
 use crate::providers::SetupError;
+use crate::providers::agent::{self, conversation::Reply};
 
 /// How long `dispose()` waits for an aborted request task to be gone.
 const DISPOSE_WAIT: Duration = Duration::from_secs(2);
@@ -62,6 +63,7 @@ pub struct OpenAiProvider {
 /// What every child's task needs.
 struct Shared {
     cfg: OpenAiConfig,
+    settings: agent::LoopSettings,
     endpoint: http::Endpoint,
 }
 
@@ -94,6 +96,7 @@ impl OpenAiProvider {
             name: name.into(),
             shared: Arc::new(Shared {
                 cfg: cfg.clone(),
+                settings: cfg.loop_settings(),
                 endpoint: http::Endpoint::new(cfg, key)?,
             }),
             next_child: AtomicU64::new(1),
@@ -129,13 +132,14 @@ impl OpenAiProvider {
         request: AgentRequest,
         cancel: CancellationToken,
     ) -> Result<Arc<OpenAiChild>, StartRefused> {
-        if let Some(isolation) = &request.options.isolation {
+        if let Some(isolation) = request.options.isolation.as_deref()
+            && isolation != "worktree"
+        {
             return Err(StartRefused {
                 code: ErrorCode::UnsupportedOption,
                 message: format!(
-                    "agent(): provider {:?} (type openai) does not support isolation: {isolation:?}; \
-                     drop the option, or send this call to a provider that runs the agent in a \
-                     worktree (type command)",
+                    "agent(): provider {:?} (type openai) does not support isolation: \
+                     {isolation:?}; use isolation: \"worktree\" or drop the option",
                     self.name
                 ),
             });
@@ -147,108 +151,59 @@ impl OpenAiProvider {
             ))
         })?;
         let n = self.next_child.fetch_add(1, Ordering::Relaxed);
+        let id = format!("{}-{n}", self.name);
         let token = cancel.child_token();
         let usage = Arc::new(Mutex::new(None));
+        let kept = Arc::new(Mutex::new(None));
         let progress = Progress::new();
         let (tx, rx) = oneshot::channel();
         let task = runtime.spawn({
             let shared = self.shared.clone();
             let token = token.clone();
             let usage = usage.clone();
+            let kept = kept.clone();
             let progress = progress.clone();
+            let id = id.clone();
             async move {
-                // Cancelling drops the request future, and with it the
-                // connection: the server sees the hang-up at once.
-                tokio::select! {
-                    biased;
-                    _ = token.cancelled() => {}
-                    result = shared.answer(request, &usage, &progress) => {
-                        let _ = tx.send(result);
-                    }
-                }
+                let job = agent::Job {
+                    model: shared.as_ref(),
+                    settings: &shared.settings,
+                    default_model: &shared.cfg.model,
+                    child_id: &id,
+                    request: &request,
+                    usage: &usage,
+                    progress: &progress,
+                    cancel: &token,
+                    kept: &kept,
+                };
+                let result = job.run().await;
+                let _ = tx.send(result);
             }
         });
         Ok(Arc::new(OpenAiChild {
-            id: format!("{}-{n}", self.name),
+            id,
             token,
             answer: Mutex::new(Some(rx)),
             task: Mutex::new(Some(task)),
             usage,
             progress,
+            kept,
         }))
     }
 }
 
-impl Shared {
-    /// Runs one call to its end.
-    async fn answer(
+#[async_trait]
+impl agent::Model for Shared {
+    async fn turn(
         &self,
-        req: AgentRequest,
-        usage: &Mutex<Option<Usage>>,
+        turn: &agent::Turn<'_>,
         progress: &Progress,
-    ) -> ChildResult {
-        let model = req.options.model.as_deref().unwrap_or(&self.cfg.model);
-        let schema = req.schema.as_ref();
-        let effort = req.options.effort.as_deref();
-        let mut messages = api::opening_messages(req.system_prompt.as_deref(), schema, &req.prompt);
-        let first = match self
-            .exchange(model, &messages, schema, effort, usage, progress)
-            .await
-        {
-            Ok(r) => r,
-            Err(reason) => return ChildResult::Failed(reason),
-        };
-        let Some(schema) = schema else {
-            return ChildResult::Text(first.content);
-        };
-        let problems = match api::check_answer(schema, &first) {
-            Ok(v) => return ChildResult::Structured(v),
-            Err(p) => p,
-        };
-        // One corrective retry: the conversation so far, the bad answer,
-        // and what is wrong with it.
-        messages.push(json!({ "role": "assistant", "content": first.content }));
-        messages.push(json!({ "role": "user", "content": api::correction(&problems) }));
-        let second = match self
-            .exchange(model, &messages, Some(schema), effort, usage, progress)
-            .await
-        {
-            Ok(r) => r,
-            Err(reason) => {
-                return ChildResult::Failed(format!(
-                    "{problems}\nThe corrective request then failed: {reason}"
-                ));
-            }
-        };
-        match api::check_answer(schema, &second) {
-            Ok(v) => ChildResult::Structured(v),
-            Err(p) => ChildResult::Failed(format!("{p}\n(after one corrective retry)")),
-        }
-    }
-
-    /// One request/response; the usage is added up as it arrives.
-    async fn exchange(
-        &self,
-        model: &str,
-        messages: &[Value],
-        schema: Option<&Value>,
-        effort: Option<&str>,
-        usage: &Mutex<Option<Usage>>,
-        progress: &Progress,
-    ) -> Result<api::Reply, String> {
-        let body = api::request_body(&self.cfg, model, messages, schema, effort);
-        let bytes = self.endpoint.post(&body, progress).await?;
-        let (reply, used) = api::parse_response(&bytes);
-        if let Some(u) = used {
-            let mut total = usage.lock().unwrap_or_else(|e| e.into_inner());
-            let t = total.get_or_insert(Usage {
-                input: 0,
-                output: 0,
-            });
-            t.input = t.input.saturating_add(u.input);
-            t.output = t.output.saturating_add(u.output);
-        }
-        reply
+        so_far: Usage,
+    ) -> Result<Reply, String> {
+        let body = api::loop_body(&self.cfg, turn);
+        let mut sink = stream::ChatStream::new(progress.clone(), so_far);
+        self.endpoint.post_into(&body, progress, &mut sink).await?;
+        sink.finish()
     }
 }
 
@@ -264,6 +219,8 @@ struct OpenAiChild {
     usage: Arc<Mutex<Option<Usage>>>,
     /// Reported when a response arrives and on each chunk of its body.
     progress: Progress,
+    /// The call's worktree, when it changed it and it was kept.
+    kept: Arc<Mutex<Option<KeptWorktree>>>,
 }
 
 impl OpenAiChild {
@@ -326,12 +283,21 @@ impl Subagent for OpenAiChild {
         Some(self.progress.clone())
     }
 
+    fn kept_worktree(&self) -> Option<KeptWorktree> {
+        self.kept.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     async fn dispose(&self) {
         self.token.cancel();
         let task = self.task.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(task) = task {
-            task.abort();
-            let _ = tokio::time::timeout(DISPOSE_WAIT, task).await;
+        if let Some(mut task) = task {
+            // The cancelled task stops its request and tool at once, then
+            // settles its worktree (kept when changed); only a task that
+            // does not end in time is aborted.
+            if tokio::time::timeout(DISPOSE_WAIT, &mut task).await.is_err() {
+                task.abort();
+                let _ = tokio::time::timeout(DISPOSE_WAIT, task).await;
+            }
         }
     }
 }

@@ -22,6 +22,9 @@ fn config(server: &TestServer) -> OpenAiConfig {
         max_attempts: 3,
         backoff: Duration::from_millis(1),
         timeout: Duration::from_secs(20),
+        // One completion per call: the tool loop has its own tests
+        // (agent_loop.rs).
+        tools: Some(Vec::new()),
         ..OpenAiConfig::default()
     }
 }
@@ -146,7 +149,9 @@ async fn request_shape(
     assert_eq!(r.header("content-type"), Some("application/json"));
     let body = r.json();
     assert_eq!(body["model"], model.unwrap_or("test-model"));
-    assert_eq!(body["stream"], false);
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"], json!({ "include_usage": true }));
+    assert!(body.get("tools").is_none(), "no tools configured: {body}");
 
     let messages = body["messages"].as_array().expect("messages");
     let user = messages.last().expect("a user message");
@@ -279,7 +284,7 @@ async fn still_invalid_after_the_corrective_retry_fails() {
     let reason = failed(&out);
     assert!(reason.contains("does not match the schema"), "{reason}");
     assert!(reason.contains("value.ok"), "{reason}");
-    assert!(reason.contains("after one corrective retry"), "{reason}");
+    assert!(reason.contains("after one corrective turn"), "{reason}");
     assert_eq!(out.usage, usage(4, 6), "tokens spent count anyway");
     assert_eq!(server.requests().len(), 2, "exactly one corrective retry");
 }
@@ -553,7 +558,7 @@ async fn isolation_is_refused_as_unsupported() {
     let p = provider(&config(&server));
     let req = AgentRequest {
         options: AgentOptions {
-            isolation: Some("worktree".into()),
+            isolation: Some("container".into()),
             ..AgentOptions::default()
         },
         ..request("hi")

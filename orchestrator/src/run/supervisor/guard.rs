@@ -28,6 +28,7 @@ const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 /// after a cancel; one that does not is failed anyway).
 pub(super) async fn guarded(
     child: Arc<dyn Subagent>,
+    progress: Option<Progress>,
     limits: CallLimits,
     run: CancellationToken,
     grace: Duration,
@@ -36,7 +37,6 @@ pub(super) async fn guarded(
         return child.result().await;
     }
     let started = Instant::now();
-    let progress = child.progress();
     let result = child.result();
     tokio::pin!(result);
     let fired = tokio::select! {
@@ -214,9 +214,15 @@ mod tests {
     async fn no_progress_for_the_stall_bound_fails_the_call_and_abandons_the_child() {
         let child = Fake::new(false);
         let t0 = Instant::now();
-        let out = guarded(child.clone(), stall(300), CancellationToken::new(), GRACE)
-            .await
-            .expect("an outcome");
+        let out = guarded(
+            child.clone(),
+            child.progress(),
+            stall(300),
+            CancellationToken::new(),
+            GRACE,
+        )
+        .await
+        .expect("an outcome");
         assert_eq!(t0.elapsed(), Duration::from_millis(300));
         let ChildResult::Failed(reason) = out.result else {
             panic!("not failed: {out:?}");
@@ -243,9 +249,15 @@ mod tests {
             }
             reporter.answer(ChildResult::Text("done".into()));
         });
-        let out = guarded(child.clone(), stall(300), CancellationToken::new(), GRACE)
-            .await
-            .expect("an outcome");
+        let out = guarded(
+            child.clone(),
+            child.progress(),
+            stall(300),
+            CancellationToken::new(),
+            GRACE,
+        )
+        .await
+        .expect("an outcome");
         assert_eq!(out.result, ChildResult::Text("done".into()));
         assert_eq!(*child.abandoned.lock().unwrap(), None);
     }
@@ -259,9 +271,15 @@ mod tests {
             reporter.progress.report();
         });
         let t0 = Instant::now();
-        let out = guarded(child.clone(), stall(300), CancellationToken::new(), GRACE)
-            .await
-            .expect("an outcome");
+        let out = guarded(
+            child.clone(),
+            child.progress(),
+            stall(300),
+            CancellationToken::new(),
+            GRACE,
+        )
+        .await
+        .expect("an outcome");
         assert_eq!(t0.elapsed(), Duration::from_millis(500));
         assert!(matches!(out.result, ChildResult::Failed(r) if r.starts_with("stalled")));
     }
@@ -284,9 +302,15 @@ mod tests {
             )),
         };
         let t0 = Instant::now();
-        let out = guarded(child.clone(), limits, CancellationToken::new(), GRACE)
-            .await
-            .expect("an outcome");
+        let out = guarded(
+            child.clone(),
+            child.progress(),
+            limits,
+            CancellationToken::new(),
+            GRACE,
+        )
+        .await
+        .expect("an outcome");
         assert_eq!(t0.elapsed(), Duration::from_secs(2));
         let ChildResult::Failed(reason) = out.result else {
             panic!("not failed");
@@ -301,9 +325,15 @@ mod tests {
     async fn an_answer_in_time_stands_and_no_bound_means_no_timer() {
         let child = Fake::new(false);
         child.answer(ChildResult::Text("quick".into()));
-        let out = guarded(child.clone(), stall(300), CancellationToken::new(), GRACE)
-            .await
-            .expect("an outcome");
+        let out = guarded(
+            child.clone(),
+            child.progress(),
+            stall(300),
+            CancellationToken::new(),
+            GRACE,
+        )
+        .await
+        .expect("an outcome");
         assert_eq!(out.result, ChildResult::Text("quick".into()));
 
         let child = Fake::new(false);
@@ -314,6 +344,7 @@ mod tests {
         });
         let out = guarded(
             child,
+            None,
             CallLimits::default(),
             CancellationToken::new(),
             GRACE,
@@ -333,7 +364,7 @@ mod tests {
             canceller.1.cancel();
             canceller.0.cancel();
         });
-        let out = guarded(child.clone(), stall(300), run, GRACE)
+        let out = guarded(child.clone(), child.progress(), stall(300), run, GRACE)
             .await
             .expect("an outcome");
         assert_eq!(out.result, ChildResult::Cancelled);
@@ -344,9 +375,15 @@ mod tests {
     async fn a_child_deaf_to_cancel_is_failed_after_the_grace() {
         let child = Fake::new(true);
         let t0 = Instant::now();
-        let out = guarded(child, stall(300), CancellationToken::new(), GRACE)
-            .await
-            .expect("an outcome");
+        let out = guarded(
+            child.clone(),
+            child.progress(),
+            stall(300),
+            CancellationToken::new(),
+            GRACE,
+        )
+        .await
+        .expect("an outcome");
         assert_eq!(t0.elapsed(), Duration::from_millis(300) + GRACE);
         assert!(matches!(out.result, ChildResult::Failed(r) if r.starts_with("stalled")));
     }

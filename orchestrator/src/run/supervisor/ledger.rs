@@ -183,10 +183,23 @@ impl Supervisor {
                         let limits = info.limits.clone();
                         let run = self.run_token.clone();
                         let grace = self.limits.dispose_grace;
-                        let mut fut =
-                            Box::pin(
-                                async move { guard::guarded(watched, limits, run, grace).await },
-                            );
+                        let progress = child.progress();
+                        let activity = progress.clone().map(|p| ActivityPump {
+                            progress: p,
+                            hub: self.hub.clone(),
+                            seq: call_id,
+                            label: info.label.clone(),
+                            workflow: info.workflow.clone(),
+                        });
+                        let mut fut = Box::pin(async move {
+                            let guarded = guard::guarded(watched, progress, limits, run, grace);
+                            match activity {
+                                // Activities become events until the child
+                                // settles; then its agent-end follows them.
+                                Some(pump) => pump.while_running(guarded).await,
+                                None => guarded.await,
+                            }
+                        });
                         let ready = poll_once(&mut fut);
                         self.ledger.live.insert(call_id, Live { info, child });
                         match ready {
@@ -348,5 +361,48 @@ fn poll_once<F: std::future::Future + Unpin>(fut: &mut F) -> Option<F::Output> {
     match std::pin::Pin::new(fut).poll(&mut cx) {
         std::task::Poll::Ready(v) => Some(v),
         std::task::Poll::Pending => None,
+    }
+}
+
+/// Turns a running child's [`Activity`](crate::provider::Activity) reports
+/// into `workflow/agent-activity` events, at most
+/// [`MAX_ACTIVITY_EVENTS`] per call (a chatty provider cannot grow the
+/// run's event history without bound).
+struct ActivityPump {
+    progress: crate::provider::Progress,
+    hub: crate::events::Hub,
+    seq: u64,
+    label: String,
+    workflow: Option<String>,
+}
+
+/// Most activity events one call emits; later ones are dropped.
+const MAX_ACTIVITY_EVENTS: usize = 2000;
+
+impl ActivityPump {
+    /// Awaits `settle`, emitting activities meanwhile; returns its output.
+    async fn while_running<T>(self, settle: impl std::future::Future<Output = T>) -> T {
+        tokio::pin!(settle);
+        let mut emitted = 0usize;
+        loop {
+            tokio::select! {
+                biased;
+                out = &mut settle => return out,
+                batch = self.progress.next_activities() => {
+                    for activity in batch {
+                        if emitted >= MAX_ACTIVITY_EVENTS {
+                            break;
+                        }
+                        emitted += 1;
+                        self.hub.emit(EventKind::AgentActivity {
+                            seq: self.seq,
+                            label: self.label.clone(),
+                            activity,
+                            workflow: self.workflow.clone(),
+                        });
+                    }
+                }
+            }
+        }
     }
 }

@@ -1,0 +1,212 @@
+//! Running one tool call: a short-lived `dsh-worker tool` process per
+//! call, confined by the worker's sandbox (Landlock, seccomp, rlimits, no
+//! capabilities — docs/sandbox.md, "Tool calls"), in its own process
+//! group, killed with its group on cancel or when it overruns.
+//!
+//! The request goes in on stdin as one JSON object, the answer comes back
+//! on stdout as one JSON object (`status`, `output`, `sandbox`). The tool
+//! host checks paths itself (a clear `denied` for the model) and the kernel
+//! backs it up.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use dsh_protocol::SandboxPolicy;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::provider::Progress;
+use crate::providers::command::process::{self, Ending, ProcLimits, ProcSpec};
+use crate::run::WorkerCommand;
+
+/// How much of a tool's output the model sees.
+pub const MAX_TOOL_OUTPUT: usize = 30_000;
+/// The tool host's own output cap (the answer object around the output).
+const HOST_OUTPUT_LIMIT: u64 = 1 << 20;
+/// Added to a Bash timeout before the host kills the tool process itself
+/// (the tool host stops Bash at the timeout; this is the backstop).
+const HOST_MARGIN: Duration = Duration::from_secs(10);
+/// Bound of a non-Bash tool call.
+const FILE_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where tools run and how they are confined: the program (a
+/// `dsh-worker`, or `dsh __worker`) and the sandbox policy (`--sandbox`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolHost {
+    /// The worker program; `None` finds it like a run's worker
+    /// ([`WorkerCommand::resolve`]) at the first tool call.
+    pub command: Option<WorkerCommand>,
+    /// `strict` refuses a tool call that cannot be fully confined.
+    pub sandbox: SandboxPolicy,
+}
+
+impl Default for ToolHost {
+    fn default() -> Self {
+        ToolHost {
+            command: None,
+            sandbox: SandboxPolicy::BestEffort,
+        }
+    }
+}
+
+/// How one call's tools run.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The tool host program and its sandbox policy.
+    pub host: ToolHost,
+    /// The workspace: the provider's (or the run's) working directory, or
+    /// the call's worktree.
+    pub workspace: PathBuf,
+    /// Bash may open network connections.
+    pub network: bool,
+    /// Longest a Bash command may run.
+    pub bash_timeout: Duration,
+}
+
+/// What a tool call came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutcome {
+    /// `ok`, `error`, `denied`, `timeout`, `sandbox-unavailable`.
+    pub status: String,
+    /// What the model reads.
+    pub output: String,
+}
+
+impl ToolOutcome {
+    fn error(output: impl Into<String>) -> ToolOutcome {
+        ToolOutcome {
+            status: "error".into(),
+            output: output.into(),
+        }
+    }
+
+    /// Whether the model should read `output` as a failure.
+    pub fn is_error(&self) -> bool {
+        self.status != "ok"
+    }
+}
+
+/// Runs `tool` with `input` in `ctx`; `cancel` stops it (and its group).
+pub async fn run_tool(
+    ctx: &ToolContext,
+    tool: &str,
+    input: &Value,
+    cancel: &CancellationToken,
+    progress: &Progress,
+) -> ToolOutcome {
+    let command = match &ctx.host.command {
+        Some(c) => c.clone(),
+        None => match WorkerCommand::resolve() {
+            Ok(c) => c,
+            Err(e) => {
+                return ToolOutcome::error(format!("{tool}: the tool host cannot start: {e}"));
+            }
+        },
+    };
+    let request = json!({
+        "workspace": ctx.workspace.to_string_lossy(),
+        "tool": tool,
+        "input": input,
+        "network": ctx.network,
+        "bashTimeoutMs": u64::try_from(ctx.bash_timeout.as_millis()).unwrap_or(u64::MAX),
+        "maxOutputBytes": MAX_TOOL_OUTPUT,
+        "sandbox": ctx.host.sandbox.as_str(),
+    });
+    let mut args = command.args.clone();
+    args.push("tool".into());
+    let spec = ProcSpec {
+        program: command.program.clone(),
+        args,
+        // The tool host builds Bash's environment itself; nothing of the
+        // host's (keys included) reaches it.
+        env: Vec::new(),
+        cwd: existing_dir(&ctx.workspace),
+        stdin: Some(request.to_string().into_bytes()),
+    };
+    let timeout = if tool == "Bash" {
+        ctx.bash_timeout.saturating_add(HOST_MARGIN)
+    } else {
+        FILE_TOOL_TIMEOUT
+    };
+    let running = match process::spawn(&spec).await {
+        Ok(r) => r,
+        Err(e) => {
+            return ToolOutcome::error(format!(
+                "{tool}: cannot start the tool host {}: {e}",
+                command.program.display()
+            ));
+        }
+    };
+    let done = running
+        .finish(
+            ProcLimits {
+                timeout: Some(timeout),
+                output_limit: HOST_OUTPUT_LIMIT,
+                grace: Duration::from_millis(500),
+            },
+            cancel,
+            progress.clone(),
+        )
+        .await;
+    match done.ending {
+        Ending::Cancelled => return ToolOutcome::error(format!("{tool}: cancelled")),
+        Ending::TimedOut => {
+            return ToolOutcome {
+                status: "timeout".into(),
+                output: format!(
+                    "{tool}: no answer within {} s; the tool process was killed",
+                    timeout.as_secs()
+                ),
+            };
+        }
+        Ending::Overflow => {
+            return ToolOutcome::error(format!("{tool}: the tool host's answer was too large"));
+        }
+        Ending::Exited => {}
+    }
+    parse_answer(tool, &done.stdout, &done.stderr_tail)
+}
+
+/// The tool host's answer object, or an error saying what came instead.
+fn parse_answer(tool: &str, stdout: &[u8], stderr: &[u8]) -> ToolOutcome {
+    let v: Value = match serde_json::from_slice(stdout) {
+        Ok(v) => v,
+        Err(_) => {
+            let err = String::from_utf8_lossy(stderr);
+            return ToolOutcome::error(format!(
+                "{tool}: the tool host gave no answer{}",
+                if err.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", err.trim())
+                }
+            ));
+        }
+    };
+    let status = v
+        .get("status")
+        .and_then(Value::as_str)
+        .unwrap_or("error")
+        .to_string();
+    let output = v
+        .get("output")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    ToolOutcome { status, output }
+}
+
+/// The directory the tool process starts in: the workspace when it
+/// exists (the tool host reports a missing one itself), else `/`.
+fn existing_dir(p: &Path) -> PathBuf {
+    if p.is_dir() {
+        p.to_path_buf()
+    } else {
+        PathBuf::from("/")
+    }
+}
+
+/// Milliseconds since `t`.
+pub fn ms_since(t: Instant) -> u64 {
+    u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
