@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use dsh_orchestrator::providers::agent::ToolHost;
 use dsh_orchestrator::agent_types::{self, AgentTypeDef, AgentTypes};
 use dsh_orchestrator::catalog::Catalog;
 use dsh_orchestrator::config::{self, Config};
@@ -90,7 +91,11 @@ pub fn build(a: &RunArgs) -> Result<(StartRequest, ProviderSpec), CliError> {
         req.provider = Some(gated(fixture(f)?, &config));
         ProviderSpec::Fixture(absolute(f).display().to_string())
     } else {
-        req = req.with_provider(Arc::new(providers_router(&config, a.provider.clone())?));
+        req = req.with_provider(Arc::new(providers_router(
+            &config,
+            a.provider.clone(),
+            Some(sandbox),
+        )?));
         ProviderSpec::Configured {
             config: config
                 .path
@@ -268,7 +273,7 @@ pub fn resume_provider(
                     load_config(Some(path))?
                 }
             };
-            Some(Arc::new(providers_router(&config, provider.clone())?))
+            Some(Arc::new(providers_router(&config, provider.clone(), None)?))
         }
         (None, other) => {
             return Err(CliError::usage(format!(
@@ -374,7 +379,23 @@ fn gated(provider: Arc<dyn SubagentProvider>, config: &Config) -> Arc<dyn Subage
 /// The router over the configured providers, with `flag` (`--provider`)
 /// as the default when given. The default provider is built now: a missing
 /// key or program stops the run before it starts.
-fn providers_router(config: &Config, flag: Option<String>) -> Result<Router, CliError> {
+/// The configured providers behind the run's agent types. The agent
+/// loop's tools run in `dsh __worker tool` (or `DSH_WORKER tool`) under
+/// `sandbox` (default: the configuration's `workflow.sandbox`, else
+/// best-effort).
+fn providers_router(
+    config: &Config,
+    flag: Option<String>,
+    sandbox: Option<SandboxPolicy>,
+) -> Result<Router, CliError> {
+    let mut config = config.clone();
+    config.set_tool_host(&ToolHost {
+        command: Some(worker()?),
+        sandbox: sandbox
+            .or(config.workflow.sandbox)
+            .unwrap_or(SandboxPolicy::BestEffort),
+    });
+    let config = &config;
     if let Some(p) = &flag
         && !config.providers.contains_key(p)
     {

@@ -44,6 +44,21 @@ pub struct AgentRequest {
     /// Tools the child may not use (the agent type's `disallowedTools`,
     /// set by the router).
     pub disallowed_tools: Vec<String>,
+    /// The agent type's bounds on the agent loop (set by the router), for
+    /// providers of the loop.
+    pub loop_limits: LoopLimits,
+}
+
+/// An agent type's settings for the agent loop (`[agent_types.NAME]`
+/// `max_turns`, `network`, `bash_timeout`); `None` keeps the provider's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LoopLimits {
+    /// Most model turns.
+    pub max_turns: Option<u32>,
+    /// Whether `Bash` may use the network.
+    pub network: Option<bool>,
+    /// Longest a `Bash` command runs.
+    pub bash_timeout: Option<std::time::Duration>,
 }
 
 impl AgentRequest {
@@ -61,6 +76,7 @@ impl AgentRequest {
             system_prompt: None,
             tools: None,
             disallowed_tools: Vec::new(),
+            loop_limits: LoopLimits::default(),
         }
     }
 }

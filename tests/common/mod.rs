@@ -402,6 +402,7 @@ pub fn assert_event_guarantees(events: &[Value]) {
         "workflow/warning",
         "workflow/agent-start",
         "workflow/agent-end",
+        "workflow/agent-activity",
         "workflow/end",
     ];
     for t in &types {
@@ -448,6 +449,15 @@ pub fn assert_event_guarantees(events: &[Value]) {
                     "outcome {outcome:?} of seq {seq}: {}",
                     dump()
                 );
+            }
+            Some("workflow/agent-activity") => {
+                let seq = e["seq"].as_u64().expect("seq");
+                assert!(
+                    open.contains_key(&seq),
+                    "agent-activity {seq} outside its agent-start/agent-end: {}",
+                    dump()
+                );
+                assert!(e["activity"].is_string(), "activity kind: {e}");
             }
             Some("workflow/end") => {
                 let reason = e["stopReason"].as_str().unwrap_or("");

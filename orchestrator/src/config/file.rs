@@ -29,6 +29,8 @@ use serde::Deserialize;
 
 use super::{Config, ConfigError, ProviderEntry, WorkflowDefaults};
 use crate::providers::command::CommandConfig;
+use crate::providers::agent::{LOOP_KEYS, LoopSettings};
+use crate::providers::anthropic::AnthropicConfig;
 use crate::providers::openai::OpenAiConfig;
 
 /// What a `[providers.NAME]` table configures.
@@ -37,6 +39,8 @@ use crate::providers::openai::OpenAiConfig;
 pub enum ProviderKind {
     /// `kind = "openai"`: an OpenAI-compatible chat-completions API.
     Openai(OpenAiConfig),
+    /// `kind = "anthropic"`: Anthropic's Messages API.
+    Anthropic(AnthropicConfig),
     /// `kind = "command"`: a program (an agent CLI or any other) runs once
     /// per call and answers on stdout.
     Command(CommandConfig),
@@ -53,6 +57,7 @@ impl ProviderKind {
     pub fn kind_name(&self) -> &'static str {
         match self {
             ProviderKind::Openai(_) => "openai",
+            ProviderKind::Anthropic(_) => "anthropic",
             ProviderKind::Command(_) => "command",
             ProviderKind::Fixture { .. } => "fixture",
         }
@@ -94,6 +99,16 @@ pub struct AgentTypeRoute {
     /// answered this long after they started.
     #[serde(default, deserialize_with = "crate::units::de::opt_duration")]
     pub timeout: Option<Duration>,
+    /// `max_turns`: the agent loop's turn limit for these calls (providers
+    /// of the loop: `openai`, `anthropic`).
+    #[serde(default)]
+    pub max_turns: Option<u32>,
+    /// `network`: whether these calls' `Bash` may use the network.
+    #[serde(default)]
+    pub network: Option<bool>,
+    /// `bash_timeout`: longest a `Bash` command of these calls runs.
+    #[serde(default, deserialize_with = "crate::units::de::opt_duration")]
+    pub bash_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -312,7 +327,11 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
 
     let known = config.provider_names().join(", ");
     for (name, route) in &raw.agent_types {
-        for (key, d) in [("stall", route.stall), ("timeout", route.timeout)] {
+        for (key, d) in [
+            ("stall", route.stall),
+            ("timeout", route.timeout),
+            ("bash_timeout", route.bash_timeout),
+        ] {
             if d.is_some_and(|d| d.is_zero()) {
                 let section = format!("agent_types.{name}");
                 let at = key_line_in(text, &section, key)
@@ -325,6 +344,15 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                     ),
                 ));
             }
+        }
+        if route.max_turns == Some(0) {
+            let section = format!("agent_types.{name}");
+            let at = key_line_in(text, &section, "max_turns")
+                .map_or_else(|| file.clone(), |n| format!("{file}:{n}"));
+            return Err(ConfigError::at(
+                at,
+                format!("agent_types.{name}.max_turns: must be at least 1"),
+            ));
         }
         if let Some(p) = &route.provider
             && !config.providers.contains_key(p)
@@ -445,13 +473,13 @@ fn provider_kind(
         Some(toml::Value::String(k)) => k,
         Some(other) => {
             return Err(format!(
-                "providers.{name}.kind: expected a string, found {}; use kind = \"openai\", \"command\" or \"fixture\"",
+                "providers.{name}.kind: expected a string, found {}; use kind = \"openai\", \"anthropic\", \"command\" or \"fixture\"",
                 other.type_str()
             ));
         }
         None => {
             return Err(format!(
-                "providers.{name}: missing kind; add kind = \"openai\", \"command\" or \"fixture\""
+                "providers.{name}: missing kind; add kind = \"openai\", \"anthropic\", \"command\" or \"fixture\""
             ));
         }
     };
@@ -462,10 +490,20 @@ fn provider_kind(
         )
     };
     match kind.as_str() {
-        "openai" => toml::Value::Table(table)
-            .try_into::<OpenAiConfig>()
-            .map(ProviderKind::Openai)
-            .map_err(|e| de("openai", e)),
+        "openai" => {
+            let agent = loop_settings(&mut table, base_dir).map_err(|e| de("openai", e))?;
+            toml::Value::Table(table)
+                .try_into::<OpenAiConfig>()
+                .map(|cfg| ProviderKind::Openai(OpenAiConfig { agent, ..cfg }))
+                .map_err(|e| de("openai", e))
+        }
+        "anthropic" => {
+            let agent = loop_settings(&mut table, base_dir).map_err(|e| de("anthropic", e))?;
+            toml::Value::Table(table)
+                .try_into::<AnthropicConfig>()
+                .map(|cfg| ProviderKind::Anthropic(AnthropicConfig { agent, ..cfg }))
+                .map_err(|e| de("anthropic", e))
+        }
         "command" => {
             contract_command_spelling(&mut table);
             toml::Value::Table(table)
@@ -490,9 +528,23 @@ fn provider_kind(
             Ok(ProviderKind::Fixture { path })
         }
         other => Err(format!(
-            "providers.{name}.kind: unknown kind {other:?}; use \"openai\", \"command\" or \"fixture\""
+            "providers.{name}.kind: unknown kind {other:?}; use \"openai\", \"anthropic\", \"command\" or \"fixture\""
         )),
     }
+}
+
+/// Takes the agent loop's keys ([`LOOP_KEYS`]) out of an API provider's
+/// table and reads them (relative paths against `base_dir`).
+fn loop_settings(table: &mut toml::Table, base_dir: &Path) -> Result<LoopSettings, toml::de::Error> {
+    let mut keys = toml::Table::new();
+    for k in LOOP_KEYS {
+        if let Some(v) = table.remove(k) {
+            keys.insert(k.to_string(), v);
+        }
+    }
+    let mut settings: LoopSettings = toml::Value::Table(keys).try_into()?;
+    settings.resolve_paths(base_dir);
+    Ok(settings)
 }
 
 /// The contract spells a command provider `command = [...]` and

@@ -181,11 +181,33 @@ impl Config {
                 },
             );
         }
+        providers.insert(
+            "anthropic".to_string(),
+            ProviderEntry {
+                name: "anthropic".to_string(),
+                kind: ProviderKind::Anthropic(crate::providers::anthropic::AnthropicConfig::default()),
+                defined_at: "built-in".into(),
+                base_dir: PathBuf::from("."),
+                stall: None,
+            },
+        );
         Config {
             path: None,
             workflow: WorkflowDefaults::default(),
             providers,
             agent_types: BTreeMap::new(),
+        }
+    }
+
+    /// Sets where the agent loop's tools run and under which sandbox
+    /// policy, for every provider of the loop (`openai`, `anthropic`).
+    pub fn set_tool_host(&mut self, host: &crate::providers::agent::ToolHost) {
+        for entry in self.providers.values_mut() {
+            match &mut entry.kind {
+                ProviderKind::Openai(c) => c.agent.host = host.clone(),
+                ProviderKind::Anthropic(c) => c.agent.host = host.clone(),
+                _ => {}
+            }
         }
     }
 

@@ -1,11 +1,13 @@
 //! Built-in providers, and [`SetupError`]: why one cannot be built.
 pub mod agent;
+pub mod anthropic;
 pub mod answered;
 pub mod command;
 pub mod dry_run;
 pub mod openai;
 pub mod router;
 pub mod scripted;
+pub mod sse;
 
 /// Why a provider cannot be built or used: a value of its table, its API
 /// key, its fixture, or (for the router) which provider. The message names

@@ -43,6 +43,8 @@ pub fn build(entry: &ProviderEntry) -> Result<Arc<dyn SubagentProvider>, SetupEr
         ProviderKind::Openai(cfg) => {
             OpenAiProvider::new(name, cfg).map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
         }
+        ProviderKind::Anthropic(cfg) => crate::providers::anthropic::AnthropicProvider::new(name, cfg)
+            .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>),
         ProviderKind::Command(cfg) => CommandProvider::new(name, cfg, &entry.base_dir)
             .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>),
         ProviderKind::Fixture { path } => ScriptedProvider::from_file(path)
@@ -56,6 +58,7 @@ pub fn build(entry: &ProviderEntry) -> Result<Arc<dyn SubagentProvider>, SetupEr
 pub fn usable(entry: &ProviderEntry) -> Result<String, SetupError> {
     match &entry.kind {
         ProviderKind::Openai(cfg) => cfg.usable(),
+        ProviderKind::Anthropic(cfg) => cfg.usable(),
         ProviderKind::Command(cfg) => cfg.usable(&entry.base_dir),
         ProviderKind::Fixture { path } => ScriptedProvider::from_file(path)
             .map(|_| format!("fixture {}", path.display()))
@@ -231,6 +234,10 @@ fn apply_agent_type(types: &TypeTable, request: &mut AgentRequest) {
         if request.tools.is_none() {
             request.tools = r.tools.clone();
         }
+        let l = &mut request.loop_limits;
+        l.max_turns = l.max_turns.or(r.max_turns);
+        l.network = l.network.or(r.network);
+        l.bash_timeout = l.bash_timeout.or(r.bash_timeout);
         // Both the call's and the type's exclusions apply (idempotent).
         for t in &r.disallowed_tools {
             if !request.disallowed_tools.contains(t) {

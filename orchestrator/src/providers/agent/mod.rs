@@ -14,6 +14,7 @@
 //! Not here: HTTP, retries and streaming (the API modules); the per-call
 //! stall and timeout bounds (the host's supervisor, fed by [`Progress`]).
 
+pub mod child;
 pub mod conversation;
 pub mod runner;
 pub mod toolset;
@@ -74,32 +75,48 @@ pub trait Model: Send + Sync {
     ) -> Result<Reply, String>;
 }
 
-/// The loop's configuration, from the provider's table (`tools`,
-/// `max_turns`, `max_tool_calls`, `network`, `bash_timeout`,
-/// `system_prompt`) with the agent type's overrides applied per call.
-#[derive(Debug, Clone, PartialEq)]
+/// The loop's configuration: the keys of a provider's table that every
+/// provider of the loop shares (docs/providers.md, "The agent loop").
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct LoopSettings {
-    /// The tools calls get when their agent type names none; `None` is
-    /// [`toolset::READ_ONLY`]; empty is none (one completion per call).
+    /// `tools`: the tools calls get when their agent type names none;
+    /// `None` is [`toolset::READ_ONLY`]; empty is none (one completion per
+    /// call).
     pub tools: Option<Vec<String>>,
-    /// Most model turns of one call (`max_turns`).
+    /// `max_turns`: most model turns of one call.
     pub max_turns: u32,
-    /// Most tool calls of one call (`max_tool_calls`).
+    /// `max_tool_calls`: most tool calls of one call.
     pub max_tool_calls: u32,
-    /// `Bash` may open network connections (`network`).
+    /// `network`: `Bash` may open network connections.
     pub network: bool,
-    /// Longest a `Bash` command runs (`bash_timeout`).
+    /// `bash_timeout`: longest a `Bash` command runs.
+    #[serde(deserialize_with = "crate::units::de::duration")]
     pub bash_timeout: Duration,
-    /// Put before the agent type's system prompt.
+    /// `system_prompt`: put before the agent type's system prompt.
     pub system_prompt: Option<String>,
-    /// Where tools run; `None` is dsh's working directory.
+    /// `workspace`: where tools run; `None` is dsh's working directory.
     pub workspace: Option<PathBuf>,
-    /// Where `isolation: "worktree"` makes its worktrees; `None` is the
-    /// system's temporary directory.
+    /// `worktree_dir`: where `isolation: "worktree"` makes its worktrees;
+    /// `None` is the system's temporary directory.
     pub worktree_dir: Option<PathBuf>,
-    /// The tool host program and its sandbox policy.
+    /// The tool host program and its sandbox policy (set by the program
+    /// that builds the provider, never read from a file).
+    #[serde(skip)]
     pub host: ToolHost,
 }
+
+/// The keys of [`LoopSettings`], as a provider's table spells them.
+pub const LOOP_KEYS: [&str; 8] = [
+    "tools",
+    "max_turns",
+    "max_tool_calls",
+    "network",
+    "bash_timeout",
+    "system_prompt",
+    "workspace",
+    "worktree_dir",
+];
 
 impl Default for LoopSettings {
     fn default() -> Self {
@@ -143,8 +160,41 @@ impl LoopSettings {
 /// Most turns and tool calls a configuration may allow.
 const MAX_LIMIT: u32 = 10_000;
 
+impl LoopSettings {
+    /// Checks the values: known tool names, limits in range.
+    pub fn check(&self) -> Result<(), crate::providers::SetupError> {
+        check_keys(
+            self.tools.as_deref(),
+            self.max_turns,
+            self.max_tool_calls,
+            self.bash_timeout,
+        )
+    }
+
+    /// These settings with an agent type's `max_turns`, `network` and
+    /// `bash_timeout` in place of the provider's.
+    pub fn limited(&self, l: &crate::provider::LoopLimits) -> LoopSettings {
+        LoopSettings {
+            max_turns: l.max_turns.unwrap_or(self.max_turns),
+            network: l.network.unwrap_or(self.network),
+            bash_timeout: l.bash_timeout.unwrap_or(self.bash_timeout),
+            ..self.clone()
+        }
+    }
+
+    /// Makes relative `workspace` and `worktree_dir` relative to `base`
+    /// (the configuration file's directory).
+    pub fn resolve_paths(&mut self, base: &std::path::Path) {
+        for p in [&mut self.workspace, &mut self.worktree_dir].into_iter().flatten() {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+    }
+}
+
 /// Checks the loop's keys of a provider's table.
-pub fn check_keys(
+fn check_keys(
     tools: Option<&[String]>,
     max_turns: u32,
     max_tool_calls: u32,
@@ -185,6 +235,7 @@ pub fn check_keys(
     }
     Ok(())
 }
+
 
 /// The running total of a call's tokens.
 pub struct Tally<'a>(pub &'a Mutex<Option<Usage>>);
@@ -275,6 +326,7 @@ impl Job<'_> {
             None
         };
         let workspace = worktree.as_ref().map_or(base, |w| w.run_dir.clone());
+        let settings = self.settings.limited(&self.request.loop_limits);
         let call = Call {
             request: self.request,
             model: self
@@ -283,7 +335,7 @@ impl Job<'_> {
                 .model
                 .as_deref()
                 .unwrap_or(self.default_model),
-            settings: self.settings,
+            settings: &settings,
             workspace,
             tools: self.settings.tools_for(self.request),
             usage: Tally(self.usage),

@@ -94,57 +94,17 @@ pub struct OpenAiConfig {
     /// `stream_options.include_usage`); `false` for servers that refuse it.
     #[serde(default = "default_true")]
     pub stream: bool,
-    /// The tools of the agent loop (docs/providers.md, "The agent loop"):
-    /// calls get these unless their agent type names its own. Not set:
-    /// the reading tools `Read`, `Glob`, `Grep`, `LS`; `[]`: no tools (one
-    /// completion per call).
-    #[serde(default)]
-    pub tools: Option<Vec<String>>,
-    /// Most model turns of one call.
-    #[serde(default = "default_max_turns")]
-    pub max_turns: u32,
-    /// Most tool calls of one call.
-    #[serde(default = "default_max_tool_calls")]
-    pub max_tool_calls: u32,
-    /// `Bash` may open network connections.
-    #[serde(default)]
-    pub network: bool,
-    /// Longest a `Bash` command runs.
-    #[serde(
-        default = "default_bash_timeout",
-        deserialize_with = "crate::units::de::duration"
-    )]
-    pub bash_timeout: Duration,
-    /// A system prompt for every call (before the agent type's).
-    #[serde(default)]
-    pub system_prompt: Option<String>,
-    /// The directory tools work in (relative: to the config file's
-    /// directory); default dsh's working directory.
-    #[serde(default)]
-    pub workspace: Option<std::path::PathBuf>,
-    /// Where `isolation: "worktree"` makes worktrees; default the system's
-    /// temporary directory.
-    #[serde(default)]
-    pub worktree_dir: Option<std::path::PathBuf>,
-    /// The tool host and the sandbox policy (set by the program, never
-    /// read from the file).
+    /// The agent loop's keys (`tools`, `max_turns`, `max_tool_calls`,
+    /// `network`, `bash_timeout`, `system_prompt`, `workspace`,
+    /// `worktree_dir`): read from the same table by the configuration
+    /// loader, which takes them out before the rest is read here.
     #[serde(skip)]
-    pub tool_host: crate::providers::agent::ToolHost,
+    pub agent: crate::providers::agent::LoopSettings,
 }
 
 fn default_true() -> bool {
     true
 }
-fn default_max_turns() -> u32 {
-    crate::providers::agent::DEFAULT_MAX_TURNS
-}
-fn default_max_tool_calls() -> u32 {
-    crate::providers::agent::DEFAULT_MAX_TOOL_CALLS
-}
-fn default_bash_timeout() -> Duration {
-    crate::providers::agent::DEFAULT_BASH_TIMEOUT
-}
-
 /// Longest wait between two attempts, whatever `backoff` or a
 /// `Retry-After` header asks for.
 pub const MAX_DELAY: Duration = Duration::from_secs(60);
@@ -192,15 +152,7 @@ impl Default for OpenAiConfig {
             max_attempts: default_max_attempts(),
             backoff: default_backoff(),
             stream: true,
-            tools: None,
-            max_turns: default_max_turns(),
-            max_tool_calls: default_max_tool_calls(),
-            network: false,
-            bash_timeout: default_bash_timeout(),
-            system_prompt: None,
-            workspace: None,
-            worktree_dir: None,
-            tool_host: crate::providers::agent::ToolHost::default(),
+            agent: crate::providers::agent::LoopSettings::default(),
         }
     }
 }
@@ -232,21 +184,6 @@ impl OpenAiConfig {
                 self.base_url, self.model, self.api_key_env
             )),
             _ => Err(self.missing_key()),
-        }
-    }
-
-    /// The agent loop's settings.
-    pub fn loop_settings(&self) -> crate::providers::agent::LoopSettings {
-        crate::providers::agent::LoopSettings {
-            tools: self.tools.clone(),
-            max_turns: self.max_turns,
-            max_tool_calls: self.max_tool_calls,
-            network: self.network,
-            bash_timeout: self.bash_timeout,
-            system_prompt: self.system_prompt.clone(),
-            workspace: self.workspace.clone(),
-            worktree_dir: self.worktree_dir.clone(),
-            host: self.tool_host.clone(),
         }
     }
 
@@ -299,12 +236,7 @@ impl OpenAiConfig {
         if self.max_tokens == Some(0) {
             return Err(SetupError::invalid("max_tokens", "must be at least 1"));
         }
-        crate::providers::agent::check_keys(
-            self.tools.as_deref(),
-            self.max_turns,
-            self.max_tool_calls,
-            self.bash_timeout,
-        )?;
+        self.agent.check()?;
         for (name, value) in &self.headers {
             if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
                 return Err(SetupError::invalid(

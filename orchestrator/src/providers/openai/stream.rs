@@ -17,11 +17,10 @@ use super::api;
 use super::http::BodySink;
 use crate::provider::{Activity, Progress, Usage};
 use crate::providers::agent::conversation::{Input, Reply, ToolCall};
+use crate::providers::sse::SseDecoder;
 
 /// Most often a streaming turn reports its tokens so far.
 pub const TOKENS_EVERY: Duration = Duration::from_millis(250);
-/// Longest line of an event stream kept (a longer one is an error).
-const MAX_LINE: usize = 8 << 20;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -43,10 +42,10 @@ struct PartialCall {
 /// One turn's response, as it streams in.
 pub struct ChatStream {
     mode: Mode,
-    /// `Whole`: the body; `Events`: the unfinished line.
+    /// `Whole`: the body.
     buf: Vec<u8>,
-    /// The data lines of the event being read.
-    data: String,
+    /// `Events`: the event stream's framing.
+    sse: SseDecoder,
     text: String,
     calls: Vec<PartialCall>,
     finish: Option<String>,
@@ -67,7 +66,7 @@ impl ChatStream {
         ChatStream {
             mode: Mode::Waiting,
             buf: Vec::new(),
-            data: String::new(),
+            sse: SseDecoder::default(),
             text: String::new(),
             calls: Vec::new(),
             finish: None,
@@ -87,11 +86,8 @@ impl ChatStream {
             Mode::Waiting => Err("the API's response had no body".into()),
             Mode::Whole => api::loop_reply(&self.buf),
             Mode::Events => {
-                if !self.buf.is_empty() {
-                    let rest = std::mem::take(&mut self.buf);
-                    self.line(&String::from_utf8_lossy(&rest));
-                }
-                self.dispatch();
+                let mut sse = std::mem::take(&mut self.sse);
+                sse.end(&mut |data| self.event(data));
                 if let Some(e) = self.error {
                     return Err(e);
                 }
@@ -127,26 +123,8 @@ impl ChatStream {
         }
     }
 
-    fn line(&mut self, line: &str) {
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        if line.is_empty() {
-            self.dispatch();
-        } else if let Some(d) = line.strip_prefix("data:") {
-            if !self.data.is_empty() {
-                self.data.push('\n');
-            }
-            self.data.push_str(d.strip_prefix(' ').unwrap_or(d));
-        }
-        // `event:`, `id:`, `retry:` and comments carry nothing we use.
-    }
-
     /// One complete event: its data is a JSON chunk, or `[DONE]`.
-    fn dispatch(&mut self) {
-        let data = std::mem::take(&mut self.data);
-        let data = data.trim();
-        if data.is_empty() {
-            return;
-        }
+    fn event(&mut self, data: &str) {
         if data == "[DONE]" {
             self.done = true;
             return;
@@ -252,25 +230,20 @@ impl BodySink for ChatStream {
         match self.mode {
             Mode::Whole | Mode::Waiting => self.buf.extend_from_slice(bytes),
             Mode::Events => {
-                self.buf.extend_from_slice(bytes);
-                while let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
-                    let line: Vec<u8> = self.buf.drain(..=i).collect();
-                    let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
-                    self.line(&text);
-                }
-                if self.buf.len() > MAX_LINE {
-                    return Err(format!(
-                        "the API's event stream has a line longer than {} MiB",
-                        MAX_LINE >> 20
-                    ));
-                }
+                let mut sse = std::mem::take(&mut self.sse);
+                let fed = sse.feed(bytes, &mut |data| self.event(data));
+                self.sse = sse;
+                fed?;
             }
         }
         Ok(())
     }
 
     fn restart(&mut self) -> bool {
-        let had = !self.buf.is_empty() || !self.text.is_empty() || !self.calls.is_empty();
+        let had = !self.buf.is_empty()
+            || !self.sse.is_empty()
+            || !self.text.is_empty()
+            || !self.calls.is_empty();
         let (progress, so_far) = (self.progress.clone(), self.so_far);
         *self = ChatStream::new(progress, so_far);
         had

@@ -107,6 +107,87 @@ impl Reply {
         self
     }
 
+    /// A 200 event stream (`text/event-stream`) of these `data:` payloads.
+    pub fn events(data: &[Value]) -> Reply {
+        let mut body = String::new();
+        for d in data {
+            body.push_str(&format!("data: {d}\n\n"));
+        }
+        Reply::Http {
+            status: 200,
+            headers: vec![("Content-Type".into(), "text/event-stream".into())],
+            body: body.into_bytes(),
+        }
+    }
+
+    /// A streamed chat completion answering `text`: the text in two
+    /// pieces, the finish reason, the usage chunk, `[DONE]`.
+    pub fn stream_text(text: &str, input: u64, output: u64) -> Reply {
+        let (a, b) = text.split_at(text.char_indices().nth(text.chars().count() / 2).map_or(0, |(i, _)| i));
+        let mut r = Reply::events(&[
+            json!({ "choices": [{ "index": 0, "delta": { "role": "assistant", "content": a } }] }),
+            json!({ "choices": [{ "index": 0, "delta": { "content": b } }] }),
+            json!({ "choices": [{ "index": 0, "delta": {}, "finish_reason": "stop" }] }),
+            json!({ "choices": [], "usage": { "prompt_tokens": input, "completion_tokens": output } }),
+        ]);
+        if let Reply::Http { body, .. } = &mut r {
+            body.extend_from_slice(b"data: [DONE]\n\n");
+        }
+        r
+    }
+
+    /// A streamed chat completion calling tools: `(name, arguments)`, ids
+    /// `call_1`, `call_2` …; each call's arguments in two pieces.
+    pub fn stream_tools(calls: &[(&str, Value)], input: u64, output: u64) -> Reply {
+        let mut data = Vec::new();
+        for (i, (name, args)) in calls.iter().enumerate() {
+            let args = args.to_string();
+            let (a, b) = args.split_at(args.len() / 2);
+            data.push(json!({ "choices": [{ "index": 0, "delta": { "tool_calls": [
+                { "index": i, "id": format!("call_{}", i + 1), "type": "function", "function": { "name": name, "arguments": a } }
+            ] } }] }));
+            data.push(json!({ "choices": [{ "index": 0, "delta": { "tool_calls": [
+                { "index": i, "function": { "arguments": b } }
+            ] } }] }));
+        }
+        data.push(json!({ "choices": [{ "index": 0, "delta": {}, "finish_reason": "tool_calls" }] }));
+        data.push(json!({ "choices": [], "usage": { "prompt_tokens": input, "completion_tokens": output } }));
+        let mut r = Reply::events(&data);
+        if let Reply::Http { body, .. } = &mut r {
+            body.extend_from_slice(b"data: [DONE]\n\n");
+        }
+        r
+    }
+
+    /// A streamed Messages API answer (Anthropic) with `text` and these
+    /// tool uses (`(name, input)`, ids `toolu_1` …).
+    pub fn anthropic(text: &str, calls: &[(&str, Value)], input: u64, output: u64) -> Reply {
+        let mut data = vec![json!({ "type": "message_start", "message": {
+            "id": "msg_1", "type": "message", "role": "assistant", "content": [],
+            "usage": { "input_tokens": input, "output_tokens": 1 }
+        } })];
+        let mut index = 0;
+        if !text.is_empty() {
+            data.push(json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "text", "text": "" } }));
+            data.push(json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "text_delta", "text": text } }));
+            data.push(json!({ "type": "content_block_stop", "index": 0 }));
+            index = 1;
+        }
+        for (i, (name, args)) in calls.iter().enumerate() {
+            let at = index + i;
+            let args = args.to_string();
+            let (a, b) = args.split_at(args.len() / 2);
+            data.push(json!({ "type": "content_block_start", "index": at, "content_block": { "type": "tool_use", "id": format!("toolu_{}", i + 1), "name": name, "input": {} } }));
+            data.push(json!({ "type": "content_block_delta", "index": at, "delta": { "type": "input_json_delta", "partial_json": a } }));
+            data.push(json!({ "type": "content_block_delta", "index": at, "delta": { "type": "input_json_delta", "partial_json": b } }));
+            data.push(json!({ "type": "content_block_stop", "index": at }));
+        }
+        let stop = if calls.is_empty() { "end_turn" } else { "tool_use" };
+        data.push(json!({ "type": "message_delta", "delta": { "stop_reason": stop }, "usage": { "output_tokens": output } }));
+        data.push(json!({ "type": "message_stop" }));
+        Reply::events(&data)
+    }
+
     pub fn after(self, delay: Duration) -> Reply {
         Reply::After(delay, Box::new(self))
     }
@@ -199,6 +280,11 @@ impl TestServer {
     /// `http://127.0.0.1:PORT/v1`.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// `http://127.0.0.1:PORT` (Anthropic's base URL has no `/v1`).
+    pub fn root_url(&self) -> String {
+        format!("http://{}", self.addr)
     }
 
     pub fn seen(&self) -> Seen {

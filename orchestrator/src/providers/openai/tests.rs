@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::test_server::{BOUND, Reply, TestServer};
 use super::*;
 use crate::AgentOptions;
+use crate::provider::{ChildOutcome, ChildResult, Subagent, Usage};
 
 fn config(server: &TestServer) -> OpenAiConfig {
     OpenAiConfig {
@@ -24,7 +25,10 @@ fn config(server: &TestServer) -> OpenAiConfig {
         timeout: Duration::from_secs(20),
         // One completion per call: the tool loop has its own tests
         // (agent_loop.rs).
-        tools: Some(Vec::new()),
+        agent: crate::providers::agent::LoopSettings {
+            tools: Some(Vec::new()),
+            ..Default::default()
+        },
         ..OpenAiConfig::default()
     }
 }

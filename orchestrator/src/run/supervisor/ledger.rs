@@ -126,6 +126,7 @@ impl Supervisor {
             system_prompt: None,
             tools: None,
             disallowed_tools,
+            loop_limits: Default::default(),
         };
         // The ledger and the events keep bounded copies; the request (and
         // so the provider, fixture matching included) has the whole text.
