@@ -508,3 +508,114 @@ async fn the_anthropic_provider_runs_the_same_loop() {
     let end = &events_of(&events, "workflow/agent-end")[0];
     assert_eq!(end["usage"], json!({ "input": 180, "output": 15 }));
 }
+
+/// A model played by rules, acting on what the tools really returned: a
+/// survey prompt globs for Rust files and answers with the paths it got; a
+/// review prompt reads the file and reports each line that calls
+/// `unwrap()`.
+fn reviewer_model(req: &http_server::Recorded) -> Reply {
+    let body = req.json();
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let prompt = messages
+        .iter()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+        .to_string();
+    let last = messages.last().cloned().unwrap_or(Value::Null);
+    let reviewed = prompt
+        .strip_prefix("Review ")
+        .and_then(|r| r.split(' ').next())
+        .map(str::to_string);
+    if last["role"] != "tool" {
+        return match &reviewed {
+            None => Reply::stream_tools(&[("Glob", json!({ "pattern": "**/*.rs" }))], 50, 5),
+            Some(file) => Reply::stream_tools(&[("Read", json!({ "file_path": file }))], 50, 5),
+        };
+    }
+    let result = last["content"].as_str().unwrap_or("");
+    match &reviewed {
+        None => {
+            let mut files: Vec<&str> = result.lines().filter(|l| l.ends_with(".rs")).collect();
+            files.sort_unstable();
+            Reply::stream_tools(&[("StructuredOutput", json!({ "files": files }))], 80, 10)
+        }
+        Some(file) => {
+            let findings: Vec<Value> = result
+                .lines()
+                .filter_map(|l| {
+                    let (n, text) = l.split_once('\t')?;
+                    text.contains("unwrap()").then(|| {
+                        json!({ "line": n.trim().parse::<u64>().unwrap_or(0), "severity": "medium", "message": "unwrap() panics on None/Err" })
+                    })
+                })
+                .collect();
+            Reply::stream_tools(
+                &[("StructuredOutput", json!({ "file": file, "findings": findings }))],
+                90,
+                20,
+            )
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_repo_review_example_reviews_a_repository_through_the_cli() {
+    let repo = repo();
+    std::fs::write(
+        repo.path().join("src/main.rs"),
+        "fn main() {\n    let n: i32 = std::env::args().nth(1).unwrap().parse().unwrap();\n    println!(\"{}\", calc::add(n, 1));\n}\n",
+    )
+    .expect("write");
+    std::fs::create_dir_all(repo.path().join("target")).expect("mkdir");
+    std::fs::write(repo.path().join(".gitignore"), "target/\n").expect("write");
+    std::fs::write(repo.path().join("target/gen.rs"), "x.unwrap();\n").expect("write");
+    let server = TestServer::with_handler(Box::new(reviewer_model)).await;
+    std::fs::write(
+        repo.path().join("dsh.toml"),
+        format!(
+            "[workflow]\nprovider = \"deepseek\"\n\n[providers.deepseek]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"DSH_EXAMPLE_KEY\"\n",
+            server.base_url()
+        ),
+    )
+    .expect("write");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/examples/repo-review.ts");
+    let events = repo.path().join("events.jsonl");
+    let out = tokio::process::Command::new(DSH)
+        .args(["workflow", "run"])
+        .arg(&script)
+        .args(["--args", r#"{"focus":"panics"}"#, "--events", "none", "--no-journal"])
+        .arg("--events-file")
+        .arg(&events)
+        .current_dir(repo.path())
+        .env("DSH_EXAMPLE_KEY", "sk-example")
+        .env_remove("DSH_WORKER")
+        .output()
+        .await
+        .expect("dsh runs");
+    assert!(out.status.success(), "{out:?}");
+    let value: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    assert_eq!(value["files"], json!(["src/lib.rs", "src/main.rs"]), "{value}");
+    assert_eq!(
+        value["findings"],
+        json!([
+            { "file": "src/main.rs", "line": 2, "severity": "medium", "message": "unwrap() panics on None/Err" },
+            { "file": "src/main.rs", "line": 2, "severity": "medium", "message": "unwrap() panics on None/Err" },
+        ]),
+        "{value}"
+    );
+    // Survey plus two reviews, two turns each.
+    assert_eq!(server.requests().len(), 6);
+    let lines: Vec<Value> = std::fs::read_to_string(&events)
+        .expect("events")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    common::assert_event_guarantees(&lines);
+    let tools: Vec<&str> = activities(&lines, "tool-call")
+        .iter()
+        .map(|e| if e["tool"] == "Glob" { "Glob" } else if e["tool"] == "Read" { "Read" } else { "?" })
+        .collect();
+    assert_eq!(tools.iter().filter(|t| **t == "Glob").count(), 1, "{tools:?}");
+    assert_eq!(tools.iter().filter(|t| **t == "Read").count(), 2, "{tools:?}");
+}

@@ -240,8 +240,13 @@ pub struct TestServer {
     task: tokio::task::JoinHandle<()>,
 }
 
+/// Computes the reply to a request (a model played by the test).
+pub type Handler = Box<dyn Fn(&Recorded) -> Reply + Send + Sync>;
+
 struct State {
     replies: Mutex<VecDeque<Reply>>,
+    /// When set, answers every request instead of `replies`.
+    handler: Option<Handler>,
     seen: watch::Sender<Seen>,
 }
 
@@ -249,11 +254,22 @@ impl TestServer {
     /// Listens on 127.0.0.1 (a free port) and answers with `replies` in
     /// order; once they are used up, with a 500 saying so.
     pub async fn start(replies: Vec<Reply>) -> TestServer {
+        Self::launch(replies, None).await
+    }
+
+    /// Listens on 127.0.0.1 and answers each request with what `handler`
+    /// computes from it.
+    pub async fn with_handler(handler: Handler) -> TestServer {
+        Self::launch(Vec::new(), Some(handler)).await
+    }
+
+    async fn launch(replies: Vec<Reply>, handler: Option<Handler>) -> TestServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (tx, rx) = watch::channel(Seen::default());
         let state = Arc::new(State {
             replies: Mutex::new(replies.into()),
+            handler,
             seen: tx,
         });
         let task = tokio::spawn(async move {
@@ -336,13 +352,16 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
         let Some(req) = read_request(&mut stream, &mut buf).await else {
             return;
         };
+        let computed = state.handler.as_ref().map(|h| h(&req));
         state.seen.send_modify(|s| s.requests.push(req));
-        let reply = state
-            .replies
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .pop_front()
-            .unwrap_or_else(|| Reply::status(500, "test server: no scripted reply left"));
+        let reply = computed.unwrap_or_else(|| {
+            state
+                .replies
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front()
+                .unwrap_or_else(|| Reply::status(500, "test server: no scripted reply left"))
+        });
         if !answer(&mut stream, reply, &state).await {
             return;
         }
