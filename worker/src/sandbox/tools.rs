@@ -44,8 +44,14 @@ pub const SYSTEM_DIRS: [&str; 6] = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "
 
 /// Single files Bash may read: the dynamic loader's cache (library paths
 /// only, no secrets; without it binaries linked against libraries outside
-/// the default directories, such as /usr/local/lib, fail to start).
-pub const SYSTEM_FILES_READ: [&str; 1] = ["/etc/ld.so.cache"];
+/// the default directories, such as /usr/local/lib, fail to start), and
+/// the devices that only produce bytes (zeros, randomness).
+pub const SYSTEM_FILES_READ: [&str; 4] = [
+    "/etc/ld.so.cache",
+    "/dev/zero",
+    "/dev/urandom",
+    "/dev/random",
+];
 
 /// What filesystem access one tool call is granted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
