@@ -7,7 +7,8 @@
 //! - Environment: fixed, nothing inherited from the host: `PATH=
 //!   /usr/local/bin:/usr/bin:/bin`, `HOME` = the workspace, `LANG=C.UTF-8`,
 //!   `TMPDIR` = a private directory made for this call (outside the
-//!   workspace, so temporary files do not land in it; removed afterwards).
+//!   workspace, so temporary files do not land in it; removed afterwards),
+//!   and `GIT_CONFIG_*` turning off git's detached auto-maintenance.
 //! - stdin `/dev/null`; stdout and stderr are one pipe, so their output
 //!   stays in order; it is read to the end (kept up to `maxOutputBytes`,
 //!   the rest counted and discarded) so the command never blocks on a full
@@ -116,6 +117,14 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
         .env("PATH", PATH)
         .env("HOME", &ctx.workspace)
         .env("LANG", "C.UTF-8")
+        // git's automatic maintenance detaches into the background with
+        // setsid, which the group filter refuses (and which would outlive
+        // the call): run it in the foreground instead.
+        .env("GIT_CONFIG_COUNT", "2")
+        .env("GIT_CONFIG_KEY_0", "gc.autoDetach")
+        .env("GIT_CONFIG_VALUE_0", "false")
+        .env("GIT_CONFIG_KEY_1", "maintenance.autoDetach")
+        .env("GIT_CONFIG_VALUE_1", "false")
         .stdin(Stdio::null())
         .stdout(writer)
         .stderr(writer2);

@@ -38,6 +38,7 @@ pub(crate) fn read(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError
             "Read: {name} is a directory; use LS to list it"
         )));
     }
+    regular_file("Read", &path, &name)?;
     let file = std::fs::File::open(&path).map_err(|e| io_error("Read", "read", &name, &e))?;
     let mut reader = BufReader::new(file);
     let head = reader
@@ -196,6 +197,7 @@ pub(crate) fn edit(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError
     if path.is_dir() {
         return Err(ToolError::error(format!("Edit: {name} is a directory")));
     }
+    regular_file("Edit", &path, &name)?;
     let mut bytes = Vec::new();
     std::fs::File::open(&path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
@@ -249,6 +251,9 @@ pub(crate) fn write(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolErro
             .map_err(|e| io_error("Write", "create the directory of", &name, &e))?;
     }
     let existed = path.exists();
+    if existed {
+        regular_file("Write", &path, &name)?;
+    }
     std::fs::write(&path, inp.content.as_bytes())
         .map_err(|e| io_error("Write", "write", &name, &e))?;
     let verb = if existed { "Overwrote" } else { "Created" };
@@ -256,4 +261,18 @@ pub(crate) fn write(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolErro
         "{verb} {name} ({} bytes)",
         inp.content.len()
     )))
+}
+
+/// Refuses anything but a regular file before opening it: opening a FIFO
+/// (which a Bash call can make) would block the tool call forever, and a
+/// device is not a file the model means.
+fn regular_file(tool: &str, path: &std::path::Path, name: &str) -> Result<(), ToolError> {
+    let meta = std::fs::metadata(path).map_err(|e| io_error(tool, "read", name, &e))?;
+    if meta.is_file() {
+        Ok(())
+    } else {
+        Err(ToolError::error(format!(
+            "{tool}: {name} is not a regular file"
+        )))
+    }
 }
