@@ -475,7 +475,33 @@ fn bash_cannot_leave_its_process_group() {
     let ws = Ws::new();
     let r = ws.call("Bash", json!({"command": "setsid sleep 100; echo rc=$?"}));
     assert_eq!(status(&r), "ok", "{r}");
-    assert!(!output(&r).ends_with("rc=0\n"), "{r}");
+    assert!(output(&r).contains("rc=1"), "{r}");
+    // Not vacuous: without the sandbox the same call succeeds.
+    let r = ws.call_with(
+        "Bash",
+        json!({"command": "setsid true; echo rc=$?"}),
+        json!({"sandbox": "off"}),
+        &[],
+    );
+    assert_eq!(output(&r), "rc=0\n", "{r}");
+}
+
+#[test]
+fn bash_cannot_make_namespaces() {
+    let ws = Ws::new();
+    let probe = json!({"command": "unshare -Ur true; echo rc=$?"});
+    let off = ws.call_with("Bash", probe.clone(), json!({"sandbox": "off"}), &[]);
+    if !output(&off).contains("rc=0") {
+        eprintln!("SKIPPED: this machine refuses user namespaces even unsandboxed: {off}");
+        return;
+    }
+    let r = ws.call("Bash", probe);
+    assert_eq!(status(&r), "ok", "{r}");
+    assert!(
+        output(&r).contains("unshare failed: Operation not permitted"),
+        "{r}"
+    );
+    assert!(output(&r).contains("rc=1"), "{r}");
 }
 
 /// The process is gone (or a zombie waiting for its new parent to reap it:
