@@ -402,12 +402,15 @@ fn bash_cannot_write_outside_the_workspace() {
     assert_eq!(status(&r), "ok", "{r}");
     assert!(!target.exists());
     assert!(!Path::new(&format!("/tmp/dsh-tool-test-{}", std::process::id())).exists());
-    // Its own TMPDIR is writable.
+    // Its own TMPDIR is writable, and removed after the call.
     let r = ws.call(
         "Bash",
-        json!({"command": "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\""}),
+        json!({"command": "echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo \"$TMPDIR\""}),
     );
-    assert_eq!(output(&r), "t\n", "{r}");
+    let out = output(&r);
+    let tmp = out.strip_prefix("t\n").expect(out).trim_end();
+    assert!(tmp.contains("dsh-tool-tmp-"), "{r}");
+    assert!(!Path::new(tmp).exists(), "{tmp} left behind");
 }
 
 fn tcp_probe(port: u16) -> String {

@@ -73,7 +73,8 @@ pub struct Profile {
     pub grants: Grants,
     /// The canonical workspace.
     pub workspace: PathBuf,
-    /// Bash only: its private temporary directory (`TMPDIR`).
+    /// Bash only: its private temporary directory (`TMPDIR`), whose parent
+    /// is shared by the user's tool calls.
     pub tmp_dir: Option<PathBuf>,
     /// TCP and sockets allowed.
     pub network: bool,
@@ -225,6 +226,13 @@ fn restrict(abi: ABI, profile: &Profile) -> Result<RestrictionStatus, RestrictEr
     if profile.grants == Grants::Shell {
         if let Some(tmp) = &profile.tmp_dir {
             created = created.add_rule(PathBeneath::new(PathFd::new(tmp)?, all))?;
+            // Only so the tool process can remove the call's directory
+            // afterwards: the right to remove (empty) directories beneath
+            // the shared parent, which nobody may list.
+            if let Some(parent) = tmp.parent() {
+                created = created
+                    .add_rule(PathBeneath::new(PathFd::new(parent)?, AccessFs::RemoveDir))?;
+            }
         }
         for dir in existing(&SYSTEM_DIRS) {
             created = created.add_rule(PathBeneath::new(

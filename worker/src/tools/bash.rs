@@ -7,7 +7,8 @@
 //! - Environment: fixed, nothing inherited from the host: `PATH=
 //!   /usr/local/bin:/usr/bin:/bin`, `HOME` = the workspace, `LANG=C.UTF-8`,
 //!   `TMPDIR` = a private directory made for this call (outside the
-//!   workspace, so temporary files do not land in it; removed afterwards),
+//!   workspace, so temporary files do not land in it; removed afterwards;
+//!   [`make_tmp_dir`]),
 //!   and `GIT_CONFIG_*` turning off git's detached auto-maintenance.
 //! - stdin `/dev/null`; stdout and stderr are one pipe, so their output
 //!   stays in order; it is read to the end (kept up to `maxOutputBytes`,
@@ -48,16 +49,31 @@ struct BashInput {
     description: Option<String>,
 }
 
-/// Makes the call's private temporary directory (mode 0700), before the
-/// sandbox so that Landlock can grant it. `None` when it cannot be made:
-/// then `TMPDIR` is not set and temporary files fail under the sandbox.
+/// Makes the call's private temporary directory, before the sandbox so
+/// that Landlock can grant it: `$TMPDIR/dsh-tool-tmp-UID/call-PID-NANOS`,
+/// both levels mode 0700. The shared parent exists so that the call's
+/// directory can be removed afterwards under Landlock, which is granted
+/// only the right to remove directories beneath the parent (the system's
+/// `/tmp` itself stays out of reach). A parent that is not a real
+/// directory of ours, private to us (something another user planted), is
+/// not used. `None` when it cannot be made: then `TMPDIR` is not set and
+/// temporary files fail under the sandbox.
 pub(crate) fn make_tmp_dir() -> Option<PathBuf> {
-    use std::os::unix::fs::DirBuilderExt as _;
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
+    // SAFETY: getuid takes no arguments and cannot fail (nix's wrapper
+    // needs a feature the workspace does not enable).
+    let uid = unsafe { libc::getuid() };
+    let parent = std::env::temp_dir().join(format!("dsh-tool-tmp-{uid}"));
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&parent);
+    let meta = std::fs::symlink_metadata(&parent).ok()?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return None;
+    }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!("dsh-tool-{}-{nanos}", std::process::id()));
+    let dir = parent.join(format!("call-{}-{nanos}", std::process::id()));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&dir)
