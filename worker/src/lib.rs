@@ -7,6 +7,10 @@
 //! exactly one `End` frame. It owns no subagents: every `agent()` call is
 //! an RPC to the host.
 //!
+//! `dsh-worker tool` is the other mode: one sandboxed tool call of the
+//! agent loop (Read, Grep, Bash, …), JSON in on stdin, JSON out on stdout;
+//! see [`tools`].
+//!
 //! This crate is not a general JavaScript runtime: there is no filesystem,
 //! network, `process`, `require` or module loader, on purpose.
 
@@ -17,6 +21,7 @@ pub mod engine;
 pub(crate) mod logs;
 pub mod sandbox;
 pub(crate) mod timers;
+pub mod tools;
 
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
@@ -38,9 +43,13 @@ pub const EXIT_OUT_OF_MEMORY: i32 = dsh_protocol::WORKER_EXIT_OUT_OF_MEMORY;
 /// Runs the worker with the given arguments (without the program name).
 /// Returns the process exit status.
 pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
+    let mut it = args.into_iter().peekable();
+    if it.peek().is_some_and(|a| a == "tool") {
+        let rest: Vec<String> = it.skip(1).collect();
+        return tools::main(&rest);
+    }
     let mut fd: Option<i32> = None;
     let mut landlock_abi_override: Option<u32> = None;
-    let mut it = args.into_iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--fd" => fd = it.next().and_then(|v| v.parse().ok()),

@@ -25,6 +25,9 @@
 //! short of `full` into `SANDBOX_UNAVAILABLE`. What this is and is not
 //! protecting against is in docs/sandbox.md.
 //!
+//! [`tools`] is a different profile, for one tool call of the agent loop
+//! (`dsh-worker tool`): access beneath a workspace instead of none.
+//!
 //! Not in here: the empty environment, null stdin and `/` as the working
 //! directory are set by the host when it spawns the worker.
 
@@ -36,6 +39,8 @@ pub mod landlock;
 pub(crate) mod rlimits;
 #[cfg(target_os = "linux")]
 pub mod seccomp;
+#[cfg(target_os = "linux")]
+pub mod tools;
 
 use dsh_protocol::{SandboxLevel, SandboxPolicy, SandboxReport};
 
@@ -92,7 +97,7 @@ impl Tally {
         &self.missing
     }
 
-    fn into_report(self) -> SandboxReport {
+    pub(crate) fn into_report(self) -> SandboxReport {
         let level = if self.enforced.is_empty() {
             SandboxLevel::None
         } else if self.missing.is_empty() {

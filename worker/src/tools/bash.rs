@@ -1,0 +1,277 @@
+//! The Bash tool: one shell command, in the workspace, in its own process
+//! group, killed whole when its timeout expires, and killed whole when
+//! the shell ends (nothing a call starts outlives it).
+//!
+//! - Shell: `/bin/bash -c` when it exists (workflow prompts assume bash),
+//!   else `/bin/sh -c`.
+//! - Environment: fixed, nothing inherited from the host: `PATH=
+//!   /usr/local/bin:/usr/bin:/bin`, `HOME` = the workspace, `LANG=C.UTF-8`,
+//!   `TMPDIR` = a private directory made for this call (outside the
+//!   workspace, so temporary files do not land in it; removed afterwards;
+//!   [`make_tmp_dir`]),
+//!   and `GIT_CONFIG_*` turning off git's detached auto-maintenance.
+//! - stdin `/dev/null`; stdout and stderr are one pipe, so their output
+//!   stays in order; it is read to the end (kept up to `maxOutputBytes`,
+//!   the rest counted and discarded) so the command never blocks on a full
+//!   pipe.
+//! - Timeout: SIGTERM to the group, a short grace, then SIGKILL to the
+//!   group. Under the sandbox the child also may not call `setsid` or
+//!   `setpgid` (a seccomp filter installed in it after its own `setsid`),
+//!   so no descendant can leave the group.
+
+use std::io::Read as _;
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+use nix::unistd::Pid;
+use serde::Deserialize;
+
+use super::{Ctx, Done, Status, ToolError, cap_output, input};
+
+/// How long the group has between SIGTERM and SIGKILL after a timeout.
+pub const KILL_GRACE: Duration = Duration::from_millis(300);
+/// How long to wait for the pipe's end after the group was killed: every
+/// writer is dead by then, so this only guards against the impossible.
+const DRAIN_WAIT: Duration = Duration::from_secs(2);
+/// The fixed `PATH`.
+pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+#[derive(Deserialize)]
+struct BashInput {
+    command: String,
+    timeout: Option<u64>,
+    #[allow(dead_code)] // For the transcript only; part of the input shape.
+    description: Option<String>,
+}
+
+/// Makes the call's private temporary directory, before the sandbox so
+/// that Landlock can grant it: `$TMPDIR/dsh-tool-tmp-UID/call-PID-NANOS`,
+/// both levels mode 0700. The shared parent exists so that the call's
+/// directory can be removed afterwards under Landlock, which is granted
+/// only the right to remove directories beneath the parent (the system's
+/// `/tmp` itself stays out of reach). A parent that is not a real
+/// directory of ours, private to us (something another user planted), is
+/// not used. `None` when it cannot be made: then `TMPDIR` is not set and
+/// temporary files fail under the sandbox.
+pub(crate) fn make_tmp_dir() -> Option<PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
+    // SAFETY: getuid takes no arguments and cannot fail (nix's wrapper
+    // needs a feature the workspace does not enable).
+    let uid = unsafe { libc::getuid() };
+    let parent = std::env::temp_dir().join(format!("dsh-tool-tmp-{uid}"));
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&parent);
+    let meta = std::fs::symlink_metadata(&parent).ok()?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return None;
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let dir = parent.join(format!("call-{}-{nanos}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .ok()
+        .map(|()| dir)
+}
+
+pub(crate) fn remove_tmp_dir(dir: Option<PathBuf>) {
+    if let Some(dir) = dir {
+        // Best effort: a leftover empty directory in /tmp is harmless.
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+fn shell() -> &'static str {
+    if std::path::Path::new("/bin/bash").exists() {
+        "/bin/bash"
+    } else {
+        "/bin/sh"
+    }
+}
+
+/// What the reader thread collected.
+#[derive(Default)]
+struct Collected {
+    kept: Vec<u8>,
+    total: u64,
+}
+
+pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError> {
+    let inp: BashInput = input(
+        "Bash",
+        raw,
+        "command: string, timeout?: number (milliseconds), description?: string",
+    )?;
+    let timeout_ms = inp
+        .timeout
+        .filter(|t| *t > 0)
+        .map_or(ctx.bash_timeout_ms, |t| t.min(ctx.bash_timeout_ms));
+    let start_err =
+        |e: std::io::Error| ToolError::error(format!("Bash: cannot start the shell: {e}"));
+    let (mut reader, writer) = std::io::pipe().map_err(start_err)?;
+    let writer2 = writer.try_clone().map_err(start_err)?;
+    #[cfg(target_os = "linux")]
+    let group_filter = if ctx.sandboxed {
+        Some(crate::sandbox::tools::stay_in_group().map_err(|e| {
+            ToolError::error(format!("Bash: cannot build the process-group filter: {e}"))
+        })?)
+    } else {
+        None
+    };
+    let mut cmd = Command::new(shell());
+    cmd.arg("-c")
+        .arg(&inp.command)
+        .current_dir(&ctx.workspace)
+        .env_clear()
+        .env("PATH", PATH)
+        .env("HOME", &ctx.workspace)
+        .env("LANG", "C.UTF-8")
+        // git's automatic maintenance detaches into the background with
+        // setsid, which the group filter refuses (and which would outlive
+        // the call): run it in the foreground instead.
+        .env("GIT_CONFIG_COUNT", "2")
+        .env("GIT_CONFIG_KEY_0", "gc.autoDetach")
+        .env("GIT_CONFIG_VALUE_0", "false")
+        .env("GIT_CONFIG_KEY_1", "maintenance.autoDetach")
+        .env("GIT_CONFIG_VALUE_1", "false")
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(writer2);
+    if let Some(tmp) = &ctx.tmp_dir {
+        cmd.env("TMPDIR", tmp);
+    }
+    // SAFETY: the closure runs in the child between fork and exec, and
+    // makes only async-signal-safe system calls (setsid, prctl, seccomp)
+    // without allocating: the filter was compiled before the fork, and
+    // errors are plain OS error numbers.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::unistd::setsid()?;
+            #[cfg(target_os = "linux")]
+            {
+                // The shell dies with the tool process (its descendants are
+                // in the group, which the tool process kills).
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+                if let Some(filter) = &group_filter {
+                    seccompiler::apply_filter(filter)
+                        .map_err(|_| std::io::Error::from_raw_os_error(libc::EPERM))?;
+                }
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(start_err)?;
+    // The parent's copies of the pipe's write end: closed now, or the
+    // reader would never see the end of the output.
+    drop(cmd);
+    let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+
+    let collected = Arc::new(Mutex::new(Collected::default()));
+    let (eof_tx, eof_rx) = mpsc::channel::<()>();
+    let max = ctx.max_output_bytes;
+    {
+        let collected = Arc::clone(&collected);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 16 * 1024];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        if let Ok(mut c) = collected.lock() {
+                            c.total += n as u64;
+                            let room = max.saturating_sub(c.kept.len());
+                            c.kept.extend_from_slice(&buf[..n.min(room)]);
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => break,
+                }
+            }
+            let _ = eof_tx.send(());
+        });
+    }
+
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+    let timed_out = !wait_exit(pid, deadline);
+    if timed_out {
+        let _ = killpg(pid, Signal::SIGTERM);
+        wait_exit(pid, Instant::now() + KILL_GRACE);
+    }
+    // Always, and while the shell is an unreaped zombie (so its pid, the
+    // group's id, cannot have been reused): whatever it left running in
+    // the background dies with the call.
+    let _ = killpg(pid, Signal::SIGKILL);
+    let status = child.wait().ok();
+    let _ = eof_rx.recv_timeout(DRAIN_WAIT);
+
+    let (kept, total) = match collected.lock() {
+        Ok(c) => (c.kept.clone(), c.total),
+        Err(_) => (Vec::new(), 0),
+    };
+    let mut out = String::from_utf8_lossy(&kept).into_owned();
+    cap_output(&mut out, max, String::new);
+    if total > kept.len() as u64 {
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "[output truncated: the command printed {total} bytes; showing the first {max}]"
+        ));
+    }
+    if timed_out {
+        out.push_str(&format!(
+            "\n[timed out after {timeout_ms} ms: the command and everything it started were killed]"
+        ));
+        return Ok(Done {
+            status: Status::Timeout,
+            output: out,
+        });
+    }
+    match status {
+        Some(s) => {
+            if let Some(sig) = s.signal() {
+                let name = Signal::try_from(sig).map(|s| s.as_str()).unwrap_or("?");
+                out.push_str(&format!("\n[killed by signal {sig} ({name})]"));
+            } else if let Some(code) = s.code().filter(|c| *c != 0) {
+                out.push_str(&format!("\n[exit code {code}]"));
+            }
+        }
+        None => out.push_str("\n[exit status unknown]"),
+    }
+    if out.is_empty() {
+        out.push_str("(no output)");
+    }
+    Ok(Done::ok(out))
+}
+
+/// Waits until the process `pid` has exited (without reaping it, so its
+/// pid stays reserved) or `deadline` passes; true when it exited.
+fn wait_exit(pid: Pid, deadline: Instant) -> bool {
+    // Short sleeps first: most commands end within milliseconds.
+    let mut nap = Duration::from_millis(1);
+    loop {
+        match waitid(
+            Id::Pid(pid),
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
+        ) {
+            Ok(WaitStatus::StillAlive) => {}
+            Err(nix::errno::Errno::EINTR) => {}
+            // Exited, or cannot be waited for at all: either way there is
+            // nothing left to wait for.
+            Ok(_) | Err(_) => return true,
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        std::thread::sleep(nap.min(deadline - now));
+        nap = (nap * 2).min(Duration::from_millis(20));
+    }
+}

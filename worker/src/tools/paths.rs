@@ -1,0 +1,97 @@
+//! Path checks, the tool host's first layer: every path a tool input names
+//! is resolved to a canonical path (symlinks followed, `..` applied) and
+//! refused with a clear `denied` unless it lies beneath the canonical
+//! workspace. Landlock is the second layer, for whatever slips between the
+//! check and the use (a symlink swapped in by a concurrent Bash call): the
+//! kernel's EACCES/EPERM is mapped to `denied` too ([`io_error`]).
+
+use std::io::ErrorKind;
+use std::path::{Component, Path, PathBuf};
+
+use super::ToolError;
+
+/// Symlinks followed through dangling links before giving up (as the
+/// kernel's own limit for a path lookup).
+const MAX_LINKS: usize = 40;
+
+/// Resolves `given` (absolute, or relative to the workspace) for `tool`.
+/// The path need not exist: then its nearest existing ancestor is
+/// canonicalized and the rest appended (the rest may not contain `..`).
+pub(crate) fn resolve(workspace: &Path, tool: &str, given: &str) -> Result<PathBuf, ToolError> {
+    if given.is_empty() {
+        return Err(ToolError::error(format!(
+            "{tool}: the path is empty; give an absolute path or one relative to the workspace"
+        )));
+    }
+    let joined = workspace.join(given);
+    let resolved = canonical(&joined, 0)
+        .map_err(|e| ToolError::error(format!("{tool}: cannot resolve {given}: {e}")))?;
+    if resolved.starts_with(workspace) {
+        return Ok(resolved);
+    }
+    let shown = if resolved.as_os_str() == given {
+        given.to_string()
+    } else {
+        format!("{given} (resolves to {})", resolved.display())
+    };
+    Err(ToolError::Denied(format!(
+        "{tool} refused: {shown} is outside the workspace {} (tools may only read and write inside the workspace)",
+        workspace.display()
+    )))
+}
+
+/// The canonical form of `path`, which may not exist yet.
+fn canonical(path: &Path, links: usize) -> std::io::Result<PathBuf> {
+    match std::fs::canonicalize(path) {
+        Ok(p) => return Ok(p),
+        Err(e) if e.kind() != ErrorKind::NotFound => return Err(e),
+        Err(_) => {}
+    }
+    // A dangling symlink: follow it by hand, so that creating the file
+    // would be checked where the kernel would create it.
+    if let Ok(meta) = std::fs::symlink_metadata(path)
+        && meta.file_type().is_symlink()
+    {
+        if links >= MAX_LINKS {
+            return Err(std::io::Error::other("too many levels of symbolic links"));
+        }
+        let target = std::fs::read_link(path)?;
+        let base = path.parent().unwrap_or(Path::new("/"));
+        return canonical(&base.join(target), links + 1);
+    }
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(std::io::Error::new(
+            ErrorKind::NotFound,
+            "no existing ancestor",
+        ));
+    };
+    // `file_name` is None for a path ending in `..`, so `name` is a plain
+    // component; the parent is resolved the same way, recursively.
+    debug_assert!(matches!(
+        Path::new(name).components().next(),
+        Some(Component::Normal(_))
+    ));
+    Ok(canonical(parent, links)?.join(name))
+}
+
+/// The path as shown to the model: relative to the workspace (`.` for the
+/// workspace itself).
+pub(crate) fn shown(workspace: &Path, path: &Path) -> String {
+    match path.strip_prefix(workspace) {
+        Ok(rel) if rel.as_os_str().is_empty() => ".".into(),
+        Ok(rel) => rel.display().to_string(),
+        Err(_) => path.display().to_string(),
+    }
+}
+
+/// An I/O error of `tool` on `path` as the model reads it: the kernel's
+/// refusal (Landlock) is `denied`, anything else an `error`.
+pub(crate) fn io_error(tool: &str, what: &str, shown: &str, e: &std::io::Error) -> ToolError {
+    match e.kind() {
+        ErrorKind::PermissionDenied => ToolError::Denied(format!(
+            "{tool} refused: {what} {shown}: permission denied by the sandbox (tools may only read and write inside the workspace)"
+        )),
+        ErrorKind::NotFound => ToolError::error(format!("{tool}: {shown} does not exist")),
+        _ => ToolError::error(format!("{tool}: cannot {what} {shown}: {e}")),
+    }
+}
