@@ -6,13 +6,13 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dsh_orchestrator::providers::agent::ToolHost;
 use dsh_orchestrator::agent_types::{self, AgentTypeDef, AgentTypes};
 use dsh_orchestrator::catalog::Catalog;
 use dsh_orchestrator::config::{self, Config};
 use dsh_orchestrator::files;
 use dsh_orchestrator::journal::ProviderSpec;
 use dsh_orchestrator::journal::durable::absolute;
+use dsh_orchestrator::providers::agent::ToolHost;
 use dsh_orchestrator::providers::dry_run::DryRunProvider;
 use dsh_orchestrator::providers::router::{self, AgentTypeGate, Router};
 use dsh_orchestrator::providers::scripted::ScriptedProvider;

@@ -149,12 +149,18 @@ async fn a_model_searches_reads_edits_a_worktree_runs_bash_and_answers_with_a_sc
             10,
         ),
         Reply::stream_tools(
-            &[("Bash", json!({ "command": "grep -c 'a + b' src/lib.rs && git status --porcelain" }))],
+            &[(
+                "Bash",
+                json!({ "command": "grep -c 'a + b' src/lib.rs && git status --porcelain" }),
+            )],
             180,
             10,
         ),
         Reply::stream_tools(
-            &[("StructuredOutput", json!({ "fixed": true, "file": "src/lib.rs" }))],
+            &[(
+                "StructuredOutput",
+                json!({ "fixed": true, "file": "src/lib.rs" }),
+            )],
             200,
             10,
         ),
@@ -174,9 +180,15 @@ async fn a_model_searches_reads_edits_a_worktree_runs_bash_and_answers_with_a_sc
     let glob = last_result(&server, 1);
     assert_eq!(glob.trim(), "src/lib.rs", "{glob}");
     let grep = last_result(&server, 2);
-    assert!(grep.contains("src/lib.rs:3:") && grep.contains("a - b"), "{grep}");
+    assert!(
+        grep.contains("src/lib.rs:3:") && grep.contains("a - b"),
+        "{grep}"
+    );
     let read = last_result(&server, 3);
-    assert!(read.contains("     2\tpub fn add(a: i32, b: i32) -> i32 {"), "{read}");
+    assert!(
+        read.contains("     2\tpub fn add(a: i32, b: i32) -> i32 {"),
+        "{read}"
+    );
     let edit = last_result(&server, 4);
     assert!(edit.contains("src/lib.rs"), "{edit}");
     let bash = last_result(&server, 5);
@@ -188,14 +200,21 @@ async fn a_model_searches_reads_edits_a_worktree_runs_bash_and_answers_with_a_sc
     // The fix is in the kept worktree, on a branch; the checkout is untouched.
     let end = &events_of(&events, "workflow/agent-end")[0];
     assert_eq!(end["outcome"], "completed");
-    assert_eq!(end["usage"], json!({ "input": 900, "output": 60 }), "summed over 6 turns");
+    assert_eq!(
+        end["usage"],
+        json!({ "input": 900, "output": 60 }),
+        "summed over 6 turns"
+    );
     let wt = PathBuf::from(end["worktree"]["path"].as_str().expect("a kept worktree"));
     let branch = end["worktree"]["branch"].as_str().expect("branch");
     assert!(branch.starts_with("dsh/"), "{branch}");
     let fixed = std::fs::read_to_string(wt.join("src/lib.rs")).expect("read");
     assert!(fixed.contains("a + b"), "{fixed}");
     let original = std::fs::read_to_string(repo.path().join("src/lib.rs")).expect("read");
-    assert!(original.contains("a - b"), "the checkout is untouched: {original}");
+    assert!(
+        original.contains("a - b"),
+        "the checkout is untouched: {original}"
+    );
 
     // The activity a progress view shows: each tool call, in order, and
     // each ended ok; turns; tokens.
@@ -229,7 +248,16 @@ async fn a_model_searches_reads_edits_a_worktree_runs_bash_and_answers_with_a_sc
         .collect();
     assert_eq!(
         offered,
-        ["Read", "Glob", "Grep", "LS", "Edit", "Write", "Bash", "StructuredOutput"]
+        [
+            "Read",
+            "Glob",
+            "Grep",
+            "LS",
+            "Edit",
+            "Write",
+            "Bash",
+            "StructuredOutput"
+        ]
     );
     let system = first["messages"][0]["content"].as_str().unwrap_or("");
     assert!(system.contains("StructuredOutput"), "{system}");
@@ -283,7 +311,10 @@ async fn leaving_the_workspace_is_refused_and_shown() {
     assert!(dotdot.contains("outside the workspace"), "{dotdot}");
     let bash = last_result(&server, 4);
     assert!(!bash.contains("root:"), "Bash read /etc/passwd: {bash}");
-    assert!(!bash.contains("connected"), "Bash reached the network: {bash}");
+    assert!(
+        !bash.contains("connected"),
+        "Bash reached the network: {bash}"
+    );
     assert!(!target.exists(), "a file was written outside the workspace");
     assert!(
         matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
@@ -294,17 +325,30 @@ async fn leaving_the_workspace_is_refused_and_shown() {
 
     // The refusals are visible in the events.
     let ends = activities(&events, "tool-end");
-    let statuses: Vec<&str> = ends.iter().map(|e| e["status"].as_str().unwrap_or("")).collect();
+    let statuses: Vec<&str> = ends
+        .iter()
+        .map(|e| e["status"].as_str().unwrap_or(""))
+        .collect();
     assert_eq!(statuses[..3], ["denied", "denied", "denied"], "{ends:#?}");
     assert_eq!(statuses[4], "denied", "{ends:#?}");
-    assert!(ends[0]["message"].as_str().unwrap_or("").contains("/etc/passwd"), "{ends:#?}");
+    assert!(
+        ends[0]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("/etc/passwd"),
+        "{ends:#?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_by_default_and_explore_never_writes() {
     let repo = repo();
     let server = TestServer::start(vec![
-        Reply::stream_tools(&[("Write", json!({ "file_path": "new.txt", "content": "x" }))], 1, 1),
+        Reply::stream_tools(
+            &[("Write", json!({ "file_path": "new.txt", "content": "x" }))],
+            1,
+            1,
+        ),
         Reply::stream_text("done", 1, 1),
         Reply::stream_text("explored", 1, 1),
     ])
@@ -341,7 +385,11 @@ async fn read_only_by_default_and_explore_never_writes() {
     assert_eq!(offered(0), ["Read", "Glob", "Grep", "LS"]);
     // The library run has no agent types: the call's type is its own
     // word here, and Explore still gets no writing tool.
-    assert!(offered(2).iter().all(|t| !["Edit", "Write", "Bash"].contains(&t.as_str())));
+    assert!(
+        offered(2)
+            .iter()
+            .all(|t| !["Edit", "Write", "Bash"].contains(&t.as_str()))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -365,7 +413,10 @@ async fn a_model_that_keeps_calling_tools_stops_at_the_turn_limit() {
     let end = &events_of(&events, "workflow/agent-end")[0];
     assert_eq!(end["outcome"], "failed");
     let reason = end["reason"].as_str().unwrap_or("");
-    assert!(reason.contains("max_turns") && reason.contains('3'), "{reason}");
+    assert!(
+        reason.contains("max_turns") && reason.contains('3'),
+        "{reason}"
+    );
     assert_eq!(server.requests().len(), 3, "no fourth turn");
     assert_eq!(end["usage"], json!({ "input": 15, "output": 3 }));
 }
@@ -373,7 +424,8 @@ async fn a_model_that_keeps_calling_tools_stops_at_the_turn_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_that_stops_is_a_stall() {
     let repo = repo();
-    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let head =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
     let chunk = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"thinking\"}}]}\n\n";
     let first = format!("{head}{:x}\r\n{chunk}\r\n", chunk.len());
     let server = TestServer::start(vec![Reply::Stall(first.into_bytes())]).await;
@@ -396,7 +448,10 @@ async fn a_stream_that_stops_is_a_stall() {
 async fn a_cancel_during_a_bash_call_leaves_no_process() {
     let repo = repo();
     let server = TestServer::start(vec![Reply::stream_tools(
-        &[("Bash", json!({ "command": "sleep 300 & echo $! > sleeper.pid; wait" }))],
+        &[(
+            "Bash",
+            json!({ "command": "sleep 300 & echo $! > sleeper.pid; wait" }),
+        )],
         1,
         1,
     )])
@@ -421,7 +476,11 @@ async fn a_cancel_during_a_bash_call_leaves_no_process() {
     .expect("the Bash command started");
     run.cancel("the test cancels");
     let (r, events) = finish(run).await;
-    assert_eq!(r.stop_reason, dsh_orchestrator::StopReason::Cancelled, "{r:?}");
+    assert_eq!(
+        r.stop_reason,
+        dsh_orchestrator::StopReason::Cancelled,
+        "{r:?}"
+    );
     let end = &events_of(&events, "workflow/agent-end")[0];
     assert_eq!(end["outcome"], "cancelled");
     common::assert_process_gone_async(pid).await;
@@ -431,7 +490,9 @@ async fn a_cancel_during_a_bash_call_leaves_no_process() {
 async fn a_retry_after_a_partly_streamed_answer_says_so() {
     let repo = repo();
     let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 1000\r\n\r\n";
-    let cut = format!("{head}data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"par\"}}}}]}}\n\n");
+    let cut = format!(
+        "{head}data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"par\"}}}}]}}\n\n"
+    );
     let server = TestServer::start(vec![
         Reply::Raw(cut.into_bytes()),
         Reply::stream_text("whole answer", 3, 2),
@@ -463,7 +524,10 @@ async fn the_anthropic_provider_runs_the_same_loop() {
         Reply::anthropic("", &[("Read", json!({ "file_path": "README.md" }))], 60, 5),
         Reply::anthropic(
             "",
-            &[("StructuredOutput", json!({ "fixed": false, "file": "README.md" }))],
+            &[(
+                "StructuredOutput",
+                json!({ "fixed": false, "file": "README.md" }),
+            )],
             70,
             5,
         ),
@@ -488,14 +552,22 @@ async fn the_anthropic_provider_runs_the_same_loop() {
     assert_eq!(seen[0].header("anthropic-version"), Some("2023-06-01"));
     let first = seen[0].json();
     assert_eq!(first["stream"], true);
-    assert!(first["system"].as_str().unwrap_or("").contains("StructuredOutput"));
+    assert!(
+        first["system"]
+            .as_str()
+            .unwrap_or("")
+            .contains("StructuredOutput")
+    );
     assert_eq!(first["tools"][0]["name"], "Read");
     assert!(first["tools"][0]["input_schema"].is_object());
     // The second turn carries the first one's tool use and its result.
     let second = seen[1].json();
     let msgs = second["messages"].as_array().expect("messages");
     assert_eq!(msgs[1]["role"], "assistant");
-    assert_eq!(msgs[1]["content"][0], json!({ "type": "text", "text": "Let me look." }));
+    assert_eq!(
+        msgs[1]["content"][0],
+        json!({ "type": "text", "text": "Let me look." })
+    );
     assert_eq!(msgs[1]["content"][1]["type"], "tool_use");
     assert_eq!(msgs[1]["content"][1]["input"], json!({ "pattern": "*.md" }));
     let result = &msgs[2]["content"][0];
@@ -504,7 +576,13 @@ async fn the_anthropic_provider_runs_the_same_loop() {
     assert_eq!(result["is_error"], false);
     assert_eq!(result["content"].as_str().unwrap_or("").trim(), "README.md");
     let read = &seen[2].json()["messages"][4]["content"][0];
-    assert!(read["content"].as_str().unwrap_or("").contains("A tiny calculator."), "{read}");
+    assert!(
+        read["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("A tiny calculator."),
+        "{read}"
+    );
     let end = &events_of(&events, "workflow/agent-end")[0];
     assert_eq!(end["usage"], json!({ "input": 180, "output": 15 }));
 }
@@ -551,7 +629,10 @@ fn reviewer_model(req: &http_server::Recorded) -> Reply {
                 })
                 .collect();
             Reply::stream_tools(
-                &[("StructuredOutput", json!({ "file": file, "findings": findings }))],
+                &[(
+                    "StructuredOutput",
+                    json!({ "file": file, "findings": findings }),
+                )],
                 90,
                 20,
             )
@@ -584,7 +665,13 @@ async fn the_repo_review_example_reviews_a_repository_through_the_cli() {
     let out = tokio::process::Command::new(DSH)
         .args(["workflow", "run"])
         .arg(&script)
-        .args(["--args", r#"{"focus":"panics"}"#, "--events", "none", "--no-journal"])
+        .args([
+            "--args",
+            r#"{"focus":"panics"}"#,
+            "--events",
+            "none",
+            "--no-journal",
+        ])
         .arg("--events-file")
         .arg(&events)
         .current_dir(repo.path())
@@ -595,11 +682,14 @@ async fn the_repo_review_example_reviews_a_repository_through_the_cli() {
         .expect("dsh runs");
     assert!(out.status.success(), "{out:?}");
     let value: Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
-    assert_eq!(value["files"], json!(["src/lib.rs", "src/main.rs"]), "{value}");
+    assert_eq!(
+        value["files"],
+        json!(["src/lib.rs", "src/main.rs"]),
+        "{value}"
+    );
     assert_eq!(
         value["findings"],
         json!([
-            { "file": "src/main.rs", "line": 2, "severity": "medium", "message": "unwrap() panics on None/Err" },
             { "file": "src/main.rs", "line": 2, "severity": "medium", "message": "unwrap() panics on None/Err" },
         ]),
         "{value}"
@@ -614,8 +704,24 @@ async fn the_repo_review_example_reviews_a_repository_through_the_cli() {
     common::assert_event_guarantees(&lines);
     let tools: Vec<&str> = activities(&lines, "tool-call")
         .iter()
-        .map(|e| if e["tool"] == "Glob" { "Glob" } else if e["tool"] == "Read" { "Read" } else { "?" })
+        .map(|e| {
+            if e["tool"] == "Glob" {
+                "Glob"
+            } else if e["tool"] == "Read" {
+                "Read"
+            } else {
+                "?"
+            }
+        })
         .collect();
-    assert_eq!(tools.iter().filter(|t| **t == "Glob").count(), 1, "{tools:?}");
-    assert_eq!(tools.iter().filter(|t| **t == "Read").count(), 2, "{tools:?}");
+    assert_eq!(
+        tools.iter().filter(|t| **t == "Glob").count(),
+        1,
+        "{tools:?}"
+    );
+    assert_eq!(
+        tools.iter().filter(|t| **t == "Read").count(),
+        2,
+        "{tools:?}"
+    );
 }

@@ -28,9 +28,9 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{Config, ConfigError, ProviderEntry, WorkflowDefaults};
-use crate::providers::command::CommandConfig;
 use crate::providers::agent::{LOOP_KEYS, LoopSettings};
 use crate::providers::anthropic::AnthropicConfig;
+use crate::providers::command::CommandConfig;
 use crate::providers::openai::OpenAiConfig;
 
 /// What a `[providers.NAME]` table configures.
@@ -535,7 +535,10 @@ fn provider_kind(
 
 /// Takes the agent loop's keys ([`LOOP_KEYS`]) out of an API provider's
 /// table and reads them (relative paths against `base_dir`).
-fn loop_settings(table: &mut toml::Table, base_dir: &Path) -> Result<LoopSettings, toml::de::Error> {
+fn loop_settings(
+    table: &mut toml::Table,
+    base_dir: &Path,
+) -> Result<LoopSettings, toml::de::Error> {
     let mut keys = toml::Table::new();
     for k in LOOP_KEYS {
         if let Some(v) = table.remove(k) {

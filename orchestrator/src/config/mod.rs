@@ -185,7 +185,9 @@ impl Config {
             "anthropic".to_string(),
             ProviderEntry {
                 name: "anthropic".to_string(),
-                kind: ProviderKind::Anthropic(crate::providers::anthropic::AnthropicConfig::default()),
+                kind: ProviderKind::Anthropic(
+                    crate::providers::anthropic::AnthropicConfig::default(),
+                ),
                 defined_at: "built-in".into(),
                 base_dir: PathBuf::from("."),
                 stall: None,

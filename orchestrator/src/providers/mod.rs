@@ -1,7 +1,7 @@
 //! Built-in providers, and [`SetupError`]: why one cannot be built.
 pub mod agent;
-pub mod anthropic;
 pub mod answered;
+pub mod anthropic;
 pub mod command;
 pub mod dry_run;
 pub mod openai;

@@ -43,8 +43,10 @@ pub fn build(entry: &ProviderEntry) -> Result<Arc<dyn SubagentProvider>, SetupEr
         ProviderKind::Openai(cfg) => {
             OpenAiProvider::new(name, cfg).map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
         }
-        ProviderKind::Anthropic(cfg) => crate::providers::anthropic::AnthropicProvider::new(name, cfg)
-            .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>),
+        ProviderKind::Anthropic(cfg) => {
+            crate::providers::anthropic::AnthropicProvider::new(name, cfg)
+                .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
+        }
         ProviderKind::Command(cfg) => CommandProvider::new(name, cfg, &entry.base_dir)
             .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>),
         ProviderKind::Fixture { path } => ScriptedProvider::from_file(path)

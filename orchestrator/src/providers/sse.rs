@@ -80,7 +80,8 @@ mod tests {
         let mut got = Vec::new();
         let text = "event: a\r\ndata: one\r\n\r\n: comment\ndata: two\ndata: lines\n\ndata: last";
         for chunk in text.as_bytes().chunks(3) {
-            d.feed(chunk, &mut |e| got.push(e.to_string())).expect("fed");
+            d.feed(chunk, &mut |e| got.push(e.to_string()))
+                .expect("fed");
         }
         d.end(&mut |e| got.push(e.to_string()));
         assert_eq!(got, ["one", "two\nlines", "last"]);

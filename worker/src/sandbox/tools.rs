@@ -76,6 +76,11 @@ pub struct Profile {
     /// Bash only: its private temporary directory (`TMPDIR`), whose parent
     /// is shared by the user's tool calls.
     pub tmp_dir: Option<PathBuf>,
+    /// Bash only: directories it may read beneath (a worktree's git
+    /// directory).
+    pub shell_read: Vec<PathBuf>,
+    /// Bash only: directories it may change beneath.
+    pub shell_write: Vec<PathBuf>,
     /// TCP and sockets allowed.
     pub network: bool,
     /// Bash only: the CPU-time backstop, in seconds.
@@ -242,6 +247,15 @@ fn restrict(abi: ABI, profile: &Profile) -> Result<RestrictionStatus, RestrictEr
         }
         for file in existing(&SYSTEM_FILES_READ) {
             created = created.add_rule(PathBeneath::new(PathFd::new(file)?, AccessFs::ReadFile))?;
+        }
+        for dir in &profile.shell_read {
+            created = created.add_rule(PathBeneath::new(PathFd::new(dir)?, read))?;
+        }
+        for dir in &profile.shell_write {
+            created = created.add_rule(PathBeneath::new(
+                PathFd::new(dir)?,
+                all & !AccessFs::Execute,
+            ))?;
         }
         // Read, write and truncate (`> /dev/null` opens with O_TRUNC).
         let null = AccessFs::from_file(abi) & !AccessFs::Execute;

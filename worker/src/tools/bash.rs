@@ -18,6 +18,9 @@
 //!   group. Under the sandbox the child also may not call `setsid` or
 //!   `setpgid` (a seccomp filter installed in it after its own `setsid`),
 //!   so no descendant can leave the group.
+//! - Cancel: the host stops a tool process with SIGTERM before SIGKILL;
+//!   the tool process then SIGKILLs the shell's group and exits
+//!   ([`stop_group_on_sigterm`]).
 
 use std::io::Read as _;
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
@@ -26,7 +29,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, killpg, sigaction};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
 use serde::Deserialize;
@@ -40,6 +45,38 @@ pub const KILL_GRACE: Duration = Duration::from_millis(300);
 const DRAIN_WAIT: Duration = Duration::from_secs(2);
 /// The fixed `PATH`.
 pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// The shell's process group, for [`on_sigterm`]; 0 while there is none.
+static GROUP: AtomicI32 = AtomicI32::new(0);
+
+/// When the host stops the tool process (a cancelled call, SIGTERM then
+/// SIGKILL to *its* group), the shell's own group must go too: it left the
+/// tool process's group with `setsid`, so the host's signals never reach
+/// it. From now on SIGTERM kills the shell's group, then the tool process.
+fn stop_group_on_sigterm(group: Pid) {
+    GROUP.store(group.as_raw(), Ordering::SeqCst);
+    let action = SigAction::new(
+        SigHandler::Handler(on_sigterm),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    // SAFETY: the handler only loads an atomic and makes the
+    // async-signal-safe calls kill(2) and _exit(2); it touches no lock,
+    // allocator or Rust runtime state.
+    let _ = unsafe { sigaction(Signal::SIGTERM, &action) };
+}
+
+extern "C" fn on_sigterm(_: libc::c_int) {
+    let group = GROUP.load(Ordering::SeqCst);
+    // SAFETY: kill(2) and _exit(2) are async-signal-safe and take no
+    // pointers; a group id ≤ 0 is never signalled.
+    unsafe {
+        if group > 0 {
+            libc::kill(-group, libc::SIGKILL);
+        }
+        libc::_exit(128 + libc::SIGTERM);
+    }
+}
 
 #[derive(Deserialize)]
 struct BashInput {
@@ -172,6 +209,7 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
     // reader would never see the end of the output.
     drop(cmd);
     let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
+    stop_group_on_sigterm(pid);
 
     let collected = Arc::new(Mutex::new(Collected::default()));
     let (eof_tx, eof_rx) = mpsc::channel::<()>();

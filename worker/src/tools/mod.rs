@@ -59,6 +59,14 @@ struct Request {
     max_output_bytes: usize,
     #[serde(default = "default_policy", deserialize_with = "policy")]
     sandbox: SandboxPolicy,
+    /// Bash only: directories it may read beneath besides the workspace
+    /// (a worktree's repository: its git directory).
+    #[serde(default)]
+    shell_read: Vec<PathBuf>,
+    /// Bash only: directories it may change beneath besides the workspace
+    /// (a worktree's own git directory and the object store).
+    #[serde(default)]
+    shell_write: Vec<PathBuf>,
 }
 
 fn default_bash_timeout() -> u64 {
@@ -154,6 +162,20 @@ pub(crate) struct Ctx {
     pub sandboxed: bool,
     /// Bash's private temporary directory, when it got one.
     pub tmp_dir: Option<PathBuf>,
+    /// Bash only: extra directories to read beneath (see the request).
+    pub shell_read: Vec<PathBuf>,
+    /// Bash only: extra directories to change beneath.
+    pub shell_write: Vec<PathBuf>,
+}
+
+/// The absolute directories of `paths` that exist (a missing one is left
+/// out: Landlock cannot grant it).
+fn existing_dirs(paths: &[PathBuf]) -> Vec<PathBuf> {
+    paths
+        .iter()
+        .filter(|p| p.is_absolute() && p.is_dir())
+        .cloned()
+        .collect()
 }
 
 /// The tools, by the names the model calls them.
@@ -325,6 +347,8 @@ fn run(landlock_abi_override: Option<u32>) -> Response {
         max_output_bytes: req.max_output_bytes.max(1),
         sandboxed: req.sandbox != SandboxPolicy::Off,
         tmp_dir,
+        shell_read: existing_dirs(&req.shell_read),
+        shell_write: existing_dirs(&req.shell_write),
     };
     let sandbox = match apply_sandbox(req.sandbox, tool, &ctx, landlock_abi_override) {
         Ok(r) => r,
@@ -383,6 +407,8 @@ fn apply_sandbox(
         grants: tool.grants(),
         workspace: ctx.workspace.clone(),
         tmp_dir: ctx.tmp_dir.clone(),
+        shell_read: ctx.shell_read.clone(),
+        shell_write: ctx.shell_write.clone(),
         network: ctx.network,
         cpu_secs: (tool == Tool::Bash).then(|| {
             ctx.bash_timeout_ms

@@ -185,7 +185,10 @@ impl LoopSettings {
     /// Makes relative `workspace` and `worktree_dir` relative to `base`
     /// (the configuration file's directory).
     pub fn resolve_paths(&mut self, base: &std::path::Path) {
-        for p in [&mut self.workspace, &mut self.worktree_dir].into_iter().flatten() {
+        for p in [&mut self.workspace, &mut self.worktree_dir]
+            .into_iter()
+            .flatten()
+        {
             if p.is_relative() {
                 *p = base.join(&*p);
             }
@@ -236,7 +239,6 @@ fn check_keys(
     Ok(())
 }
 
-
 /// The running total of a call's tokens.
 pub struct Tally<'a>(pub &'a Mutex<Option<Usage>>);
 
@@ -275,6 +277,9 @@ pub struct Call<'a> {
     pub workspace: PathBuf,
     /// The tools it may use.
     pub tools: Vec<&'static str>,
+    /// What Bash may reach of git outside the workspace (read, change):
+    /// [`runner::git_grants`].
+    pub git: (Vec<PathBuf>, Vec<PathBuf>),
     /// Where its tokens are summed.
     pub usage: Tally<'a>,
     /// Its progress handle.
@@ -327,6 +332,12 @@ impl Job<'_> {
         };
         let workspace = worktree.as_ref().map_or(base, |w| w.run_dir.clone());
         let settings = self.settings.limited(&self.request.loop_limits);
+        let tools = settings.tools_for(self.request);
+        let git = if tools.contains(&"Bash") {
+            runner::git_grants(&workspace).await
+        } else {
+            (Vec::new(), Vec::new())
+        };
         let call = Call {
             request: self.request,
             model: self
@@ -337,16 +348,16 @@ impl Job<'_> {
                 .unwrap_or(self.default_model),
             settings: &settings,
             workspace,
-            tools: self.settings.tools_for(self.request),
+            tools,
+            git,
             usage: Tally(self.usage),
             progress: self.progress,
             cancel: self.cancel,
         };
-        let result = tokio::select! {
-            biased;
-            _ = self.cancel.cancelled() => ChildResult::Cancelled,
-            r = run_loop(self.model, call) => r,
-        };
+        // The loop watches the token itself: a model turn is dropped at
+        // once, a tool process is stopped in steps (its shell's group
+        // with it), never just dropped.
+        let result = run_loop(self.model, call).await;
         if let Some(w) = worktree {
             let kept = w.finish(self.child_id).await;
             *self.kept.lock().unwrap_or_else(|e| e.into_inner()) = kept;
@@ -385,7 +396,12 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
             effort: req.options.effort.as_deref(),
             schema: if specs.is_empty() { schema } else { None },
         };
-        let reply = match model.turn(&ask, call.progress, call.usage.now()).await {
+        let reply = tokio::select! {
+            biased;
+            _ = call.cancel.cancelled() => return ChildResult::Cancelled,
+            r = model.turn(&ask, call.progress, call.usage.now()) => r,
+        };
+        let reply = match reply {
             Ok(r) => r,
             Err(reason) => {
                 return ChildResult::Failed(match (&correcting, turn) {
@@ -505,11 +521,14 @@ async fn run_one(call: &Call<'_>, name: &str, id: &str, input: &Input) -> ToolRe
             ),
         }
     } else {
+        let (shell_read, shell_write) = call.git.clone();
         let ctx = ToolContext {
             host: call.settings.host.clone(),
             workspace: call.workspace.clone(),
             network: call.settings.network,
             bash_timeout: call.settings.bash_timeout,
+            shell_read,
+            shell_write,
         };
         run_tool(&ctx, name, &value, call.cancel, call.progress).await
     };

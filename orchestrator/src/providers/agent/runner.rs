@@ -61,6 +61,49 @@ pub struct ToolContext {
     pub network: bool,
     /// Longest a Bash command may run.
     pub bash_timeout: Duration,
+    /// Bash may also read beneath these (the repository's git directory
+    /// when it is outside the workspace; see [`git_grants`]).
+    pub shell_read: Vec<PathBuf>,
+    /// Bash may also change beneath these (a worktree's own git directory
+    /// and the object store, so `git commit` works in a worktree).
+    pub shell_write: Vec<PathBuf>,
+}
+
+/// What Bash needs of git outside `workspace`: nothing when the git
+/// directory is inside it (or there is none); a worktree gets its own git
+/// directory and the shared object store to change and the repository's
+/// git directory to read — never its hooks or config to change; a
+/// subdirectory of a checkout gets the git directory to read.
+pub async fn git_grants(workspace: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let out = crate::providers::command::worktree::git(
+        workspace,
+        &[
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-dir",
+            "--git-common-dir",
+        ],
+    )
+    .await;
+    let Ok(out) = out else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut lines = out.lines().map(|l| PathBuf::from(l.trim()));
+    let (Some(git_dir), Some(common)) = (lines.next(), lines.next()) else {
+        return (Vec::new(), Vec::new());
+    };
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let ws = canonical(workspace);
+    let (git_dir, common) = (canonical(&git_dir), canonical(&common));
+    if git_dir.starts_with(&ws) && common.starts_with(&ws) {
+        return (Vec::new(), Vec::new());
+    }
+    if git_dir != common {
+        let objects = common.join("objects");
+        (vec![common], vec![git_dir, objects])
+    } else {
+        (vec![git_dir], Vec::new())
+    }
 }
 
 /// What a tool call came to.
@@ -111,6 +154,8 @@ pub async fn run_tool(
         "bashTimeoutMs": u64::try_from(ctx.bash_timeout.as_millis()).unwrap_or(u64::MAX),
         "maxOutputBytes": MAX_TOOL_OUTPUT,
         "sandbox": ctx.host.sandbox.as_str(),
+        "shellRead": ctx.shell_read,
+        "shellWrite": ctx.shell_write,
     });
     let mut args = command.args.clone();
     args.push("tool".into());

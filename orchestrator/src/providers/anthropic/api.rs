@@ -100,7 +100,9 @@ pub fn usage(u: &Value) -> Option<Usage> {
     ]
     .iter()
     .filter_map(|k| n(k))
-    .fold(None, |acc: Option<u64>, x| Some(acc.unwrap_or(0).saturating_add(x)));
+    .fold(None, |acc: Option<u64>, x| {
+        Some(acc.unwrap_or(0).saturating_add(x))
+    });
     let output = n("output_tokens");
     if input.is_none() && output.is_none() {
         return None;

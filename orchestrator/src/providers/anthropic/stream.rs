@@ -23,7 +23,11 @@ const MAX_BLOCKS: usize = 1024;
 #[derive(Debug, Clone)]
 enum Block {
     Text(String),
-    Tool { id: String, name: String, json: String },
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+    },
     Other,
 }
 
@@ -83,9 +87,11 @@ impl MessageStream {
                     return Err(e);
                 }
                 if !self.stopped && self.stop.is_none() {
-                    return Err("the API's event stream ended before the answer was complete \
+                    return Err(
+                        "the API's event stream ended before the answer was complete \
                                 (no message_stop)"
-                        .into());
+                            .into(),
+                    );
                 }
                 let mut text = String::new();
                 let mut tool_calls = Vec::new();
@@ -165,7 +171,11 @@ impl MessageStream {
                     return;
                 };
                 let d = v.get("delta");
-                let s = |k: &str| d.and_then(|d| d.get(k)).and_then(Value::as_str).unwrap_or("");
+                let s = |k: &str| {
+                    d.and_then(|d| d.get(k))
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                };
                 match b {
                     Block::Text(t) => t.push_str(s("text")),
                     Block::Tool { json, .. } => json.push_str(s("partial_json")),
@@ -244,7 +254,13 @@ mod tests {
 
     #[test]
     fn a_streamed_tool_use_and_text() {
-        let mut s = MessageStream::new(Progress::new(), Usage { input: 0, output: 0 });
+        let mut s = MessageStream::new(
+            Progress::new(),
+            Usage {
+                input: 0,
+                output: 0,
+            },
+        );
         s.start(Some("text/event-stream"));
         let events = concat!(
             "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":20,\"cache_read_input_tokens\":5,\"output_tokens\":1}}}\n\n",
@@ -269,12 +285,24 @@ mod tests {
             Input::Json(serde_json::json!({ "pattern": "**/*.rs" }))
         );
         assert_eq!(r.finish_reason.as_deref(), Some("tool_use"));
-        assert_eq!(r.usage, Some(Usage { input: 25, output: 30 }));
+        assert_eq!(
+            r.usage,
+            Some(Usage {
+                input: 25,
+                output: 30
+            })
+        );
     }
 
     #[test]
     fn an_error_event_fails_the_turn() {
-        let mut s = MessageStream::new(Progress::new(), Usage { input: 0, output: 0 });
+        let mut s = MessageStream::new(
+            Progress::new(),
+            Usage {
+                input: 0,
+                output: 0,
+            },
+        );
         s.start(Some("text/event-stream"));
         s.chunk(b"data: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
             .expect("fed");

@@ -31,7 +31,7 @@ pub struct Worktree {
 }
 
 /// `git <args>` in `dir`: stdout on success, a message on failure.
-async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+pub(crate) async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
     let mut cmd = Command::new("git");
     cmd.arg("-C")
         .arg(dir)

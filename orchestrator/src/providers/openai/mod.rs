@@ -26,8 +26,8 @@ mod test_server;
 #[cfg(test)]
 mod tests;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use dsh_protocol::ErrorCode;
@@ -35,10 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{MAX_DELAY, OpenAiConfig, StructuredOutput};
 
-use crate::provider::{
-    AgentRequest, Progress, StartRefused,
-    Subagent, SubagentProvider, Usage,
-};
+use crate::provider::{AgentRequest, Progress, StartRefused, Subagent, SubagentProvider, Usage};
 use crate::providers::SetupError;
 use crate::providers::agent::{self, conversation::Reply};
 
@@ -175,4 +172,3 @@ impl agent::Model for Shared {
         sink.finish()
     }
 }
-

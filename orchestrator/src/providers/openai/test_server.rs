@@ -123,7 +123,11 @@ impl Reply {
     /// A streamed chat completion answering `text`: the text in two
     /// pieces, the finish reason, the usage chunk, `[DONE]`.
     pub fn stream_text(text: &str, input: u64, output: u64) -> Reply {
-        let (a, b) = text.split_at(text.char_indices().nth(text.chars().count() / 2).map_or(0, |(i, _)| i));
+        let (a, b) = text.split_at(
+            text.char_indices()
+                .nth(text.chars().count() / 2)
+                .map_or(0, |(i, _)| i),
+        );
         let mut r = Reply::events(&[
             json!({ "choices": [{ "index": 0, "delta": { "role": "assistant", "content": a } }] }),
             json!({ "choices": [{ "index": 0, "delta": { "content": b } }] }),
@@ -150,7 +154,9 @@ impl Reply {
                 { "index": i, "function": { "arguments": b } }
             ] } }] }));
         }
-        data.push(json!({ "choices": [{ "index": 0, "delta": {}, "finish_reason": "tool_calls" }] }));
+        data.push(
+            json!({ "choices": [{ "index": 0, "delta": {}, "finish_reason": "tool_calls" }] }),
+        );
         data.push(json!({ "choices": [], "usage": { "prompt_tokens": input, "completion_tokens": output } }));
         let mut r = Reply::events(&data);
         if let Reply::Http { body, .. } = &mut r {
@@ -182,7 +188,11 @@ impl Reply {
             data.push(json!({ "type": "content_block_delta", "index": at, "delta": { "type": "input_json_delta", "partial_json": b } }));
             data.push(json!({ "type": "content_block_stop", "index": at }));
         }
-        let stop = if calls.is_empty() { "end_turn" } else { "tool_use" };
+        let stop = if calls.is_empty() {
+            "end_turn"
+        } else {
+            "tool_use"
+        };
         data.push(json!({ "type": "message_delta", "delta": { "stop_reason": stop }, "usage": { "output_tokens": output } }));
         data.push(json!({ "type": "message_stop" }));
         Reply::events(&data)
