@@ -81,7 +81,11 @@ return { a, b, c, d, spent: budget.spent() };
     let d = v["d"].as_str().unwrap_or_default();
     assert_mentions(
         d,
-        &["AGENT_START", "gamma", "alpha, beta, deepseek, openai"],
+        &[
+            "AGENT_START",
+            "gamma",
+            "alpha, anthropic, beta, deepseek, openai",
+        ],
     );
     // The agent-end event carries the usage the child reported.
     let ends = events_of(&out.events, "workflow/agent-end");
@@ -213,7 +217,11 @@ fn provider_flag_errors_name_the_flag() {
     out.assert_code(2);
     assert_mentions(
         &out.stderr,
-        &["error[USAGE]: --provider", "ghost", "deepseek, openai"],
+        &[
+            "error[USAGE]: --provider",
+            "ghost",
+            "anthropic, deepseek, openai",
+        ],
     );
     let ws = Workspace::new("wf.ts", "return 1;", Some(&fixture(json!([]))));
     let out = ws.run(&["--provider", "deepseek"]);

@@ -29,6 +29,11 @@ fn provider(server: &TestServer, tweak: impl FnOnce(&mut OpenAiConfig)) -> Arc<O
     let mut cfg = OpenAiConfig {
         base_url: server.base_url(),
         backoff: Duration::from_millis(1),
+        // One completion per call (the tool loop: tests/agent_loop.rs).
+        agent: dsh_orchestrator::providers::agent::LoopSettings {
+            tools: Some(Vec::new()),
+            ..Default::default()
+        },
         ..OpenAiConfig::default()
     };
     tweak(&mut cfg);
@@ -151,7 +156,7 @@ async fn an_answer_still_invalid_after_the_retry_is_null_with_the_reason() {
     assert_eq!(end["usage"], json!({ "input": 12, "output": 3 }));
     let reason = end["reason"].as_str().expect("a reason");
     assert!(reason.contains("not JSON"), "{reason}");
-    assert!(reason.contains("after one corrective retry"), "{reason}");
+    assert!(reason.contains("after one corrective turn"), "{reason}");
     assert_eq!(server.requests().len(), 2);
 }
 
@@ -276,20 +281,27 @@ async fn cancelling_the_run_drops_the_request_in_flight() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn isolation_is_an_unsupported_option() {
+async fn a_worktree_outside_a_git_checkout_fails_the_call_clearly() {
     let server = TestServer::start(vec![Reply::chat("never")]).await;
+    let plain = tempfile::tempdir().expect("tempdir");
+    let workspace = plain.path().to_path_buf();
     let run = start(run_with(
         "return await agent(\"hi\", { isolation: \"worktree\" });",
-        provider(&server, |_| {}),
+        provider(&server, move |c| c.agent.workspace = Some(workspace)),
     ))
     .expect("start");
     let r = result(&run).await;
-    assert_eq!(r.stop_reason, StopReason::Error, "{r:?}");
-    let err = r.error.as_ref().expect("an error");
-    assert_eq!(err.code, ErrorCode::UnsupportedOption, "{r:?}");
-    assert!(err.message.contains("isolation"), "{}", err.message);
-    finish(&run).await;
-    assert!(server.requests().is_empty());
+    assert!(r.is_completed(), "{r:?}");
+    assert_eq!(r.value, Value::Null);
+    let events = finish(&run).await;
+    let end = agent_end(&events, 1);
+    assert_eq!(end["outcome"], "failed");
+    let reason = end["reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains("not inside a git repository") && reason.contains("isolation"),
+        "{reason}"
+    );
+    assert!(server.requests().is_empty(), "nothing was sent");
 }
 
 /// The whole chain through the command line: `dsh.toml` → the router →

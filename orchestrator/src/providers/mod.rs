@@ -4,10 +4,12 @@ pub mod answered;
 pub mod anthropic;
 pub mod command;
 pub mod dry_run;
+pub(crate) mod http;
 pub mod openai;
 pub mod router;
 pub mod scripted;
 pub mod sse;
+pub mod streamed;
 
 /// Why a provider cannot be built or used: a value of its table, its API
 /// key, its fixture, or (for the router) which provider. The message names

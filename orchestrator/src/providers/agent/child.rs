@@ -16,8 +16,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{Job, LoopSettings, Model};
+use dsh_protocol::ErrorCode;
+
 use crate::provider::{
-    AgentRequest, ChildOutcome, ChildResult, KeptWorktree, Progress, ResultFault, Subagent, Usage,
+    AgentRequest, ChildOutcome, ChildResult, KeptWorktree, Progress, ResultFault, StartRefused,
+    Subagent, Usage,
 };
 
 /// How long `dispose()` waits for a cancelled task to be gone.
@@ -48,8 +51,44 @@ pub struct LoopChild {
 }
 
 impl LoopChild {
-    /// Starts `request`'s job on `runtime` and returns its child at once.
+    /// Starts call `n` of provider `name` (of `kind`, for messages): an
+    /// isolation other than `"worktree"` is refused with
+    /// `UNSUPPORTED_OPTION`; otherwise the job runs in its own task and
+    /// the child (`NAME-n`) is returned at once.
     pub fn start<B: Backend>(
+        name: &str,
+        kind: &str,
+        n: u64,
+        backend: Arc<B>,
+        request: AgentRequest,
+        cancel: CancellationToken,
+    ) -> Result<Arc<LoopChild>, StartRefused> {
+        if let Some(isolation) = request.options.isolation.as_deref()
+            && isolation != "worktree"
+        {
+            return Err(StartRefused {
+                code: ErrorCode::UnsupportedOption,
+                message: format!(
+                    "agent(): provider {name:?} (type {kind}) does not support isolation: \
+                     {isolation:?}; use isolation: \"worktree\" or drop the option"
+                ),
+            });
+        }
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            StartRefused::agent_start(format!(
+                "provider {name:?}: start() must run inside a tokio runtime"
+            ))
+        })?;
+        Ok(Self::spawn(
+            format!("{name}-{n}"),
+            backend,
+            request,
+            cancel,
+            runtime,
+        ))
+    }
+
+    fn spawn<B: Backend>(
         id: String,
         backend: Arc<B>,
         request: AgentRequest,

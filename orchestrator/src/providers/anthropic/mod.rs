@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use dsh_protocol::ErrorCode;
 use reqwest::header::{HeaderName, HeaderValue};
 use tokio_util::sync::CancellationToken;
 
@@ -27,7 +26,7 @@ pub use config::AnthropicConfig;
 use crate::provider::{AgentRequest, Progress, StartRefused, Subagent, SubagentProvider, Usage};
 use crate::providers::SetupError;
 use crate::providers::agent::{self, child::LoopChild, conversation::Reply};
-use crate::providers::openai::http::{Endpoint, header_map, secret};
+use crate::providers::http::{Endpoint, header_map, secret};
 
 /// A provider for one `[providers.NAME]` entry of kind `anthropic`.
 pub struct AnthropicProvider {
@@ -100,32 +99,15 @@ impl SubagentProvider for AnthropicProvider {
         request: AgentRequest,
         cancel: CancellationToken,
     ) -> Result<Arc<dyn Subagent>, StartRefused> {
-        if let Some(isolation) = request.options.isolation.as_deref()
-            && isolation != "worktree"
-        {
-            return Err(StartRefused {
-                code: ErrorCode::UnsupportedOption,
-                message: format!(
-                    "agent(): provider {:?} (type anthropic) does not support isolation: \
-                     {isolation:?}; use isolation: \"worktree\" or drop the option",
-                    self.name
-                ),
-            });
-        }
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
-            StartRefused::agent_start(format!(
-                "provider {:?}: start() must run inside a tokio runtime",
-                self.name
-            ))
-        })?;
         let n = self.next_child.fetch_add(1, Ordering::Relaxed);
         Ok(LoopChild::start(
-            format!("{}-{n}", self.name),
+            &self.name,
+            "anthropic",
+            n,
             self.shared.clone(),
             request,
             cancel,
-            runtime,
-        ))
+        )?)
     }
 }
 
@@ -148,8 +130,8 @@ impl agent::Model for Shared {
         so_far: Usage,
     ) -> Result<Reply, String> {
         let body = api::body(&self.cfg, turn);
-        let mut sink = stream::MessageStream::new(progress.clone(), so_far);
+        let mut sink = stream::sink(progress.clone(), so_far);
         self.endpoint.post_into(&body, progress, &mut sink).await?;
-        sink.finish()
+        stream::reply(sink)
     }
 }

@@ -4,19 +4,13 @@
 //! the output usage), `message_stop`; `error` ends it. A plain JSON body is
 //! read whole.
 
-use std::time::Duration;
-
 use serde_json::Value;
-use tokio::time::Instant;
 
 use super::api;
-use crate::provider::{Activity, Progress, Usage};
+use crate::provider::{Progress, Usage};
 use crate::providers::agent::conversation::{Input, Reply, ToolCall};
-use crate::providers::openai::http::BodySink;
-use crate::providers::sse::SseDecoder;
+use crate::providers::streamed::{Arrived, EventParser, Streamed};
 
-/// Most often a streaming turn reports its tokens so far.
-const TOKENS_EVERY: Duration = Duration::from_millis(250);
 /// Most content blocks kept (a hostile index cannot allocate much).
 const MAX_BLOCKS: usize = 1024;
 
@@ -31,18 +25,9 @@ enum Block {
     Other,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Waiting,
-    Events,
-    Whole,
-}
-
-/// One turn's response, as it streams in.
-pub struct MessageStream {
-    mode: Mode,
-    buf: Vec<u8>,
-    sse: SseDecoder,
+/// The events of one streamed Messages response.
+#[derive(Debug, Default)]
+pub struct MessageEvents {
     blocks: Vec<Block>,
     stop: Option<String>,
     input: Option<u64>,
@@ -50,76 +35,106 @@ pub struct MessageStream {
     error: Option<String>,
     stopped: bool,
     pieces: u64,
-    progress: Progress,
-    so_far: Usage,
-    last_tokens: Option<Instant>,
 }
 
-impl MessageStream {
-    /// A stream whose token reports start from `so_far`.
-    pub fn new(progress: Progress, so_far: Usage) -> Self {
-        MessageStream {
-            mode: Mode::Waiting,
-            buf: Vec::new(),
-            sse: SseDecoder::default(),
-            blocks: Vec::new(),
-            stop: None,
-            input: None,
-            output: None,
-            error: None,
-            stopped: false,
-            pieces: 0,
-            progress,
-            so_far,
-            last_tokens: None,
-        }
-    }
+/// A response of the Messages API, as it streams in.
+pub type MessageStream = Streamed<MessageEvents>;
 
-    /// The assembled reply, or why there is none.
-    pub fn finish(mut self) -> Result<Reply, String> {
-        match self.mode {
-            Mode::Waiting => Err("the API's response had no body".into()),
-            Mode::Whole => api::reply(&self.buf),
-            Mode::Events => {
-                let mut sse = std::mem::take(&mut self.sse);
-                sse.end(&mut |d| self.event(d));
-                if let Some(e) = self.error {
-                    return Err(e);
-                }
-                if !self.stopped && self.stop.is_none() {
-                    return Err(
-                        "the API's event stream ended before the answer was complete \
-                                (no message_stop)"
-                            .into(),
-                    );
-                }
-                let mut text = String::new();
-                let mut tool_calls = Vec::new();
-                for b in self.blocks {
-                    match b {
-                        Block::Text(t) => text.push_str(&t),
-                        Block::Tool { id, name, json } => tool_calls.push(ToolCall {
-                            id,
-                            name,
-                            input: Input::parse(&json),
-                        }),
-                        Block::Other => {}
-                    }
-                }
-                let usage = (self.input.is_some() || self.output.is_some()).then(|| Usage {
-                    input: self.input.unwrap_or(0),
-                    output: self.output.unwrap_or(0),
-                });
-                Ok(Reply {
-                    text,
-                    tool_calls,
-                    finish_reason: self.stop,
-                    usage,
-                })
+/// A sink for one turn's response.
+pub fn sink(progress: Progress, so_far: Usage) -> MessageStream {
+    Streamed::new(MessageEvents::default, progress, so_far)
+}
+
+/// The turn's reply, or why there is none.
+pub fn reply(stream: MessageStream) -> Result<Reply, String> {
+    match stream.arrived() {
+        Arrived::Nothing => Err("the API's response had no body".into()),
+        Arrived::Whole(body) => api::reply(&body),
+        Arrived::Events(events) => events.reply(),
+    }
+}
+
+impl MessageEvents {
+    fn reply(self) -> Result<Reply, String> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        if !self.stopped && self.stop.is_none() {
+            return Err(
+                "the API's event stream ended before the answer was complete (no \
+                        message_stop)"
+                    .into(),
+            );
+        }
+        let mut text = String::new();
+        let mut tool_calls = Vec::new();
+        for b in self.blocks {
+            match b {
+                Block::Text(t) => text.push_str(&t),
+                Block::Tool { id, name, json } => tool_calls.push(ToolCall {
+                    id,
+                    name,
+                    input: Input::parse(&json),
+                }),
+                Block::Other => {}
             }
         }
+        let usage = (self.input.is_some() || self.output.is_some()).then(|| Usage {
+            input: self.input.unwrap_or(0),
+            output: self.output.unwrap_or(0),
+        });
+        Ok(Reply {
+            text,
+            tool_calls,
+            finish_reason: self.stop,
+            usage,
+        })
     }
 
+    fn start_block(&mut self, index: Option<usize>, cb: Option<&Value>) {
+        let Some(i) = index.filter(|i| *i < MAX_BLOCKS) else {
+            return;
+        };
+        let s = |k: &str| {
+            cb.and_then(|c| c.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let block = match cb.and_then(|c| c.get("type")).and_then(Value::as_str) {
+            Some("text") => Block::Text(s("text")),
+            Some("tool_use") => Block::Tool {
+                id: s("id"),
+                name: s("name"),
+                json: String::new(),
+            },
+            _ => Block::Other,
+        };
+        if self.blocks.len() <= i {
+            self.blocks.resize(i + 1, Block::Other);
+        }
+        self.blocks[i] = block;
+    }
+
+    fn delta(&mut self, index: Option<usize>, d: Option<&Value>) {
+        let Some(b) = index.and_then(|i| self.blocks.get_mut(i)) else {
+            return;
+        };
+        let s = |k: &str| {
+            d.and_then(|d| d.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        };
+        match b {
+            Block::Text(t) => t.push_str(s("text")),
+            Block::Tool { json, .. } => json.push_str(s("partial_json")),
+            Block::Other => {}
+        }
+        self.pieces += 1;
+    }
+}
+
+impl EventParser for MessageEvents {
     fn event(&mut self, data: &str) {
         let v: Value = match serde_json::from_str(data) {
             Ok(v) => v,
@@ -141,49 +156,8 @@ impl MessageStream {
                     self.output = Some(u.output);
                 }
             }
-            Some("content_block_start") => {
-                let Some(i) = index.filter(|i| *i < MAX_BLOCKS) else {
-                    return;
-                };
-                let cb = v.get("content_block");
-                let s = |k: &str| {
-                    cb.and_then(|c| c.get(k))
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string()
-                };
-                let block = match cb.and_then(|c| c.get("type")).and_then(Value::as_str) {
-                    Some("text") => Block::Text(s("text")),
-                    Some("tool_use") => Block::Tool {
-                        id: s("id"),
-                        name: s("name"),
-                        json: String::new(),
-                    },
-                    _ => Block::Other,
-                };
-                if self.blocks.len() <= i {
-                    self.blocks.resize(i + 1, Block::Other);
-                }
-                self.blocks[i] = block;
-            }
-            Some("content_block_delta") => {
-                let Some(b) = index.and_then(|i| self.blocks.get_mut(i)) else {
-                    return;
-                };
-                let d = v.get("delta");
-                let s = |k: &str| {
-                    d.and_then(|d| d.get(k))
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                };
-                match b {
-                    Block::Text(t) => t.push_str(s("text")),
-                    Block::Tool { json, .. } => json.push_str(s("partial_json")),
-                    Block::Other => {}
-                }
-                self.pieces += 1;
-                self.report_tokens();
-            }
+            Some("content_block_start") => self.start_block(index, v.get("content_block")),
+            Some("content_block_delta") => self.delta(index, v.get("delta")),
             Some("message_delta") => {
                 if let Some(r) = v.pointer("/delta/stop_reason").and_then(Value::as_str) {
                     self.stop = Some(r.to_string());
@@ -201,60 +175,27 @@ impl MessageStream {
         }
     }
 
-    fn report_tokens(&mut self) {
-        let now = Instant::now();
-        if self.last_tokens.is_some_and(|t| now < t + TOKENS_EVERY) {
-            return;
-        }
-        self.last_tokens = Some(now);
-        self.progress.activity(Activity::Tokens {
-            usage: Usage {
-                input: self.so_far.input.saturating_add(self.input.unwrap_or(0)),
-                output: self.so_far.output.saturating_add(self.pieces),
-            },
-        });
-    }
-}
-
-impl BodySink for MessageStream {
-    fn start(&mut self, content_type: Option<&str>) {
-        self.mode = if content_type.is_some_and(|c| c.contains("text/event-stream")) {
-            Mode::Events
-        } else {
-            Mode::Whole
-        };
+    fn pieces(&self) -> u64 {
+        self.pieces
     }
 
-    fn chunk(&mut self, bytes: &[u8]) -> Result<(), String> {
-        match self.mode {
-            Mode::Whole | Mode::Waiting => {
-                self.buf.extend_from_slice(bytes);
-                Ok(())
-            }
-            Mode::Events => {
-                let mut sse = std::mem::take(&mut self.sse);
-                let fed = sse.feed(bytes, &mut |d| self.event(d));
-                self.sse = sse;
-                fed
-            }
-        }
+    fn input(&self) -> u64 {
+        self.input.unwrap_or(0)
     }
 
-    fn restart(&mut self) -> bool {
-        let had = !self.buf.is_empty() || !self.sse.is_empty() || !self.blocks.is_empty();
-        let (p, s) = (self.progress.clone(), self.so_far);
-        *self = MessageStream::new(p, s);
-        had
+    fn has_content(&self) -> bool {
+        !self.blocks.is_empty()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::http::BodySink;
 
     #[test]
     fn a_streamed_tool_use_and_text() {
-        let mut s = MessageStream::new(
+        let mut s = sink(
             Progress::new(),
             Usage {
                 input: 0,
@@ -276,7 +217,7 @@ mod tests {
         for c in events.as_bytes().chunks(11) {
             s.chunk(c).expect("fed");
         }
-        let r = s.finish().expect("reply");
+        let r = reply(s).expect("reply");
         assert_eq!(r.text, "Let me look.");
         assert_eq!(r.tool_calls.len(), 1);
         assert_eq!(r.tool_calls[0].name, "Glob");
@@ -296,7 +237,7 @@ mod tests {
 
     #[test]
     fn an_error_event_fails_the_turn() {
-        let mut s = MessageStream::new(
+        let mut s = sink(
             Progress::new(),
             Usage {
                 input: 0,
@@ -306,7 +247,7 @@ mod tests {
         s.start(Some("text/event-stream"));
         s.chunk(b"data: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
             .expect("fed");
-        let e = s.finish().expect_err("an error");
+        let e = reply(s).expect_err("an error");
         assert!(e.contains("overloaded_error: Overloaded"), "{e}");
     }
 }

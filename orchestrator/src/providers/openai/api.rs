@@ -132,7 +132,8 @@ pub fn strict_compatible(schema: &Value) -> bool {
     walk(schema, 1)
 }
 
-fn usage_of(root: &Value) -> Option<Usage> {
+/// The usage object of a response or of a stream's last chunk.
+pub fn usage_of(root: &Value) -> Option<Usage> {
     let u = root.get("usage")?.as_object()?;
     let input = u.get("prompt_tokens").and_then(Value::as_u64);
     let output = u.get("completion_tokens").and_then(Value::as_u64);
@@ -144,9 +145,6 @@ fn usage_of(root: &Value) -> Option<Usage> {
         output: output.unwrap_or(0),
     })
 }
-
-/// A model may wrap its JSON in a Markdown code fence even when asked not
-/// to; the fence is not part of the answer.
 
 /// The start of a body, for messages: valid UTF-8, one line, bounded.
 pub fn excerpt(body: &[u8]) -> String {
@@ -353,11 +351,6 @@ pub fn api_error(err: &Value) -> String {
         .map(str::to_string)
         .unwrap_or_else(|| short(&err.to_string()));
     format!("the API answered with an error: {msg}")
-}
-
-/// The usage object of a response or of a stream's last chunk.
-pub fn usage_in(root: &Value) -> Option<Usage> {
-    usage_of(root)
 }
 
 #[cfg(test)]
@@ -572,7 +565,7 @@ mod tests {
         assert_eq!(reply.tool_calls[1].id, "call_1");
         assert_eq!(reply.tool_calls[1].input, Input::Unparsable("nope".into()));
         assert_eq!(
-            usage_in(&json!({ "usage": { "prompt_tokens": "x" } })),
+            usage_of(&json!({ "usage": { "prompt_tokens": "x" } })),
             None
         );
     }

@@ -19,7 +19,6 @@
 
 pub(crate) mod api;
 mod config;
-pub(crate) mod http;
 mod stream;
 #[cfg(test)]
 mod test_server;
@@ -30,7 +29,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use dsh_protocol::ErrorCode;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{MAX_DELAY, OpenAiConfig, StructuredOutput};
@@ -51,7 +49,7 @@ pub struct OpenAiProvider {
 struct Shared {
     cfg: OpenAiConfig,
     settings: agent::LoopSettings,
-    endpoint: http::Endpoint,
+    endpoint: crate::providers::http::Endpoint,
 }
 
 impl OpenAiProvider {
@@ -84,7 +82,7 @@ impl OpenAiProvider {
             shared: Arc::new(Shared {
                 cfg: cfg.clone(),
                 settings: cfg.agent.clone(),
-                endpoint: http::Endpoint::new(cfg, key)?,
+                endpoint: crate::providers::http::Endpoint::new(cfg, key)?,
             }),
             next_child: AtomicU64::new(1),
         })
@@ -119,32 +117,15 @@ impl OpenAiProvider {
         request: AgentRequest,
         cancel: CancellationToken,
     ) -> Result<Arc<agent::child::LoopChild>, StartRefused> {
-        if let Some(isolation) = request.options.isolation.as_deref()
-            && isolation != "worktree"
-        {
-            return Err(StartRefused {
-                code: ErrorCode::UnsupportedOption,
-                message: format!(
-                    "agent(): provider {:?} (type openai) does not support isolation: \
-                     {isolation:?}; use isolation: \"worktree\" or drop the option",
-                    self.name
-                ),
-            });
-        }
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
-            StartRefused::agent_start(format!(
-                "provider {:?}: start() must run inside a tokio runtime",
-                self.name
-            ))
-        })?;
         let n = self.next_child.fetch_add(1, Ordering::Relaxed);
-        Ok(agent::child::LoopChild::start(
-            format!("{}-{n}", self.name),
+        agent::child::LoopChild::start(
+            &self.name,
+            "openai",
+            n,
             self.shared.clone(),
             request,
             cancel,
-            runtime,
-        ))
+        )
     }
 }
 
@@ -167,8 +148,8 @@ impl agent::Model for Shared {
         so_far: Usage,
     ) -> Result<Reply, String> {
         let body = api::loop_body(&self.cfg, turn);
-        let mut sink = stream::ChatStream::new(progress.clone(), so_far);
+        let mut sink = stream::sink(progress.clone(), so_far);
         self.endpoint.post_into(&body, progress, &mut sink).await?;
-        sink.finish()
+        stream::reply(sink)
     }
 }

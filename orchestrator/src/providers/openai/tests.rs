@@ -14,6 +14,7 @@ use super::test_server::{BOUND, Reply, TestServer};
 use super::*;
 use crate::AgentOptions;
 use crate::provider::{ChildOutcome, ChildResult, Subagent, Usage};
+use dsh_protocol::ErrorCode;
 
 fn config(server: &TestServer) -> OpenAiConfig {
     OpenAiConfig {

@@ -1,4 +1,5 @@
-//! One POST to `{base_url}/chat/completions`, with the retry policy: 429,
+//! The HTTP side of the API providers (`openai`, `anthropic`): one POST,
+//! its body streamed into a [`BodySink`], with the retry policy: 429,
 //! 5xx and connection errors are retried with exponential backoff and
 //! jitter (honouring `Retry-After`), at most `max_attempts` attempts in
 //! all; any other status fails at once. A request that timed out is not
@@ -13,10 +14,10 @@ use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, RETRY_A
 use reqwest::{Client, Response, StatusCode};
 use serde_json::Value;
 
-use super::api::excerpt;
-use super::config::{MAX_DELAY, OpenAiConfig};
 use crate::provider::{Activity, Progress};
 use crate::providers::SetupError;
+use crate::providers::openai::api::excerpt;
+use crate::providers::openai::{MAX_DELAY, OpenAiConfig};
 
 /// Largest successful response body read (a chat answer is far smaller).
 const MAX_BODY: usize = 16 << 20;
