@@ -457,7 +457,7 @@ pub fn providers(config: Option<&Path>) -> Result<i32, CliError> {
     let _ = writeln!(out, "configuration: {}", config.location());
     let _ = writeln!(
         out,
-        "  {:<14} {:<8} {:<24} STATUS",
+        "  {:<14} {:<9} {:<24} STATUS",
         "NAME", "KIND", "DEFINED AT"
     );
     for (name, entry) in &config.providers {
@@ -476,7 +476,7 @@ pub fn providers(config: Option<&Path>) -> Result<i32, CliError> {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "{mark} {name:<14} {:<8} {:<24} {status}{stall}",
+            "{mark} {name:<14} {:<9} {:<24} {status}{stall}",
             entry.kind.kind_name(),
             entry.defined_at
         );
