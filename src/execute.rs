@@ -8,7 +8,8 @@ use dsh_orchestrator::journal::{Durable, DurableOptions, Finished, JournalMode};
 use dsh_orchestrator::{ErrorCode, RunResult, StartRequest, StopReason};
 
 use crate::error::{CliError, exit, print_error, warn};
-use crate::flags::{EventsMode, OutputMode, RunArgs, ShowFlags};
+use crate::flags::{ColorMode, EventsMode, OutputMode, RunArgs, ShowFlags};
+use crate::live::Live;
 use crate::{progress, request};
 
 /// `dsh workflow run`.
@@ -69,6 +70,7 @@ pub async fn execute(
     mut events_file: Option<std::fs::File>,
 ) -> i32 {
     print_warnings(durable.take_warnings());
+    let budget = req.limits.budget_tokens;
     // Signals first, so a Ctrl-C during start-up is not lost.
     let mut signals = Signals::install();
     let durable_run = match durable.start(req) {
@@ -76,13 +78,24 @@ pub async fn execute(
         Err(e) => return CliError::from(e).exit(),
     };
     print_warnings(durable_run.take_warnings());
+    let terminal =
+        std::io::stderr().is_terminal() && std::env::var_os("TERM").is_none_or(|t| t != "dumb");
+    let color = match show.color {
+        ColorMode::Always => true,
+        ColorMode::Never => false,
+        ColorMode::Auto => terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+    };
     let mode = match show.events {
         EventsMode::Jsonl => progress::Mode::Jsonl,
         EventsMode::None => progress::Mode::None,
-        EventsMode::Pretty => progress::Mode::Lines {
-            color: std::io::stderr().is_terminal(),
-        },
+        EventsMode::Pretty => progress::Mode::Lines { color },
     };
+    // On a terminal the pretty lines scroll above a redrawn status area;
+    // anywhere else (CI, pipes) they are printed exactly as they are.
+    let mut live =
+        (show.events == EventsMode::Pretty && terminal).then(|| Live::new(color, budget));
+    let mut ticks = tokio::time::interval(std::time::Duration::from_millis(250));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let run = durable_run.run();
     let run_id = run.id().to_string();
     // The file is its own subscriber: a slow terminal never costs it events.
@@ -94,9 +107,17 @@ pub async fn execute(
     loop {
         tokio::select! {
             ev = events.next() => match ev {
-                Some(ev) => progress::show(&mode, &ev),
+                Some(ev) => match live.as_mut() {
+                    Some(l) => l.event(&ev),
+                    None => progress::show(&mode, &ev),
+                },
                 None => break,
             },
+            _ = ticks.tick(), if live.is_some() => {
+                if let Some(l) = live.as_mut() {
+                    l.tick();
+                }
+            }
             _ = signals.next() => {
                 interrupts += 1;
                 if interrupts == 1 {
@@ -107,7 +128,12 @@ pub async fn execute(
             }
         }
     }
+    let run_dir = durable_run.run_dir();
     let mut finished = durable_run.finish().await;
+    if let Some(l) = live.as_mut() {
+        let kept = run_dir.as_ref().map(|_| run_id.as_str());
+        l.finish(&finished.result, kept);
+    }
     print_warnings(std::mem::take(&mut finished.warnings));
     let (events_error, file_dropped) = match file_writer {
         Some(task) => task.await.unwrap_or((None, 0)),

@@ -200,6 +200,17 @@ pub struct ShowFlags {
     /// Also print diagnostics on stderr: the sandbox the worker reached.
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    /// Colour on stderr: auto (a terminal, and NO_COLOR unset), always, never.
+    #[arg(long, value_enum, default_value_t = ColorMode::Auto)]
+    pub color: ColorMode,
+}
+
+/// `--color`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorMode {
+    Auto,
+    Always,
+    Never,
 }
 
 #[derive(Args, Debug)]

@@ -17,6 +17,7 @@
 mod error;
 mod execute;
 mod flags;
+mod live;
 mod progress;
 mod request;
 mod runs_cmd;

@@ -305,6 +305,15 @@ impl DurableRun {
         self.durable.take_warnings()
     }
 
+    /// The run directory the journal is kept in; `None` without a journal.
+    pub fn run_dir(&self) -> Option<PathBuf> {
+        self.durable
+            .dir
+            .lock()
+            .ok()
+            .and_then(|d| d.as_ref().map(|d| d.path.clone()))
+    }
+
     /// Waits for the run to settle (cancel it through [`DurableRun::run`]
     /// to stop it sooner), disposes it ([`WorkflowRun::dispose`]), then
     /// syncs the journal and writes `result.json` and the recording.

@@ -1,0 +1,445 @@
+//! The live view of a run on a terminal, in the style of cargo and
+//! nextest: finished agents, logs and phases scroll above a status area
+//! that is redrawn in place — the run's name and elapsed time; agents
+//! done, running and failed; tokens so far against `--budget`; one line per
+//! phase; one line per running agent (label, elapsed, latest activity), the
+//! longest-running first, collapsed to "+N more" when the terminal is
+//! short. At the end the status area is cleared and a summary is printed.
+//!
+//! The scrolled lines are plain mode's lines ([`progress::line`]), except
+//! that an agent's start is shown in the status area instead, and
+//! activity only there.
+//!
+//! The drawing (cursor movement, clearing, the refresh rate) is
+//! `indicatif`'s; this module only decides what the lines say. Every
+//! script-controlled string goes through [`crate::terminal::line`] first.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use dsh_orchestrator::events::{Event, EventKind};
+use dsh_orchestrator::{Activity, AgentOutcomeKind, RunResult};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::progress;
+use crate::terminal::line as esc;
+
+/// How often the status area may be redrawn.
+const REDRAW_HZ: u8 = 12;
+/// Longest label shown in a status line.
+const LABEL_CHARS: usize = 32;
+/// Longest activity text shown in a status line.
+const ACTIVITY_CHARS: usize = 60;
+/// How many slowest agents the summary lists.
+const SLOWEST: usize = 3;
+
+/// One running agent.
+struct Running {
+    label: String,
+    phase: Option<String>,
+    since: Instant,
+    activity: String,
+}
+
+/// One phase's counts.
+#[derive(Default)]
+struct PhaseTally {
+    started: u64,
+    done: u64,
+    failed: u64,
+    cancelled: u64,
+    first: Option<Instant>,
+    last: Option<Instant>,
+    input: u64,
+    output: u64,
+}
+
+/// A finished agent, for the summary.
+struct Ended {
+    label: String,
+    took: Duration,
+}
+
+/// The live view of one run.
+pub struct Live {
+    bar: ProgressBar,
+    /// The terminal's settings before the view turned off `ECHOCTL`,
+    /// restored when it ends.
+    saved: Option<nix::sys::termios::Termios>,
+    color: bool,
+    started: Instant,
+    name: String,
+    budget: Option<u64>,
+    running: BTreeMap<u64, Running>,
+    /// Phases in the order they were first seen.
+    phases: Vec<(String, PhaseTally)>,
+    done: u64,
+    failed: u64,
+    cancelled: u64,
+    input: u64,
+    output: u64,
+    ended: Vec<Ended>,
+}
+
+impl Live {
+    /// A live view on stderr; `budget` is the run's token budget.
+    pub fn new(color: bool, budget: Option<u64>) -> Live {
+        let bar =
+            ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(REDRAW_HZ));
+        bar.set_style(
+            ProgressStyle::with_template("{msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        Live {
+            bar,
+            saved: quiet_ctrl_echo(),
+            color,
+            started: Instant::now(),
+            name: String::new(),
+            budget,
+            running: BTreeMap::new(),
+            phases: Vec::new(),
+            done: 0,
+            failed: 0,
+            cancelled: 0,
+            input: 0,
+            output: 0,
+            ended: Vec::new(),
+        }
+    }
+
+    /// Takes one event: scrolls its line above the status area (as plain
+    /// mode would print it) and updates the status.
+    pub fn event(&mut self, ev: &Event) {
+        let now = Instant::now();
+        match &ev.kind {
+            EventKind::Start { meta } => self.name = meta.name.clone(),
+            EventKind::AgentStart {
+                seq, label, phase, ..
+            } => {
+                self.running.insert(
+                    *seq,
+                    Running {
+                        label: label.clone(),
+                        phase: phase.clone(),
+                        since: now,
+                        activity: "started".into(),
+                    },
+                );
+                let p = self.phase(phase.as_deref());
+                p.started += 1;
+                p.first.get_or_insert(now);
+                // A running agent has its line in the status area; only
+                // its end scrolls.
+                self.redraw();
+                return;
+            }
+            EventKind::AgentActivity { seq, activity, .. } => {
+                if let Some(r) = self.running.get_mut(seq) {
+                    r.activity = activity_text(activity);
+                }
+                self.redraw();
+                // Activity is shown in the status area, not scrolled.
+                return;
+            }
+            EventKind::AgentEnd {
+                seq,
+                outcome,
+                usage,
+                ..
+            } => {
+                let r = self.running.remove(seq);
+                match outcome {
+                    AgentOutcomeKind::Completed => self.done += 1,
+                    AgentOutcomeKind::Failed => self.failed += 1,
+                    _ => self.cancelled += 1,
+                }
+                let (i, o) = usage.map_or((0, 0), |u| (u.input, u.output));
+                self.input += i;
+                self.output += o;
+                if let Some(r) = r {
+                    let p = self.phase(r.phase.as_deref());
+                    match outcome {
+                        AgentOutcomeKind::Completed => p.done += 1,
+                        AgentOutcomeKind::Failed => p.failed += 1,
+                        _ => p.cancelled += 1,
+                    }
+                    p.last = Some(now);
+                    p.input += i;
+                    p.output += o;
+                    self.ended.push(Ended {
+                        label: r.label,
+                        took: now.duration_since(r.since),
+                    });
+                }
+            }
+            _ => {}
+        }
+        self.bar.println(progress::line(ev, self.color));
+        self.redraw();
+    }
+
+    /// Redraws the status area (the elapsed times move on).
+    pub fn tick(&mut self) {
+        self.redraw();
+    }
+
+    /// Clears the status area and prints the summary.
+    pub fn finish(&mut self, result: &RunResult, run_id: Option<&str>) {
+        self.bar.finish_and_clear();
+        self.restore();
+        eprint!("{}", self.summary(result, run_id));
+    }
+
+    fn restore(&mut self) {
+        if let Some(t) = self.saved.take() {
+            let _ = nix::sys::termios::tcsetattr(
+                std::io::stderr(),
+                nix::sys::termios::SetArg::TCSANOW,
+                &t,
+            );
+        }
+    }
+
+    fn phase(&mut self, title: Option<&str>) -> &mut PhaseTally {
+        let title = title.unwrap_or("(no phase)");
+        let i = match self.phases.iter().position(|(t, _)| t == title) {
+            Some(i) => i,
+            None => {
+                self.phases.push((title.to_string(), PhaseTally::default()));
+                self.phases.len() - 1
+            }
+        };
+        &mut self.phases[i].1
+    }
+
+    fn redraw(&mut self) {
+        let rows = console_rows();
+        self.bar.set_message(self.status(rows));
+    }
+
+    /// The status area's lines, fitted to a terminal of `rows` rows.
+    fn status(&self, rows: usize) -> String {
+        let (bold, dim, yellow, reset) = if self.color {
+            ("\x1b[1m", "\x1b[2m", "\x1b[33m", "\x1b[0m")
+        } else {
+            ("", "", "", "")
+        };
+        let now = Instant::now();
+        let mut lines = Vec::new();
+        let tokens = match self.budget {
+            Some(b) => format!(
+                " · {} tokens of {}",
+                count(self.input + self.output),
+                count(b)
+            ),
+            None if self.input + self.output > 0 => {
+                format!(" · {} tokens", count(self.input + self.output))
+            }
+            None => String::new(),
+        };
+        lines.push(format!(
+            "{bold}{}{reset} {dim}{}{reset} · {} done · {} running · {} failed{}{tokens}",
+            esc(if self.name.is_empty() {
+                "run"
+            } else {
+                &self.name
+            }),
+            secs(now.duration_since(self.started)),
+            self.done,
+            self.running.len(),
+            self.failed,
+            if self.cancelled > 0 {
+                format!(" · {} cancelled", self.cancelled)
+            } else {
+                String::new()
+            },
+        ));
+        for (title, p) in &self.phases {
+            let finished = p.done + p.failed + p.cancelled;
+            lines.push(format!(
+                "  {:<20} {} {finished}/{}{}",
+                cut(&esc(title), 20),
+                gauge(finished, p.started, 12),
+                p.started,
+                if p.failed > 0 {
+                    format!(" ({} failed)", p.failed)
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        // The longest-running first; as many as fit in half the screen.
+        let mut running: Vec<&Running> = self.running.values().collect();
+        running.sort_by_key(|r| r.since);
+        let room = (rows / 2).saturating_sub(lines.len()).max(1);
+        let shown = if running.len() > room {
+            room.saturating_sub(1).max(1)
+        } else {
+            running.len()
+        };
+        for r in running.iter().take(shown) {
+            lines.push(format!(
+                "  {yellow}▸{reset} {:<w$} {:>6}  {dim}{}{reset}",
+                cut(&esc(&r.label), LABEL_CHARS),
+                secs(now.duration_since(r.since)),
+                cut(&esc(&r.activity), ACTIVITY_CHARS),
+                w = LABEL_CHARS
+            ));
+        }
+        if running.len() > shown {
+            lines.push(format!("  {dim}+{} more{reset}", running.len() - shown));
+        }
+        lines.join("\n")
+    }
+
+    /// The summary printed when the run settled.
+    fn summary(&self, result: &RunResult, run_id: Option<&str>) -> String {
+        let (bold, reset) = if self.color {
+            ("\x1b[1m", "\x1b[0m")
+        } else {
+            ("", "")
+        };
+        let mut out = format!(
+            "\n{bold}{}{reset} {} in {}: {} agents, {} failed, {} tokens in / {} out\n",
+            esc(if self.name.is_empty() {
+                "run"
+            } else {
+                &self.name
+            }),
+            result.stop_reason.as_str(),
+            secs(self.started.elapsed()),
+            self.done + self.failed + self.cancelled,
+            self.failed,
+            count(self.input),
+            count(self.output),
+        );
+        for (title, p) in &self.phases {
+            let wall = match (p.first, p.last) {
+                (Some(a), Some(b)) => secs(b.duration_since(a)),
+                _ => "-".into(),
+            };
+            out.push_str(&format!(
+                "  {:<20} {:>4} agents {:>4} failed {:>8} {:>9} tokens\n",
+                cut(&esc(title), 20),
+                p.started,
+                p.failed,
+                wall,
+                count(p.input + p.output)
+            ));
+        }
+        let mut slow: Vec<&Ended> = self.ended.iter().collect();
+        slow.sort_by_key(|e| std::cmp::Reverse(e.took));
+        if !slow.is_empty() {
+            out.push_str("  slowest:");
+            for e in slow.iter().take(SLOWEST) {
+                out.push_str(&format!(
+                    " {} {}",
+                    cut(&esc(&e.label), LABEL_CHARS),
+                    secs(e.took)
+                ));
+            }
+            out.push('\n');
+        }
+        if let Some(id) = run_id {
+            out.push_str(&format!("  show:   dsh workflow show {id}\n"));
+            out.push_str(&format!("  resume: dsh workflow resume {id}\n"));
+        }
+        out
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+        self.restore();
+    }
+}
+
+/// Turns off the terminal's echo of control characters (`^C` on Ctrl-C):
+/// the echo lands inside the status area, behind the drawing's back, and
+/// would leave a stale status line on the screen. Returns the settings to
+/// restore; `None` when stderr is not a terminal that allows it.
+fn quiet_ctrl_echo() -> Option<nix::sys::termios::Termios> {
+    use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+    let saved = tcgetattr(std::io::stderr()).ok()?;
+    let mut quiet = saved.clone();
+    quiet.local_flags.remove(LocalFlags::ECHOCTL);
+    tcsetattr(std::io::stderr(), SetArg::TCSANOW, &quiet).ok()?;
+    Some(saved)
+}
+
+/// The terminal's rows (24 when unknown).
+fn console_rows() -> usize {
+    let (rows, _) = console::Term::stderr().size();
+    usize::from(rows).max(4)
+}
+
+/// An activity as a few words for a status line.
+fn activity_text(a: &Activity) -> String {
+    match a {
+        Activity::Turn { turn } => format!("turn {turn}"),
+        Activity::Tokens { usage } => format!("{} tokens", count(usage.input + usage.output)),
+        Activity::ToolCall { tool, detail } => format!("{tool} {detail}"),
+        Activity::ToolEnd { tool, status, .. } if status != "ok" => format!("{tool} {status}"),
+        Activity::ToolEnd { tool, .. } => format!("{tool} done"),
+        Activity::Retry { attempt, .. } => format!("retrying (attempt {attempt})"),
+        _ => "working".into(),
+    }
+}
+
+/// `12.3s`, `4m05s`.
+fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 60.0 {
+        format!("{s:.1}s")
+    } else {
+        format!("{}m{:02}s", d.as_secs() / 60, d.as_secs() % 60)
+    }
+}
+
+/// `980`, `12.3k`, `4.5M`.
+fn count(n: u64) -> String {
+    match n {
+        0..1_000 => n.to_string(),
+        1_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
+/// A bar of `width` cells, `done` of `total` filled.
+fn gauge(done: u64, total: u64, width: usize) -> String {
+    let filled = if total == 0 {
+        0
+    } else {
+        ((done as f64 / total as f64) * width as f64).round() as usize
+    }
+    .min(width);
+    format!("{}{}", "█".repeat(filled), "░".repeat(width - filled))
+}
+
+/// `s` cut to `max` characters, with `…` when longer.
+fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_and_bars() {
+        assert_eq!(count(999), "999");
+        assert_eq!(count(12_345), "12.3k");
+        assert_eq!(secs(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(secs(Duration::from_secs(245)), "4m05s");
+        assert_eq!(gauge(1, 2, 4), "██░░");
+        assert_eq!(gauge(0, 0, 3), "░░░");
+        assert_eq!(cut("abcdef", 4), "abc…");
+    }
+}

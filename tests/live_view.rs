@@ -1,0 +1,275 @@
+//! The live view, looked at as a person would: `dsh workflow run` in a
+//! real terminal (a tmux pane on a private tmux server), snapshots of the
+//! screen taken with `capture-pane` at moments fixed by the run's own
+//! events (`--events-file`), checked for the status area (counts, running
+//! agents, elapsed time), the summary at the end, and a clean screen after
+//! Ctrl-C. Without tmux the tests say so and pass (CI installs it).
+
+// A test stops with a message where something it set up fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::DSH;
+use serde_json::{Value, json};
+
+/// Upper bound of every wait (never the thing measured).
+const BOUND: Duration = Duration::from_secs(60);
+
+/// A tmux server of this test alone (its own socket), killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    /// `None` (with a message) when tmux is not installed.
+    fn start(name: &str) -> Option<Tmux> {
+        if Command::new("tmux").arg("-V").output().is_err() {
+            eprintln!("tmux is not installed: the live view is not checked here");
+            return None;
+        }
+        Some(Tmux {
+            socket: format!("dsh-test-{}-{name}", std::process::id()),
+        })
+    }
+
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("tmux runs")
+    }
+
+    /// Runs `shell` in a new 120×40 pane.
+    fn run(&self, shell: &str) {
+        let out = self.cmd(&[
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            shell,
+        ]);
+        assert!(out.status.success(), "tmux new-session: {out:?}");
+    }
+
+    /// The pane's text now.
+    fn screen(&self) -> String {
+        let out = self.cmd(&["capture-pane", "-p", "-t", "t"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &str) {
+        self.cmd(&["send-keys", "-t", "t", keys]);
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        // Only this test's own server, by its socket.
+        let _ = self.cmd(&["kill-server"]);
+    }
+}
+
+/// Waits (bounded) until `pred` holds for the events written so far.
+fn wait_events(file: &Path, what: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let start = Instant::now();
+    loop {
+        let events: Vec<Value> = std::fs::read_to_string(file)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if pred(&events) {
+            return events;
+        }
+        assert!(
+            start.elapsed() < BOUND,
+            "no {what} within {BOUND:?}: {events:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (bounded) until the screen shows `text`.
+fn wait_screen(tmux: &Tmux, text: &str) -> String {
+    let start = Instant::now();
+    loop {
+        let s = tmux.screen();
+        if s.contains(text) {
+            return s;
+        }
+        assert!(
+            start.elapsed() < BOUND,
+            "the screen never showed {text:?}:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (bounded) for the shell to write dsh's exit status; returns it.
+fn wait_exit(dir: &Path) -> String {
+    let start = Instant::now();
+    loop {
+        if let Ok(s) = std::fs::read_to_string(dir.join("exit.txt"))
+            && s.ends_with('\n')
+        {
+            return s;
+        }
+        assert!(start.elapsed() < BOUND, "dsh did not exit within {BOUND:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn started(events: &[Value], seq: u64) -> bool {
+    events
+        .iter()
+        .any(|e| e["type"] == "workflow/agent-start" && e["seq"] == seq)
+}
+
+fn ended(events: &[Value], seq: u64) -> bool {
+    events
+        .iter()
+        .any(|e| e["type"] == "workflow/agent-end" && e["seq"] == seq)
+}
+
+const SCRIPT: &str = r#"export const meta = { name: "fan-out", description: "A fan-out with delays" };
+phase("Work");
+const items = ["quick", "slow", "never\u001b[2J"];
+const out = await parallel(items.map((t) => () => agent(`Do ${t}`, { label: t })));
+log(`done ${out.filter(Boolean).length}`);
+return out;
+"#;
+
+/// A directory with the script and a fixture: `quick` answers at once,
+/// `slow` after `slow_ms`, the third after `never_ms`.
+fn setup(slow_ms: u64, never_ms: u64) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("fan.ts"), SCRIPT).expect("write");
+    let fixture = json!({ "version": 1, "answers": [
+        { "match": { "label": "quick" }, "text": "q", "usage": { "input": 1000, "output": 200 } },
+        { "match": { "label": "slow" }, "text": "s", "delayMs": slow_ms },
+        { "match": { "prompt": "Do never\u{1b}[2J" }, "fail": "gave up", "delayMs": never_ms },
+    ] });
+    std::fs::write(dir.path().join("fan.fixture.json"), fixture.to_string()).expect("write");
+    let events = dir.path().join("events.jsonl");
+    (dir, events)
+}
+
+fn command(dir: &Path, events: &Path) -> String {
+    format!(
+        "cd {} && {DSH} workflow run fan.ts --fixture fan.fixture.json --budget 50000 \
+         --events-file {} ; echo EXIT=$? > exit.txt; sleep 600",
+        dir.display(),
+        events.display()
+    )
+}
+
+#[test]
+fn the_status_area_shows_running_agents_then_a_summary() {
+    let Some(tmux) = Tmux::start("status") else {
+        return;
+    };
+    let (dir, events) = setup(60_000, 60_000);
+    tmux.run(&command(dir.path(), &events));
+    // `quick` is done, the other two are running (they wait a minute).
+    wait_events(&events, "quick done, the others running", |e| {
+        ended(e, 1) && started(e, 2) && started(e, 3)
+    });
+    let screen = wait_screen(&tmux, "1 done · 2 running · 0 failed");
+    assert!(screen.contains("fan-out "), "the run's name:\n{screen}");
+    assert!(
+        screen.contains("1.2k tokens of 50.0k"),
+        "tokens against the budget:\n{screen}"
+    );
+    assert!(screen.contains("Work"), "the phase line:\n{screen}");
+    assert!(screen.contains("1/3"), "the phase's progress:\n{screen}");
+    assert!(screen.contains("▸ slow"), "a running agent:\n{screen}");
+    assert!(
+        screen.contains("▸ never\\u{1b}[2J"),
+        "a script's label is escaped:\n{screen}"
+    );
+    assert!(
+        screen.contains("agent #1 completed quick"),
+        "finished agents scroll:\n{screen}"
+    );
+    assert!(
+        !screen.contains("agent #2 started"),
+        "starts are in the status area:\n{screen}"
+    );
+    // The elapsed time moves on without any event.
+    let before = screen
+        .lines()
+        .find(|l| l.starts_with("fan-out "))
+        .map(str::to_string)
+        .expect("a status line");
+    let start = Instant::now();
+    loop {
+        let now = tmux.screen();
+        let line = now
+            .lines()
+            .find(|l| l.starts_with("fan-out "))
+            .map(str::to_string);
+        if line.as_deref().is_some_and(|l| l != before) {
+            break;
+        }
+        assert!(
+            start.elapsed() < BOUND,
+            "the status line never moved: {before}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tmux.keys("C-c");
+    let code = wait_exit(dir.path());
+    assert_eq!(code.trim(), "EXIT=130", "Ctrl-C cancels");
+    let screen = tmux.screen();
+    assert!(
+        screen.contains("fan-out cancelled in"),
+        "the summary:\n{screen}"
+    );
+    assert!(
+        screen.contains("show:   dsh workflow show run-"),
+        "what to do next:\n{screen}"
+    );
+    assert!(
+        !screen.contains('▸'),
+        "no status line is left behind:\n{screen}"
+    );
+    assert!(
+        !screen.contains("running ·"),
+        "no status line is left behind:\n{screen}"
+    );
+}
+
+#[test]
+fn a_run_that_completes_ends_with_its_summary() {
+    let Some(tmux) = Tmux::start("summary") else {
+        return;
+    };
+    let (dir, events) = setup(300, 600);
+    tmux.run(&command(dir.path(), &events));
+    wait_events(&events, "the end", |e| {
+        e.iter().any(|e| e["type"] == "workflow/end")
+    });
+    let code = wait_exit(dir.path());
+    let screen = tmux.screen();
+    assert_eq!(code.trim(), "EXIT=0");
+    assert!(
+        screen.contains("fan-out completed in") && screen.contains("3 agents, 1 failed"),
+        "{screen}"
+    );
+    assert!(screen.contains("slowest: never\\u{1b}[2J"), "{screen}");
+    assert!(screen.contains("log done 2"), "logs scroll:\n{screen}");
+    assert!(!screen.contains('▸'), "{screen}");
+}
