@@ -88,13 +88,13 @@ pub async fn execute(
     let mode = match show.events {
         EventsMode::Jsonl => progress::Mode::Jsonl,
         EventsMode::None => progress::Mode::None,
-        EventsMode::Pretty => progress::Mode::Lines { color },
+        EventsMode::Pretty | EventsMode::Lines => progress::Mode::Lines { color },
     };
     // On a terminal the pretty lines scroll above a redrawn status area;
     // anywhere else (CI, pipes) they are printed exactly as they are.
     let mut live =
         (show.events == EventsMode::Pretty && terminal).then(|| Live::new(color, budget));
-    let mut ticks = tokio::time::interval(std::time::Duration::from_millis(250));
+    let mut ticks = tokio::time::interval(crate::live::FLUSH_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let run = durable_run.run();
     let run_id = run.id().to_string();

@@ -74,7 +74,11 @@ pub enum WorkflowCmd {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum EventsMode {
     Jsonl,
+    /// Readable lines; on a terminal, below them a live status area.
     Pretty,
+    /// Readable lines only, even on a terminal (what `pretty` prints off
+    /// a terminal).
+    Lines,
     None,
 }
 

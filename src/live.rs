@@ -26,6 +26,10 @@ use crate::terminal::line as esc;
 
 /// How often the status area may be redrawn.
 const REDRAW_HZ: u8 = 12;
+/// How often the lines that came meanwhile are printed above the status
+/// area, in one write (printing each as it comes would redraw the area
+/// once per event: a fan-out of hundreds would pay for it).
+pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// Longest label shown in a status line.
 const LABEL_CHARS: usize = 32;
 /// Longest activity text shown in a status line.
@@ -79,6 +83,8 @@ pub struct Live {
     input: u64,
     output: u64,
     ended: Vec<Ended>,
+    /// Lines to print above the status area at the next flush.
+    pending: Vec<String>,
 }
 
 impl Live {
@@ -105,6 +111,7 @@ impl Live {
             input: 0,
             output: 0,
             ended: Vec::new(),
+            pending: Vec::new(),
         }
     }
 
@@ -131,15 +138,14 @@ impl Live {
                 p.first.get_or_insert(now);
                 // A running agent has its line in the status area; only
                 // its end scrolls.
-                self.redraw();
                 return;
             }
             EventKind::AgentActivity { seq, activity, .. } => {
                 if let Some(r) = self.running.get_mut(seq) {
                     r.activity = activity_text(activity);
                 }
-                self.redraw();
-                // Activity is shown in the status area, not scrolled.
+                // Activity is shown in the status area (at the next
+                // tick), not scrolled.
                 return;
             }
             EventKind::AgentEnd {
@@ -175,17 +181,29 @@ impl Live {
             }
             _ => {}
         }
-        self.bar.println(progress::line(ev, self.color));
-        self.redraw();
+        self.pending.push(progress::line(ev, self.color));
+        if matches!(ev.kind, EventKind::End { .. }) {
+            self.flush();
+        }
     }
 
-    /// Redraws the status area (the elapsed times move on).
+    /// Prints the lines that came since the last tick and redraws the
+    /// status area (the elapsed times move on).
     pub fn tick(&mut self) {
+        self.flush();
+    }
+
+    fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            let lines = std::mem::take(&mut self.pending).join("\n");
+            self.bar.println(lines);
+        }
         self.redraw();
     }
 
     /// Clears the status area and prints the summary.
     pub fn finish(&mut self, result: &RunResult, run_id: Option<&str>) {
+        self.flush();
         self.bar.finish_and_clear();
         self.restore();
         eprint!("{}", self.summary(result, run_id));
