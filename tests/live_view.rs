@@ -273,3 +273,53 @@ fn a_run_that_completes_ends_with_its_summary() {
     assert!(screen.contains("log done 2"), "logs scroll:\n{screen}");
     assert!(!screen.contains('▸'), "{screen}");
 }
+
+/// Off a terminal the pretty events are the plain lines, byte for byte as
+/// before the live view existed: no status area, no escape sequence, one
+/// line per event (times and the run id masked).
+#[test]
+fn off_a_terminal_the_lines_are_plain() {
+    let (dir, _) = setup(300, 600);
+    let (_, stderr, code) = common::dsh_in(
+        dir.path(),
+        &[
+            "workflow",
+            "run",
+            "fan.ts",
+            "--fixture",
+            "fan.fixture.json",
+            "--no-journal",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "no escape sequence: {stderr:?}");
+    let masked: Vec<String> = stderr
+        .lines()
+        .map(|l| {
+            let l = match l.find("ms] ") {
+                Some(i) if l.starts_with('[') => format!("[T]{}", &l[i + 3..]),
+                _ => l.to_string(),
+            };
+            match l.find("(run-") {
+                Some(i) => format!("{}(run-ID)", &l[..i]),
+                None => l,
+            }
+        })
+        .collect();
+    assert_eq!(
+        masked,
+        [
+            "[T] start fan-out — A fan-out with delays (run-ID)",
+            "[T] phase Work",
+            "[T] agent #1 started quick [Work]",
+            "[T] agent #1 completed quick",
+            "[T] agent #2 started slow [Work]",
+            "[T] agent #3 started never\\u{1b}[2J [Work]",
+            "[T] agent #2 completed slow",
+            "[T] agent #3 failed never\\u{1b}[2J",
+            "[T] log done 2",
+            "[T] end completed (3 agents)",
+        ],
+        "{stderr}"
+    );
+}
