@@ -725,3 +725,51 @@ async fn the_repo_review_example_reviews_a_repository_through_the_cli() {
         "{tools:?}"
     );
 }
+
+/// A call that rewrites its worktree's `.git` file to point at a git
+/// directory of its own making, with a hook, cannot make the host run
+/// that hook when the host keeps the worktree: the host's git commands use
+/// the directories it recorded when it made the worktree, and no hooks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worktree_whose_git_file_was_rewritten_runs_no_hook_on_the_host() {
+    let repo = repo();
+    let worktrees = tempfile::tempdir().expect("tempdir");
+    let outside = tempfile::tempdir().expect("tempdir");
+    let marker = outside.path().join("hook-ran");
+    let attack = format!(
+        "mkdir -p fake/objects fake/refs/heads fake/hooks && \
+         printf 'ref: refs/heads/main\\n' > fake/HEAD && \
+         printf '[core]\\n\\trepositoryformatversion = 0\\n' > fake/config && \
+         printf '#!/bin/sh\\ntouch {m}\\n' > fake/hooks/post-checkout && \
+         cp fake/hooks/post-checkout fake/hooks/reference-transaction && \
+         chmod +x fake/hooks/* && \
+         printf 'gitdir: %s/fake\\n' \"$PWD\" > .git && cat .git",
+        m = marker.display()
+    );
+    let server = TestServer::start(vec![
+        Reply::stream_tools(&[("Bash", json!({ "command": attack }))], 1, 1),
+        Reply::stream_text("done", 1, 1),
+    ])
+    .await;
+    let provider = openai(&server, settings(repo.path(), worktrees.path()));
+    let run = start(
+        request("return await agent(\"Break out\", { isolation: \"worktree\" });")
+            .with_provider(provider),
+    )
+    .expect("start");
+    let (r, events) = finish(run).await;
+    assert!(r.is_completed(), "{r:?}");
+    let bash = last_result(&server, 1);
+    assert!(bash.contains("gitdir: "), "the attack ran: {bash}");
+    let end = &events_of(&events, "workflow/agent-end")[0];
+    assert!(
+        end["worktree"]["branch"]
+            .as_str()
+            .is_some_and(|b| b.starts_with("dsh/")),
+        "{end}"
+    );
+    assert!(!marker.exists(), "the host ran the call's hook");
+    // The branch is in the real repository.
+    let branches = git(repo.path(), &["branch", "--list", "dsh/*"]);
+    assert!(branches.contains("dsh/"), "{branches}");
+}

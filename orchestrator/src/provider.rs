@@ -267,6 +267,16 @@ impl Progress {
         self.0.arrived.notify_one();
     }
 
+    /// Takes every pending activity now, oldest first (none waiting: empty).
+    pub fn take_activities(&self) -> Vec<Activity> {
+        self.0
+            .pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+            .collect()
+    }
+
     /// Waits for activities and takes every pending one, oldest first.
     pub async fn next_activities(&self) -> Vec<Activity> {
         loop {

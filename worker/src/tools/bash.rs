@@ -246,6 +246,9 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
     // group's id, cannot have been reused): whatever it left running in
     // the background dies with the call.
     let _ = killpg(pid, Signal::SIGKILL);
+    // The group is gone; once the shell is reaped its id may be reused, so
+    // a later SIGTERM must not signal it.
+    GROUP.store(0, Ordering::SeqCst);
     let status = child.wait().ok();
     let _ = eof_rx.recv_timeout(DRAIN_WAIT);
 

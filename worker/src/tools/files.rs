@@ -58,8 +58,7 @@ pub(crate) fn read(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError
     let mut buf = Vec::new();
     loop {
         buf.clear();
-        let got = reader
-            .read_until(b'\n', &mut buf)
+        let got = read_line_capped(&mut reader, &mut buf, READ_LINE_BYTES)
             .map_err(|e| io_error("Read", "read", &name, &e))?;
         if got == 0 {
             break;
@@ -275,4 +274,37 @@ fn regular_file(tool: &str, path: &std::path::Path, name: &str) -> Result<(), To
             "{tool}: {name} is not a regular file"
         )))
     }
+}
+
+/// Most bytes of one line Read keeps (lines are shown cut far shorter; a
+/// newline-free file of gigabytes must not be read into memory whole).
+const READ_LINE_BYTES: usize = 64 * 1024;
+
+/// Reads one line into `buf`, at most `cap` bytes of it; the rest of a
+/// longer line is skipped. Returns the bytes kept (0 at the end).
+fn read_line_capped<R: std::io::BufRead>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<usize> {
+    let got = r.by_ref().take(cap as u64).read_until(b'\n', buf)?;
+    if got == cap && buf.last() != Some(&b'\n') {
+        loop {
+            let avail = r.fill_buf()?;
+            if avail.is_empty() {
+                break;
+            }
+            match avail.iter().position(|b| *b == b'\n') {
+                Some(i) => {
+                    r.consume(i + 1);
+                    break;
+                }
+                None => {
+                    let n = avail.len();
+                    r.consume(n);
+                }
+            }
+        }
+    }
+    Ok(got)
 }

@@ -183,6 +183,11 @@ pub(crate) fn grep(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError
     let after = inp.after.or(inp.context).unwrap_or(0);
     let limit = inp.head_limit.filter(|n| *n > 0).unwrap_or(usize::MAX);
     let mut entries: Vec<String> = Vec::new();
+    // What the entries would print; past the output cap nothing more is
+    // collected (a pattern like "." over a big tree must not fill memory
+    // with lines that would be cut anyway).
+    let mut bytes = 0usize;
+    let full = |bytes: usize| bytes > ctx.max_output_bytes;
     'files: for path in paths {
         if let Some((m, whole)) = &name_filter {
             let subject = if *whole {
@@ -201,13 +206,16 @@ pub(crate) fn grep(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError
         match mode {
             Mode::Files => {
                 if re.is_match(&text) {
+                    bytes += name.len() + 1;
                     entries.push(name);
                 }
             }
             Mode::Count => {
                 let n = text.lines().filter(|l| re.is_match(l)).count();
                 if n > 0 {
-                    entries.push(format!("{name}:{n}"));
+                    let entry = format!("{name}:{n}");
+                    bytes += entry.len() + 1;
+                    entries.push(entry);
                 }
             }
             Mode::Content => {
@@ -218,7 +226,7 @@ pub(crate) fn grep(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError
                 let mut last_shown: Option<usize> = None;
                 for &hit in &hits {
                     let from = hit.saturating_sub(before);
-                    let to = (hit + after).min(lines.len().saturating_sub(1));
+                    let to = hit.saturating_add(after).min(lines.len().saturating_sub(1));
                     let start = match last_shown {
                         Some(l) if l + 1 >= from => l + 1,
                         Some(_) => {
@@ -234,12 +242,14 @@ pub(crate) fn grep(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError
                             '-'
                         };
                         let line = cut_line(line, GREP_LINE_CHARS);
-                        entries.push(if line_numbers {
+                        let entry = if line_numbers {
                             format!("{name}{sep}{}{sep}{line}", i + 1)
                         } else {
                             format!("{name}{sep}{line}")
-                        });
-                        if entries.len() >= limit {
+                        };
+                        bytes += entry.len() + 1;
+                        entries.push(entry);
+                        if entries.len() >= limit || full(bytes) {
                             break 'files;
                         }
                     }
@@ -247,7 +257,7 @@ pub(crate) fn grep(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError
                 }
             }
         }
-        if entries.len() >= limit {
+        if entries.len() >= limit || full(bytes) {
             break;
         }
     }

@@ -43,6 +43,13 @@ pub const DEFAULT_MAX_TOOL_CALLS: u32 = 100;
 pub const DEFAULT_BASH_TIMEOUT: Duration = Duration::from_secs(120);
 /// How many validation problems a correction lists.
 const PROBLEM_LIMIT: usize = 20;
+/// Most bytes of text and tool arguments one model turn may bring.
+const MAX_TURN_BYTES: usize = 1 << 20;
+/// Most bytes the conversation of one call may grow to (it is sent again
+/// every turn): a model or server that floods it fails the call instead.
+const MAX_CONVERSATION_BYTES: usize = 16 << 20;
+/// Longest `bash_timeout` a configuration may set.
+const MAX_BASH_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 /// What one turn asks of the model.
 pub struct Turn<'a> {
@@ -230,10 +237,10 @@ fn check_keys(
             ));
         }
     }
-    if bash_timeout.is_zero() {
+    if bash_timeout.is_zero() || bash_timeout > MAX_BASH_TIMEOUT {
         return Err(SetupError::invalid(
             "bash_timeout",
-            "must be longer than zero, e.g. \"120s\"",
+            "must be longer than zero and at most 24h, e.g. \"120s\"",
         ));
     }
     Ok(())
@@ -334,7 +341,7 @@ impl Job<'_> {
         let settings = self.settings.limited(&self.request.loop_limits);
         let tools = settings.tools_for(self.request);
         let git = if tools.contains(&"Bash") {
-            runner::git_grants(&workspace).await
+            runner::git_grants(worktree.as_ref().map(Worktree::git_dirs))
         } else {
             (Vec::new(), Vec::new())
         };
@@ -386,7 +393,15 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
     // should the corrective request itself fail.
     let mut correcting: Option<String> = None;
     let mut tool_calls = 0u32;
+    let mut conversation_bytes = req.prompt.len();
     for turn in 1..=call.settings.max_turns {
+        if conversation_bytes > MAX_CONVERSATION_BYTES {
+            return ChildResult::Failed(format!(
+                "gave up before turn {turn}: the conversation grew to {conversation_bytes} bytes, \
+                 over the limit of {MAX_CONVERSATION_BYTES} (tool output and answers of the \
+                 earlier turns)"
+            ));
+        }
         call.progress.activity(Activity::Turn { turn });
         let ask = Turn {
             model: call.model,
@@ -414,6 +429,19 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
             }
         };
         correcting = None;
+        let turn_bytes = reply.text.len()
+            + reply
+                .tool_calls
+                .iter()
+                .map(|c| c.name.len() + c.input.as_value().to_string().len())
+                .sum::<usize>();
+        if turn_bytes > MAX_TURN_BYTES {
+            return ChildResult::Failed(format!(
+                "turn {turn}: the model's answer is {turn_bytes} bytes of text and tool \
+                 arguments, over the limit of {MAX_TURN_BYTES} bytes per turn"
+            ));
+        }
+        conversation_bytes += turn_bytes;
         if let Some(u) = reply.usage {
             let total = call.usage.add(u);
             call.progress.activity(Activity::Tokens { usage: total });
@@ -477,7 +505,9 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
                     call.settings.max_tool_calls
                 ));
             }
-            results.push(run_one(&call, &c.name, &c.id, &c.input).await);
+            let result = run_one(&call, &c.name, &c.id, &c.input).await;
+            conversation_bytes += result.content.len();
+            results.push(result);
             if call.cancel.is_cancelled() {
                 return ChildResult::Cancelled;
             }

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::provider::Progress;
 use crate::providers::command::process::{self, Ending, ProcLimits, ProcSpec};
+use crate::providers::command::worktree::GitDirs;
 use crate::run::WorkerCommand;
 
 /// How much of a tool's output the model sees.
@@ -26,6 +27,8 @@ const HOST_OUTPUT_LIMIT: u64 = 1 << 20;
 /// Added to a Bash timeout before the host kills the tool process itself
 /// (the tool host stops Bash at the timeout; this is the backstop).
 const HOST_MARGIN: Duration = Duration::from_secs(10);
+/// How often a running tool counts as progress for the stall timer.
+const TOOL_ALIVE_EVERY: Duration = Duration::from_secs(1);
 /// Bound of a non-Bash tool call.
 const FILE_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -69,40 +72,18 @@ pub struct ToolContext {
     pub shell_write: Vec<PathBuf>,
 }
 
-/// What Bash needs of git outside `workspace`: nothing when the git
-/// directory is inside it (or there is none); a worktree gets its own git
-/// directory and the shared object store to change and the repository's
-/// git directory to read — never its hooks or config to change; a
-/// subdirectory of a checkout gets the git directory to read.
-pub async fn git_grants(workspace: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
-    let out = crate::providers::command::worktree::git(
-        workspace,
-        &[
-            "rev-parse",
-            "--path-format=absolute",
-            "--git-dir",
-            "--git-common-dir",
-        ],
-    )
-    .await;
-    let Ok(out) = out else {
-        return (Vec::new(), Vec::new());
-    };
-    let mut lines = out.lines().map(|l| PathBuf::from(l.trim()));
-    let (Some(git_dir), Some(common)) = (lines.next(), lines.next()) else {
-        return (Vec::new(), Vec::new());
-    };
-    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let ws = canonical(workspace);
-    let (git_dir, common) = (canonical(&git_dir), canonical(&common));
-    if git_dir.starts_with(&ws) && common.starts_with(&ws) {
-        return (Vec::new(), Vec::new());
-    }
-    if git_dir != common {
-        let objects = common.join("objects");
-        (vec![common], vec![git_dir, objects])
-    } else {
-        (vec![git_dir], Vec::new())
+/// What Bash may reach of git outside its workspace: in a worktree, the
+/// repository's git directory to read (so `git status`, `git diff` and
+/// `git log` work), from the directories recorded when the worktree was
+/// made — never from the workspace's `.git` file, which an earlier tool
+/// call may have rewritten. Nothing to change: a worktree's index, HEAD,
+/// config and the shared object store stay the host's (so `git commit`
+/// does not work inside a worktree; the host keeps its changes on a
+/// branch). Outside a worktree: nothing beyond the workspace.
+pub fn git_grants(worktree: Option<&GitDirs>) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    match worktree {
+        Some(d) => (vec![d.common.clone()], Vec::new()),
+        None => (Vec::new(), Vec::new()),
     }
 }
 
@@ -182,17 +163,26 @@ pub async fn run_tool(
             ));
         }
     };
-    let done = running
-        .finish(
-            ProcLimits {
-                timeout: Some(timeout),
-                output_limit: HOST_OUTPUT_LIMIT,
-                grace: Duration::from_millis(500),
-            },
-            cancel,
-            progress.clone(),
-        )
-        .await;
+    let finish = running.finish(
+        ProcLimits {
+            timeout: Some(timeout),
+            output_limit: HOST_OUTPUT_LIMIT,
+            grace: Duration::from_millis(500),
+        },
+        cancel,
+        progress.clone(),
+    );
+    tokio::pin!(finish);
+    // A running tool is progress (it is bounded by its own timeout): a
+    // long `cargo test` is not a stalled call. The tool host answers only
+    // at the end, so the host says so itself while it waits.
+    let mut alive = tokio::time::interval(TOOL_ALIVE_EVERY);
+    let done = loop {
+        tokio::select! {
+            done = &mut finish => break done,
+            _ = alive.tick() => progress.report(),
+        }
+    };
     match done.ending {
         Ending::Cancelled => return ToolOutcome::error(format!("{tool}: cancelled")),
         Ending::TimedOut => {

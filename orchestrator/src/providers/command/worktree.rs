@@ -22,6 +22,10 @@ const GIT_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct Worktree {
     /// The main checkout's top level (where `git worktree` commands run).
     toplevel: PathBuf,
+    /// The worktree's git directories, read right after it was made —
+    /// before any child ran in it — and used from then on instead of its
+    /// `.git` file, which the child can rewrite.
+    dirs: GitDirs,
     /// The worktree's root.
     pub path: PathBuf,
     /// Where the child runs: the same subdirectory as the provider's cwd.
@@ -30,9 +34,38 @@ pub struct Worktree {
     base: String,
 }
 
+/// A worktree's git directories, as they were when it was made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitDirs {
+    /// Its own git directory (`<common>/worktrees/<name>`): HEAD, index.
+    pub admin: PathBuf,
+    /// The repository's git directory (objects, refs, config, hooks).
+    pub common: PathBuf,
+}
+
 /// `git <args>` in `dir`: stdout on success, a message on failure.
 pub(crate) async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+    git_with(dir, args, None).await
+}
+
+/// `git <args>` in `dir`; with `pinned`, git uses exactly those
+/// directories (never what a `.git` file in `dir` says), and runs no hook
+/// and no fsmonitor whatever a config says: what a child left in its
+/// worktree cannot make the host run a program.
+async fn git_with(
+    dir: &Path,
+    args: &[&str],
+    pinned: Option<(&GitDirs, &Path)>,
+) -> Result<String, String> {
     let mut cmd = Command::new("git");
+    if pinned.is_some() {
+        cmd.args([
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.hooksPath=/dev/null",
+        ]);
+    }
     cmd.arg("-C")
         .arg(dir)
         .args(args)
@@ -44,6 +77,11 @@ pub(crate) async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
         .env("GIT_TERMINAL_PROMPT", "0")
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
+    if let Some((dirs, work_tree)) = pinned {
+        cmd.env("GIT_DIR", &dirs.admin)
+            .env("GIT_COMMON_DIR", &dirs.common)
+            .env("GIT_WORK_TREE", work_tree);
+    }
     let what = format!("git {}", args.join(" "));
     let out = match tokio::time::timeout(GIT_TIMEOUT, cmd.output()).await {
         Ok(Ok(out)) => out,
@@ -82,6 +120,31 @@ fn sanitize(name: &str) -> String {
         .collect();
     let s = s.trim_matches('-').to_string();
     if s.is_empty() { "agent".into() } else { s }
+}
+
+/// The git directories of the worktree at `path`, canonical.
+async fn git_dirs(path: &Path) -> Result<GitDirs, String> {
+    let out = git(
+        path,
+        &[
+            "rev-parse",
+            "--path-format=absolute",
+            "--git-dir",
+            "--git-common-dir",
+        ],
+    )
+    .await?;
+    let mut lines = out.lines().map(|l| PathBuf::from(l.trim()));
+    match (lines.next(), lines.next()) {
+        (Some(admin), Some(common)) => Ok(GitDirs {
+            admin: std::fs::canonicalize(&admin).unwrap_or(admin),
+            common: std::fs::canonicalize(&common).unwrap_or(common),
+        }),
+        _ => Err(format!(
+            "git rev-parse in {} did not name the git directories",
+            path.display()
+        )),
+    }
 }
 
 impl Worktree {
@@ -143,6 +206,18 @@ impl Worktree {
         )
         .await
         .map_err(|e| format!("isolation \"worktree\": {e}"))?;
+        let dirs = match git_dirs(&path).await {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = tokio::task::spawn_blocking({
+                    let p = path.clone();
+                    move || std::fs::remove_dir_all(p)
+                })
+                .await;
+                let _ = git(&toplevel, &["worktree", "prune"]).await;
+                return Err(format!("isolation \"worktree\": {e}"));
+            }
+        };
         let run_dir = if prefix.is_empty() {
             path.clone()
         } else {
@@ -152,6 +227,7 @@ impl Worktree {
         if let Err(e) = std::fs::create_dir_all(&run_dir) {
             let wt = Worktree {
                 toplevel,
+                dirs,
                 path,
                 run_dir: PathBuf::new(),
                 base,
@@ -163,20 +239,31 @@ impl Worktree {
         }
         Ok(Worktree {
             toplevel,
+            dirs,
             path,
             run_dir,
             base,
         })
     }
 
+    /// The worktree's git directories, as they were when it was made.
+    pub fn git_dirs(&self) -> &GitDirs {
+        &self.dirs
+    }
+
+    /// `git <args>` in the worktree, pinned to its recorded directories.
+    async fn git_here(&self, args: &[&str]) -> Result<String, String> {
+        git_with(&self.path, args, Some((&self.dirs, &self.path))).await
+    }
+
     /// Removes the worktree, whatever is in it (used when the child did not
     /// start, or changed nothing).
     pub async fn remove(&self) {
-        let path = self.path.to_string_lossy().into_owned();
-        if let Err(e) = git(&self.toplevel, &["worktree", "remove", "--force", &path]).await {
-            tracing::debug!("{e}; deleting {path} directly");
-            let p = self.path.clone();
-            let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(p)).await;
+        // Deleted directly, then pruned from the repository: `git worktree
+        // remove` would look inside the child's worktree first.
+        let p = self.path.clone();
+        if let Ok(Err(e)) = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(p)).await {
+            tracing::debug!("deleting {}: {e}", self.path.display());
         }
         if let Err(e) = git(&self.toplevel, &["worktree", "prune"]).await {
             tracing::debug!("{e}");
@@ -186,12 +273,10 @@ impl Worktree {
     /// After the child: removed when unchanged (`None`), else kept on a new
     /// branch `dsh/<branch_stem>` (or `-2`, `-3`, … when taken).
     pub async fn finish(&self, branch_stem: &str) -> Option<KeptWorktree> {
-        let status = git(
-            &self.path,
-            &["status", "--porcelain", "--untracked-files=all"],
-        )
-        .await;
-        let head = git(&self.path, &["rev-parse", "--verify", "HEAD"]).await;
+        let status = self
+            .git_here(&["status", "--porcelain", "--untracked-files=all"])
+            .await;
+        let head = self.git_here(&["rev-parse", "--verify", "HEAD"]).await;
         let unchanged = matches!((&status, &head), (Ok(s), Ok(h)) if s.trim().is_empty() && h.trim() == self.base);
         if unchanged {
             self.remove().await;
@@ -206,7 +291,7 @@ impl Worktree {
             } else {
                 format!("{stem}-{i}")
             };
-            match git(&self.path, &["switch", "--quiet", "-c", &name]).await {
+            match self.git_here(&["switch", "--quiet", "-c", &name]).await {
                 Ok(_) => {
                     branch = name;
                     break;
@@ -215,7 +300,7 @@ impl Worktree {
                 Err(e) => {
                     // A state switch refuses (e.g. mid-merge): a branch at
                     // HEAD without touching the worktree.
-                    match git(&self.path, &["branch", &name, "HEAD"]).await {
+                    match self.git_here(&["branch", &name, "HEAD"]).await {
                         Ok(_) => branch = name,
                         Err(e2) => tracing::warn!(
                             "kept worktree {}: no branch ({e}; {e2})",

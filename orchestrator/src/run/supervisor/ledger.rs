@@ -388,22 +388,29 @@ impl ActivityPump {
         loop {
             tokio::select! {
                 biased;
-                out = &mut settle => return out,
-                batch = self.progress.next_activities() => {
-                    for activity in batch {
-                        if emitted >= MAX_ACTIVITY_EVENTS {
-                            break;
-                        }
-                        emitted += 1;
-                        self.hub.emit(EventKind::AgentActivity {
-                            seq: self.seq,
-                            label: self.label.clone(),
-                            activity,
-                            workflow: self.workflow.clone(),
-                        });
-                    }
+                out = &mut settle => {
+                    // What came with the answer still precedes agent-end.
+                    let last = self.progress.take_activities();
+                    self.emit(last, &mut emitted);
+                    return out;
                 }
+                batch = self.progress.next_activities() => self.emit(batch, &mut emitted),
             }
+        }
+    }
+
+    fn emit(&self, batch: Vec<crate::provider::Activity>, emitted: &mut usize) {
+        for activity in batch {
+            if *emitted >= MAX_ACTIVITY_EVENTS {
+                return;
+            }
+            *emitted += 1;
+            self.hub.emit(EventKind::AgentActivity {
+                seq: self.seq,
+                label: self.label.clone(),
+                activity,
+                workflow: self.workflow.clone(),
+            });
         }
     }
 }
