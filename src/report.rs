@@ -184,7 +184,12 @@ fn render(s: &RunSummary, logs: &[String]) -> String {
             h,
             "<text class=\"phase\" x=\"4\" y=\"{}\">{}</text>",
             y + BAR,
-            esc(phase)
+            // `by_phase` groups calls without a phase under `-`.
+            if phase == "-" {
+                "(no phase)".to_string()
+            } else {
+                esc(phase)
+            }
         );
         y += ROW;
         for c in calls {
@@ -256,9 +261,9 @@ fn render(s: &RunSummary, logs: &[String]) -> String {
             a
         })
         .collect();
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<script type=\"application/json\" id=\"agents\">{}</script><script>{JS}</script></body></html>\n",
+        "<script type=\"application/json\" id=\"agents\">{}</script><script>{JS}</script></body></html>",
         script_json(&Value::Array(agents))
     );
     h
@@ -276,7 +281,8 @@ rect.bar{cursor:pointer}rect.bar:hover,rect.bar.sel{stroke:#000;stroke-width:1.5
 .o-cancelled{fill:#8c959f;background:#8c959f}.o-replayed{fill:#0969da;background:#0969da}\
 .o-running{fill:#d4a72c;background:#d4a72c}\
 .k{display:inline-block;width:10px;height:10px;margin:0 4px 0 8px}\
-#details{border:1px solid #ddd;padding:.5em 1em;min-height:3em}#details dt{font-weight:bold;margin-top:.4em}\
+#details{border:1px solid #ddd;padding:.5em 1em;min-height:3em}\
+#details dl{display:grid;grid-template-columns:7em minmax(0,1fr);gap:3px 1em;margin:0}#details dt{font-weight:bold}\
 #details dd{margin:0}pre{white-space:pre-wrap;word-break:break-word;background:#f6f8fa;padding:.5em;margin:.2em 0}\
 .hint{color:#888}";
 

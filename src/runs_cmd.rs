@@ -136,16 +136,8 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
     if !s.calls.is_empty() {
         let _ = writeln!(
             out,
-            "  {:<5} {:<12} {:<LABEL_COLS$} {:<PHASE_COLS$} {:>7} {:>7} {:>13} {:>5}  {}",
-            "SEQ",
-            "OUTCOME",
-            "LABEL",
-            "PHASE",
-            "START",
-            "DUR",
-            "TOKENS IN/OUT",
-            "COST",
-            "WORKTREE / REASON"
+            "  {:<5} {:<12} {:<LABEL_COLS$} {:<PHASE_COLS$} {:>7} {:>7} {:>13} {:>5}  WORKTREE / REASON",
+            "SEQ", "OUTCOME", "LABEL", "PHASE", "START", "DUR", "TOKENS IN/OUT", "COST",
         );
     }
     let origin = origin_of(&s);
