@@ -461,3 +461,38 @@ fn the_report_works_in_a_headless_chromium() {
         shot.display()
     );
 }
+
+#[test]
+fn a_nested_workflows_calls_carry_its_name_and_phase() {
+    let child = r#"export const meta = { name: "review", description: "review one file" };
+phase("inside");
+return await agent("review " + args.file, { label: "review " + args.file });
+"#;
+    let parent = r#"export const meta = { name: "fan", description: "reviews a file" };
+phase("Fan out");
+const r = await workflow("review", { file: "a.rs" });
+const s = await agent("summarize", { label: "summary" });
+return { r, s };
+"#;
+    let fx = fixture(json!([{ "match": {}, "text": "ok" }]));
+    let ws = Workspace::new("fan.js", parent, Some(&fx));
+    let wf = ws.dir.path().join(".claude/workflows");
+    std::fs::create_dir_all(&wf).unwrap();
+    std::fs::write(wf.join("review.js"), child).unwrap();
+    // Its own HOME: the user's ~/.claude is never read.
+    let home = ws.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let home = home.display().to_string();
+    let out = ws.with_env("HOME", &home).run(&[]);
+    out.assert_code(0);
+    let id = only_run_id(out.dir.path());
+    let v = show_json(out.dir.path(), &id);
+    let agents = v["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2, "{v}");
+    assert_eq!(agents[0]["workflow"], "review", "{v}");
+    // A nested workflow's calls run in the phase the runtime gives them
+    // (`▸ NAME`, as in their events), not the child's own `phase()`.
+    assert_eq!(agents[0]["phase"], "▸ review", "{v}");
+    assert_eq!(agents[1]["workflow"], Value::Null, "{v}");
+    assert_eq!(agents[1]["phase"], "Fan out", "{v}");
+}
