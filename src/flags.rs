@@ -45,8 +45,10 @@ pub enum WorkflowCmd {
     Test(TestArgs),
     /// List recent runs from their journals.
     Runs(RunsArgs),
-    /// Print one run's result and its agents.
+    /// Print one run's result and its agents, with timings, tokens and a timeline.
     Show(ShowArgs),
+    /// Write one run as a self-contained HTML report (timeline, prompts, answers).
+    Report(ReportArgs),
     /// Re-run a run, replaying the agent answers its journal holds.
     Resume(Box<ResumeArgs>),
     /// List the configured providers and whether each is usable (never calls them).
@@ -263,6 +265,21 @@ pub struct ShowArgs {
     /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
     #[arg(long, value_name = "DIR")]
     pub runs_dir: Option<PathBuf>,
+    /// Print one JSON object (run, totals, agents) instead of the text view.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// The run id, or the path of its run directory.
+    pub run: String,
+    /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
+    /// Where to write the report (default: report.html in the run directory).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

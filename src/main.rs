@@ -19,6 +19,7 @@ mod execute;
 mod flags;
 mod live;
 mod progress;
+mod report;
 mod request;
 mod runs_cmd;
 mod terminal;
@@ -74,6 +75,7 @@ where
         WorkflowCmd::Test(args) => runtime().and_then(|rt| rt.block_on(test_cmd::main(args))),
         WorkflowCmd::Runs(args) => runs_cmd::runs(&args),
         WorkflowCmd::Show(args) => runs_cmd::show(&args),
+        WorkflowCmd::Report(args) => report::report(&args),
         WorkflowCmd::Resume(args) => runtime().and_then(|rt| rt.block_on(runs_cmd::resume(*args))),
         WorkflowCmd::Providers { config } => request::providers(config.as_deref()),
         WorkflowCmd::List { config } => request::list(config.as_deref()),

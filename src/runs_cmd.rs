@@ -1,14 +1,17 @@
 //! `dsh workflow runs | show | resume`: thin callers of the library's
 //! durable runs (`dsh_orchestrator::journal`), which hold the run
 //! directory, the journal and the replay (docs/fixtures.md, "Durable
-//! runs").
+//! runs"). `show` also draws the agents' text timeline and prints the
+//! `--json` view that `report` shares.
 
 use std::io::Write;
 use std::time::{Duration, UNIX_EPOCH};
 
-use dsh_orchestrator::journal::summary::{self, RunSummary};
-use dsh_orchestrator::journal::{JournalError, ResumeError, ResumeOptions, StoredRun, rundir};
-use serde_json::Value;
+use dsh_orchestrator::journal::summary::{self, CallSummary, RunSummary, cut};
+use dsh_orchestrator::journal::{
+    CallState, JournalError, ResumeError, ResumeOptions, StoredRun, rundir,
+};
+use serde_json::{Value, json};
 
 use crate::error::{CliError, exit};
 use crate::execute::{execute, open_events_file};
@@ -111,6 +114,11 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
         .and_then(|p| summary::summarize(&p))
         .map_err(|e| CliError::usage(e.to_string()))?;
     let mut out = std::io::stdout().lock();
+    if a.json {
+        let text = serde_json::to_string_pretty(&show_json(&s)).unwrap_or_else(|_| "{}".into());
+        let _ = writeln!(out, "{text}");
+        return Ok(exit::COMPLETED);
+    }
     let _ = writeln!(out, "run      {}", esc(&s.info.id));
     let _ = writeln!(out, "name     {}", esc(&s.info.name));
     let _ = writeln!(out, "script   {}", esc(&s.info.script));
@@ -122,6 +130,17 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
         "agents   {} done, {} failed, {} replayed",
         s.done, s.failed, s.replayed
     );
+    let (tin, tout) = tokens(&s.calls);
+    let _ = writeln!(out, "tokens   {tin} in, {tout} out");
+    let _ = writeln!(out, "cost     -");
+    if !s.calls.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {:<5} {:<12} {:<LABEL_COLS$} {:<PHASE_COLS$} {:>7} {:>7} {:>13} {:>5}  WORKTREE / REASON",
+            "SEQ", "OUTCOME", "LABEL", "PHASE", "START", "DUR", "TOKENS IN/OUT", "COST",
+        );
+    }
+    let origin = origin_of(&s);
     // A replayed call's outcome column says `replayed`: its answer was
     // given (and counted) in an earlier attempt.
     for c in &s.calls {
@@ -132,7 +151,31 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
         } else {
             c.state.as_str()
         };
-        let _ = writeln!(out, "  #{:<4} {:<12} {}", c.seq, state, esc(&c.label));
+        let tokens = c
+            .usage
+            .map_or_else(|| "-".to_string(), |u| format!("{}/{}", u.input, u.output));
+        // The worktree and the reason come last and uncut in width: they
+        // matter more than alignment, and the reason is already bounded.
+        let mut tail = Vec::new();
+        if let Some(w) = &c.worktree {
+            tail.push(format!("worktree {}", esc(w)));
+        }
+        if let Some(r) = &c.reason {
+            tail.push(esc(&cut(r, REASON_CHARS)).into_owned());
+        }
+        let row = format!(
+            "  #{:<4} {:<12} {:<LABEL_COLS$} {:<PHASE_COLS$} {:>7} {:>7} {:>13} {:>5}  {}",
+            c.seq,
+            state,
+            cut(&esc(&c.label), LABEL_COLS - 1),
+            cut(&esc(c.phase.as_deref().unwrap_or("-")), PHASE_COLS - 1),
+            format!("+{}", duration(c.started_at.saturating_sub(origin))),
+            c.duration_ms().map_or_else(|| "-".to_string(), duration),
+            tokens,
+            "-",
+            tail.join("  ")
+        );
+        let _ = writeln!(out, "{}", row.trim_end());
     }
     for seq in &s.unjournaled {
         if !s.calls.iter().any(|c| c.seq == *seq) {
@@ -151,6 +194,12 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
             seqs.join(", ")
         );
     }
+    if !s.calls.is_empty() {
+        let _ = writeln!(out, "timeline");
+        for l in timeline(&s, columns()) {
+            let _ = writeln!(out, "{l}");
+        }
+    }
     let result = s
         .result
         .as_ref()
@@ -164,6 +213,183 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
     Ok(exit::COMPLETED)
 }
 
+/// Width of the LABEL column of `show`'s table (labels are cut to fit).
+const LABEL_COLS: usize = 24;
+/// Width of the PHASE column.
+const PHASE_COLS: usize = 12;
+/// Longest failure reason `show` prints; `--json` and `report` have more.
+const REASON_CHARS: usize = 80;
+
+/// The terminal's width for the timeline: `COLUMNS` when it is a sensible
+/// number (a pipe has no width to ask for), else 80.
+fn columns() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|c| (20..=1000).contains(c))
+        .unwrap_or(80)
+}
+
+/// `350ms`, `1.2s`, `2m03s`.
+pub(crate) fn duration(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{}.{}s", ms / 1000, (ms % 1000) / 100)
+    } else {
+        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
+
+/// Input and output tokens summed over `calls`.
+pub(crate) fn tokens(calls: &[CallSummary]) -> (u64, u64) {
+    calls
+        .iter()
+        .filter_map(|c| c.usage)
+        .fold((0, 0), |(i, o), u| {
+            (i.saturating_add(u.input), o.saturating_add(u.output))
+        })
+}
+
+/// Where the time axis starts: the last attempt's start, else its first
+/// call's (a journal without an `attempt` line).
+pub(crate) fn origin_of(s: &RunSummary) -> u64 {
+    let first = s.calls.iter().map(|c| c.started_at).min().unwrap_or(0);
+    s.attempt_started_at.map_or(first, |a| a.min(first))
+}
+
+/// Where the time axis ends: the last call's end (or start), or the run's
+/// end when it is later; never before `origin`.
+pub(crate) fn end_of(s: &RunSummary, origin: u64) -> u64 {
+    let ended = s.result.as_ref().and_then(|r| r["endedAt"].as_u64());
+    s.calls
+        .iter()
+        .map(|c| c.settled_at.unwrap_or(c.started_at))
+        .chain(ended.filter(|e| *e >= origin))
+        .max()
+        .unwrap_or(origin)
+        .max(origin)
+}
+
+/// The calls grouped by phase, phases in order of their first call; calls
+/// without a phase are grouped under `-`.
+pub(crate) fn by_phase(calls: &[CallSummary]) -> Vec<(String, Vec<&CallSummary>)> {
+    let mut groups: Vec<(String, Vec<&CallSummary>)> = Vec::new();
+    for c in calls {
+        let name = c.phase.clone().unwrap_or_else(|| "-".into());
+        match groups.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, v)) => v.push(c),
+            None => groups.push((name, vec![c])),
+        }
+    }
+    groups
+}
+
+/// `show`'s timeline: one line per call, `PHASE ▕ bar ▏ label duration`,
+/// the bar placed on a time axis that fills `cols` columns.
+fn timeline(s: &RunSummary, cols: usize) -> Vec<String> {
+    const NAME: usize = 12;
+    const TAIL: usize = 22;
+    let axis = cols.saturating_sub(NAME + TAIL + 4).max(10);
+    let origin = origin_of(s);
+    let span = end_of(s, origin).saturating_sub(origin).max(1);
+    let col = |t: u64| -> usize {
+        let off = t.saturating_sub(origin).min(span);
+        // u128: a span of years times a wide axis still fits.
+        usize::try_from(u128::from(off) * axis as u128 / u128::from(span)).unwrap_or(axis)
+    };
+    let mut lines = Vec::new();
+    for (phase, calls) in by_phase(&s.calls) {
+        for (i, c) in calls.iter().enumerate() {
+            let from = col(c.started_at).min(axis - 1);
+            let to = c.settled_at.map_or(axis, col).clamp(from + 1, axis);
+            // A different block per outcome, so the timeline reads without
+            // colour (it may be piped).
+            let block = match c.state {
+                CallState::Completed => '█',
+                CallState::Replayed => '▒',
+                CallState::Running => '░',
+                _ => '▓',
+            };
+            let bar: String = (0..axis)
+                .map(|x| if (from..to).contains(&x) { block } else { ' ' })
+                .collect();
+            let name = if i == 0 {
+                cut(&esc(&phase), NAME - 1)
+            } else {
+                String::new()
+            };
+            let dur = c.duration_ms().map_or_else(|| "-".to_string(), duration);
+            let label = cut(&esc(&c.label), TAIL.saturating_sub(dur.chars().count() + 1));
+            lines.push(format!("{name:<NAME$} ▕{bar}▏ {label} {dur}"));
+        }
+    }
+    lines.push(format!(
+        "{:<NAME$}  0{:>width$}",
+        "",
+        format!("+{}", duration(span)),
+        width = axis - 1
+    ));
+    lines.push(format!(
+        "{:<NAME$}  █ completed ▓ failed/cancelled ▒ replayed ░ running",
+        ""
+    ));
+    lines
+}
+
+/// The one JSON object of `show --json`.
+pub(crate) fn show_json(s: &RunSummary) -> Value {
+    let origin = origin_of(s);
+    let (tin, tout) = tokens(&s.calls);
+    let stop = s
+        .result
+        .as_ref()
+        .and_then(|r| r["result"]["stopReason"].as_str())
+        .map(str::to_string);
+    let agents: Vec<Value> = s
+        .calls
+        .iter()
+        .map(|c| {
+            json!({
+                "seq": c.seq,
+                "label": c.label,
+                "phase": c.phase,
+                "workflow": c.workflow,
+                "startMs": c.started_at.saturating_sub(origin),
+                "durationMs": c.duration_ms(),
+                "usage": c.usage.map(|u| json!({"input": u.input, "output": u.output})),
+                // No provider reports prices yet; the slot is here so tools
+                // need not change when one does.
+                "costUsd": Value::Null,
+                "outcome": if s.unjournaled.contains(&c.seq) { "unjournaled" } else { c.state.as_str() },
+                "reason": c.reason,
+                "replayed": c.replayed,
+                "worktree": c.worktree,
+            })
+        })
+        .collect();
+    json!({
+        "runId": s.info.id,
+        "name": s.info.name,
+        "description": s.info.meta.get("description").and_then(Value::as_str),
+        "script": s.info.script,
+        "status": s.status.to_string(),
+        "stopReason": stop,
+        "startedAt": s.info.started_at,
+        "totals": {
+            "agents": s.calls.len(),
+            "completed": s.done,
+            "failed": s.failed,
+            "replayed": s.replayed,
+            "tokensIn": tin,
+            "tokensOut": tout,
+            "costUsd": Value::Null,
+            "wallMs": s.elapsed_ms.unwrap_or_else(|| end_of(s, origin).saturating_sub(origin)),
+        },
+        "agents": agents,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +399,14 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01 00:00:00Z");
         assert_eq!(utc(951_782_400_000), "2000-02-29 00:00:00Z");
         assert_eq!(utc(1_796_013_512_000), "2026-11-30 04:38:32Z");
+    }
+
+    #[test]
+    fn durations_read_at_a_glance() {
+        assert_eq!(duration(0), "0ms");
+        assert_eq!(duration(999), "999ms");
+        assert_eq!(duration(1250), "1.2s");
+        assert_eq!(duration(123_000), "2m03s");
     }
 
     #[test]

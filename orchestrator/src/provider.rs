@@ -29,6 +29,10 @@ pub struct AgentRequest {
     /// The `phase` option, else the script's current phase; `None` when
     /// there is neither.
     pub phase: Option<String>,
+    /// The nested workflow (`workflow()`) that made the call, by name;
+    /// `None` for the top-level script. Not part of the call's key: the
+    /// same call answers the same wherever it is made.
+    pub workflow: Option<String>,
     /// The call's schema, already checked against the supported subset.
     pub schema: Option<Value>,
     /// `model`, `provider`, `effort`, `agentType`, `isolation`, `stallMs`,
@@ -71,6 +75,7 @@ impl AgentRequest {
             prompt: prompt.into(),
             label: label.into(),
             phase: None,
+            workflow: None,
             schema: None,
             options: AgentOptions::default(),
             system_prompt: None,

@@ -38,6 +38,15 @@ pub enum Line {
         key: String,
         /// The call's display label.
         label: String,
+        /// The call's phase (its `phase` option, else the script's current
+        /// phase); `None` when there is neither, and in journals written
+        /// before phases were journaled.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        phase: Option<String>,
+        /// The nested workflow (`workflow()`) that made the call, by name;
+        /// `None` for the top-level script.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workflow: Option<String>,
         /// The call's prompt.
         prompt: String,
         /// The call's schema; `None` for a text call.
@@ -80,6 +89,10 @@ pub enum Line {
         /// The tokens the child reported; `None` when it reported none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
+        /// The git branch of the worktree the child changed and that was
+        /// kept (`isolation: "worktree"`); `None` when none was kept.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worktree: Option<String>,
         /// When, in milliseconds since the Unix epoch.
         at: u64,
     },
@@ -153,6 +166,8 @@ impl Line {
             seq: r.seq,
             key: key.to_string(),
             label: crate::events::shown_label(&r.label),
+            phase: r.phase.as_deref().map(crate::events::shown_label),
+            workflow: r.workflow.as_deref().map(crate::events::shown_label),
             prompt: r.prompt.clone(),
             schema: r.schema.clone(),
             model: r.options.model.clone(),
@@ -173,6 +188,8 @@ impl Line {
             seq: r.seq,
             key,
             label: crate::events::shown_label(&r.label),
+            phase: r.phase.as_deref().map(crate::events::shown_label),
+            workflow: r.workflow.as_deref().map(crate::events::shown_label),
             prompt: &r.prompt,
             schema: r.schema.as_ref(),
             model: r.options.model.as_deref(),
@@ -203,6 +220,10 @@ struct StartRef<'a> {
     seq: u64,
     key: &'a str,
     label: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    phase: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workflow: Option<String>,
     prompt: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     schema: Option<&'a Value>,
@@ -231,6 +252,8 @@ mod tests {
         let mut r = AgentRequest::new(4, "the prompt", "lbl");
         r.schema = Some(json!({"type": "object"}));
         r.options.model = Some("m".into());
+        r.phase = Some("Review".into());
+        r.workflow = Some("nested".into());
         let text = Line::start_text(&r, "k", true);
         let mut back: Line = serde_json::from_str(&text).expect("a start line");
         if let Line::Start { at, .. } = &mut back {
@@ -255,6 +278,7 @@ mod tests {
                 input: 1,
                 output: 2,
             }),
+            worktree: None,
             at: 5,
         };
         let text = l.to_text();

@@ -183,6 +183,7 @@ impl Journaling {
         child_id: Option<String>,
         outcome: Outcome,
         usage: Option<Usage>,
+        worktree: Option<String>,
     ) {
         if let Some(rec) = &self.recorder {
             rec.settle(seq, &outcome, usage);
@@ -195,6 +196,7 @@ impl Journaling {
                     child_id,
                     outcome,
                     usage,
+                    worktree,
                     at: now_ms(),
                 })
                 .await;
@@ -297,7 +299,7 @@ impl SubagentProvider for JournalingProvider {
             })),
             Err(refused) => {
                 self.state
-                    .settle(seq, &key, None, Outcome::from_refusal(&refused), None)
+                    .settle(seq, &key, None, Outcome::from_refusal(&refused), None, None)
                     .await;
                 Err(refused)
             }
@@ -336,6 +338,9 @@ impl Subagent for JournaledChild {
             o.result = ChildResult::Failed(reason);
         }
         let (outcome, usage) = Outcome::from_result(&r);
+        // A provider decides whether to keep a worktree while its child
+        // ends, so by now the branch (if any) is known.
+        let worktree = self.inner.kept_worktree().map(|k| k.branch);
         self.state
             .settle(
                 self.seq,
@@ -343,6 +348,7 @@ impl Subagent for JournaledChild {
                 Some(self.inner.id().to_string()),
                 outcome,
                 usage,
+                worktree,
             )
             .await;
         r
@@ -440,6 +446,8 @@ mod tests {
             seq,
             key: key.into(),
             label: format!("l{seq}"),
+            phase: None,
+            workflow: None,
             prompt: "p".into(),
             schema: None,
             model: None,
@@ -459,6 +467,7 @@ mod tests {
             child_id: Some(format!("c{seq}")),
             outcome,
             usage: None,
+            worktree: None,
             at: 0,
         }
     }

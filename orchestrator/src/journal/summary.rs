@@ -1,6 +1,6 @@
 //! What a run directory says about its run, read without locking it:
-//! status, counts and the agents of the last attempt (`dsh workflow runs`
-//! and `show`).
+//! status, counts and the agents of the last attempt with their timings,
+//! tokens and outcomes (`dsh workflow runs`, `show` and `report`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -10,6 +10,11 @@ use serde_json::Value;
 
 use super::rundir::{self, RESULT_FILE, RunInfo};
 use super::{JournalError, Line, Outcome, reader};
+use crate::provider::Usage;
+
+/// Longest failure reason a summary keeps, in characters: a reason can be
+/// a child's whole stderr, and a 1,000-agent run must stay small in memory.
+pub const MAX_REASON_CHARS: usize = 2000;
 
 /// Where a run stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,6 +99,62 @@ pub struct CallSummary {
     pub state: CallState,
     /// Its answer came from the journal.
     pub replayed: bool,
+    /// Its phase; `None` without one (or in a journal older than phases).
+    pub phase: Option<String>,
+    /// The nested workflow that made it; `None` for the top-level script.
+    pub workflow: Option<String>,
+    /// When it started, in milliseconds since the Unix epoch.
+    pub started_at: u64,
+    /// When it settled; `None` while running, and for a replayed call
+    /// (whose answer was journaled in an earlier attempt).
+    pub settled_at: Option<u64>,
+    /// The tokens its child reported.
+    pub usage: Option<Usage>,
+    /// Why it failed (a child's failure, a refused start, a result fault),
+    /// cut to [`MAX_REASON_CHARS`]; `None` otherwise.
+    pub reason: Option<String>,
+    /// The branch of the worktree its child changed and that was kept.
+    pub worktree: Option<String>,
+    /// Its prompt, cut to the summary's text limit; `None` unless texts
+    /// were asked for ([`summarize_with_texts`]).
+    pub prompt: Option<String>,
+    /// Its answer (a text answer as a JSON string), cut to the summary's
+    /// text limit; `None` unless texts were asked for, or without one.
+    pub answer: Option<Value>,
+}
+
+impl CallSummary {
+    /// Milliseconds from its start to its end; `None` while unsettled.
+    pub fn duration_ms(&self) -> Option<u64> {
+        self.settled_at
+            .map(|end| end.saturating_sub(self.started_at))
+    }
+}
+
+/// `s` cut to at most `max` characters, with `…` where it was cut.
+pub fn cut(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_string(),
+        Some((i, _)) => format!("{}…", &s[..i]),
+    }
+}
+
+/// An answer as a summary keeps it: a text, or a structured value whose
+/// JSON text fits `max` characters; a larger structured value becomes its
+/// JSON text, cut short (a string, so nobody mistakes it for the answer).
+fn kept_answer(outcome: &Outcome, max: usize) -> Option<Value> {
+    match outcome {
+        Outcome::Text(t) => Some(Value::String(cut(t, max))),
+        Outcome::Structured(v) => {
+            let text = v.to_string();
+            if text.chars().count() <= max {
+                Some(v.clone())
+            } else {
+                Some(Value::String(cut(&text, max)))
+            }
+        }
+        _ => None,
+    }
 }
 
 /// What `runs` and `show` say about one run directory.
@@ -119,42 +180,89 @@ pub struct RunSummary {
     /// Calls of the last settled attempt whose answers reached the script
     /// but not the journal (`result.json`'s `unjournaled`).
     pub unjournaled: Vec<u64>,
+    /// When the last attempt began (its `attempt` line); `None` for a
+    /// journal without one.
+    pub attempt_started_at: Option<u64>,
 }
 
-/// Reads one run directory.
+/// Reads one run directory, without prompts and answers.
 pub fn summarize(dir: &Path) -> Result<RunSummary, JournalError> {
+    summarize_inner(dir, None)
+}
+
+/// Reads one run directory with each call's prompt and answer, each cut
+/// to `max_chars` characters (`dsh workflow report`).
+pub fn summarize_with_texts(dir: &Path, max_chars: usize) -> Result<RunSummary, JournalError> {
+    summarize_inner(dir, Some(max_chars))
+}
+
+fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, JournalError> {
     let info = rundir::read_info(dir)?;
     let result: Option<Value> = std::fs::read_to_string(dir.join(RESULT_FILE))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
     // Streamed: one line in memory at a time, whatever the journal's size.
     let mut attempt_calls: BTreeMap<u64, CallSummary> = BTreeMap::new();
-    reader::scan(&dir.join(rundir::JOURNAL_FILE), |line| match &line {
-        Line::Attempt { .. } => attempt_calls.clear(),
+    let mut attempt_started_at = None;
+    reader::scan(&dir.join(rundir::JOURNAL_FILE), |line| match line {
+        Line::Attempt { at, .. } => {
+            attempt_calls.clear();
+            attempt_started_at = Some(at);
+        }
         Line::Start {
             seq,
             label,
+            phase,
+            workflow,
+            prompt,
             replayed,
+            at,
             ..
         } => {
-            let state = if *replayed {
+            let state = if replayed {
                 CallState::Replayed
             } else {
                 CallState::Running
             };
             attempt_calls.insert(
-                *seq,
+                seq,
                 CallSummary {
-                    seq: *seq,
-                    label: label.clone(),
+                    seq,
+                    label,
                     state,
-                    replayed: *replayed,
+                    replayed,
+                    phase,
+                    workflow,
+                    started_at: at,
+                    settled_at: None,
+                    usage: None,
+                    reason: None,
+                    worktree: None,
+                    prompt: texts.map(|max| cut(&prompt, max)),
+                    answer: None,
                 },
             );
         }
-        Line::Settled { seq, outcome, .. } => {
-            if let Some(c) = attempt_calls.get_mut(seq) {
-                c.state = CallState::of(outcome);
+        Line::Settled {
+            seq,
+            outcome,
+            usage,
+            worktree,
+            at,
+            ..
+        } => {
+            if let Some(c) = attempt_calls.get_mut(&seq) {
+                c.state = CallState::of(&outcome);
+                c.settled_at = Some(at);
+                c.usage = usage;
+                c.worktree = worktree;
+                c.reason = match &outcome {
+                    Outcome::Fail(m) | Outcome::StartError(m) | Outcome::ResultError(m) => {
+                        Some(cut(m, MAX_REASON_CHARS))
+                    }
+                    _ => None,
+                };
+                c.answer = texts.and_then(|max| kept_answer(&outcome, max));
             }
         }
     })?;
@@ -198,6 +306,7 @@ pub fn summarize(dir: &Path) -> Result<RunSummary, JournalError> {
         replayed,
         elapsed_ms,
         unjournaled,
+        attempt_started_at,
         calls: attempt_calls.into_values().collect(),
     })
 }
@@ -217,4 +326,27 @@ pub fn list(runs_dir: &Path) -> Result<Option<Vec<RunSummary>>, JournalError> {
         .collect();
     all.sort_by_key(|s| std::cmp::Reverse(s.info.started_at));
     Ok(Some(all))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn cut_keeps_short_text_and_marks_a_cut() {
+        assert_eq!(cut("abc", 3), "abc");
+        assert_eq!(cut("äbcd", 2), "äb…");
+        assert_eq!(cut("", 0), "");
+    }
+
+    #[test]
+    fn a_large_structured_answer_is_kept_as_cut_text() {
+        let small = Outcome::Structured(json!({"ok": true}));
+        assert_eq!(kept_answer(&small, 100), Some(json!({"ok": true})));
+        let large = Outcome::Structured(json!({"text": "x".repeat(50)}));
+        let kept = kept_answer(&large, 10).expect("an answer");
+        assert_eq!(kept.as_str().map(|s| s.chars().count()), Some(11));
+        assert_eq!(kept_answer(&Outcome::Fail("no".into()), 10), None);
+    }
 }

@@ -121,6 +121,7 @@ impl Supervisor {
             prompt: req.prompt,
             label: req.label,
             phase: req.phase,
+            workflow: req.workflow.clone(),
             schema: schema.clone(),
             options: req.options,
             system_prompt: None,
