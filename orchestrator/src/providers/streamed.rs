@@ -49,7 +49,7 @@ enum Mode {
     Whole,
 }
 
-/// One turn's response as it streams in; a [`BodySink`] for the request.
+/// One turn's response as it streams in; a `BodySink` for the request.
 pub struct Streamed<P> {
     mode: Mode,
     body: Vec<u8>,

@@ -15,7 +15,7 @@
 //!
 //! Order of work: parse the request, canonicalize the workspace, apply the
 //! tool's sandbox profile ([`crate::sandbox::tools`]), then run the tool,
-//! whose every path goes through [`paths::resolve`] (the first layer:
+//! whose every path goes through `paths::resolve` (the first layer:
 //! nothing outside the canonical workspace is touched, with a clear
 //! `denied`; Landlock is the second). Every outcome, a bad request
 //! included, is a response with exit status 0: the process exits non-zero

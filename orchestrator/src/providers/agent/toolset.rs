@@ -110,7 +110,7 @@ fn is_object_schema(s: &Value) -> bool {
     s.get("type").and_then(Value::as_str) == Some("object")
 }
 
-/// The answer inside a [`STRUCTURED_OUTPUT`] input (see [`object_schema`]).
+/// The answer inside a [`STRUCTURED_OUTPUT`] input (see `object_schema`).
 pub fn unwrap_answer(schema: &Value, input: Value) -> Value {
     if is_object_schema(schema) {
         return input;
