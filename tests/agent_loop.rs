@@ -123,6 +123,14 @@ fn activities(events: &[Value], kind: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The tools called, in the order of their `tool-call` events.
+fn tools_called(events: &[Value]) -> Vec<String> {
+    activities(events, "tool-call")
+        .iter()
+        .map(|e| e["tool"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
 const FIX_SCHEMA: &str = "{ type: \"object\", properties: { fixed: { type: \"boolean\" }, file: { type: \"string\" } }, required: [\"fixed\", \"file\"], additionalProperties: false }";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -218,19 +226,10 @@ async fn a_model_searches_reads_edits_a_worktree_runs_bash_and_answers_with_a_sc
 
     // The activity a progress view shows: each tool call, in order, and
     // each ended ok; turns; tokens.
-    let calls: Vec<&str> = activities(&events, "tool-call")
-        .iter()
-        .map(|e| e["tool"].as_str().unwrap_or(""))
-        .map(|t| match t {
-            "Glob" => "Glob",
-            "Grep" => "Grep",
-            "Read" => "Read",
-            "Edit" => "Edit",
-            "Bash" => "Bash",
-            _ => "?",
-        })
-        .collect();
-    assert_eq!(calls, ["Glob", "Grep", "Read", "Edit", "Bash"]);
+    assert_eq!(
+        tools_called(&events),
+        ["Glob", "Grep", "Read", "Edit", "Bash"]
+    );
     let ends = activities(&events, "tool-end");
     assert_eq!(ends.len(), 5);
     assert!(ends.iter().all(|e| e["status"] == "ok"), "{ends:#?}");
@@ -702,18 +701,7 @@ async fn the_repo_review_example_reviews_a_repository_through_the_cli() {
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect();
     common::assert_event_guarantees(&lines);
-    let tools: Vec<&str> = activities(&lines, "tool-call")
-        .iter()
-        .map(|e| {
-            if e["tool"] == "Glob" {
-                "Glob"
-            } else if e["tool"] == "Read" {
-                "Read"
-            } else {
-                "?"
-            }
-        })
-        .collect();
+    let tools = tools_called(&lines);
     assert_eq!(
         tools.iter().filter(|t| **t == "Glob").count(),
         1,
