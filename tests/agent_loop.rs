@@ -571,7 +571,7 @@ async fn the_anthropic_provider_runs_the_same_loop() {
     assert_eq!(msgs[1]["content"][1]["input"], json!({ "pattern": "*.md" }));
     let result = &msgs[2]["content"][0];
     assert_eq!(result["type"], "tool_result");
-    assert_eq!(result["tool_use_id"], "toolu_1");
+    assert_eq!(result["tool_use_id"], msgs[1]["content"][1]["id"]);
     assert_eq!(result["is_error"], false);
     assert_eq!(result["content"].as_str().unwrap_or("").trim(), "README.md");
     let read = &seen[2].json()["messages"][4]["content"][0];

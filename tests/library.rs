@@ -619,13 +619,7 @@ async fn a_broken_worker_settles_worker_exited(#[case] shell: &str, #[case] ment
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_usage_feeds_budget_spent() {
-    let provider = TestProvider::new(Behaviour::Answer(
-        "paid".into(),
-        Some(Usage {
-            input: 3,
-            output: 42,
-        }),
-    ));
+    let provider = TestProvider::new(Behaviour::Answer("paid".into(), Some(Usage::new(3, 42))));
     let mut req = with_provider(
         "await agent(\"a\");\nconst s1 = budget.spent();\nawait agent(\"b\");\nreturn { s1, s2: budget.spent(), remaining: budget.remaining(), total: budget.total };",
         provider,
@@ -643,13 +637,7 @@ async fn provider_usage_feeds_budget_spent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provider_usage_exhausts_the_budget() {
-    let provider = TestProvider::new(Behaviour::Answer(
-        "paid".into(),
-        Some(Usage {
-            input: 0,
-            output: 50,
-        }),
-    ));
+    let provider = TestProvider::new(Behaviour::Answer("paid".into(), Some(Usage::new(0, 50))));
     let mut req = with_provider(
         "for (let i = 0; i < 5; i++) await agent(\"call \" + i);\nreturn \"not reached\";",
         provider.clone(),

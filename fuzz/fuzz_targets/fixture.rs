@@ -137,10 +137,7 @@ impl<'a> Arbitrary<'a> for Attempt {
                 _ => Outcome::Cancelled,
             };
             let usage = if bool::arbitrary(u)? {
-                Some(Usage {
-                    input: u64::arbitrary(u)?,
-                    output: u64::arbitrary(u)?,
-                })
+                Some(Usage::new(u64::arbitrary(u)?, u64::arbitrary(u)?))
             } else {
                 None
             };

@@ -59,7 +59,7 @@ impl Subagent for ShoutChild {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(50)) => Ok(ChildOutcome {
                 result: ChildResult::Text(self.answer.clone()),
-                usage: Some(Usage { input: 10, output: self.answer.len() as u64 }),
+                usage: Some(Usage::new(10, self.answer.len() as u64)),
             }),
             _ = self.cancel.cancelled() => Ok(ChildOutcome { result: ChildResult::Cancelled, usage: None }),
         }

@@ -553,7 +553,7 @@ pub enum AgentTypeSource {
 impl fmt::Display for AgentTypeSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AgentTypeSource::BuiltIn => f.write_str("built-in"),
+            AgentTypeSource::BuiltIn => f.write_str(crate::providers::router::BUILT_IN),
             AgentTypeSource::Config(at) => f.write_str(at),
             AgentTypeSource::File(p) => write!(f, "{}", p.display()),
         }

@@ -312,10 +312,10 @@ impl Event {
                 m.insert("outcome".into(), outcome.as_str().into());
                 insert_origin(&mut m, *origin);
                 if let Some(u) = usage {
-                    m.insert(
-                        "usage".into(),
-                        json!({ "input": u.input, "output": u.output }),
-                    );
+                    m.insert("usage".into(), usage_json(u));
+                    if let Some(c) = u.cost_usd {
+                        m.insert("cost".into(), json!(c));
+                    }
                 }
                 if let Some(r) = reason {
                     m.insert("reason".into(), r.as_str().into());
@@ -555,10 +555,7 @@ fn insert_activity(m: &mut Map<String, Value>, a: &crate::provider::Activity) {
         }
         A::Tokens { usage } => {
             m.insert("activity".into(), "tokens".into());
-            m.insert(
-                "usage".into(),
-                json!({ "input": usage.input, "output": usage.output }),
-            );
+            m.insert("usage".into(), usage_json(usage));
         }
         A::ToolCall { tool, detail } => {
             m.insert("activity".into(), "tool-call".into());
@@ -698,4 +695,17 @@ mod tests {
         assert_eq!(cut.chars().count(), MAX_LABEL_CHARS);
         assert!(cut.ends_with('…'));
     }
+}
+
+/// A usage as events show it: `input`, `output`, and the cache's share of
+/// the input when there was one (`cacheRead`, `cacheWrite`).
+pub(crate) fn usage_json(u: &dsh_protocol::Usage) -> Value {
+    let mut v = json!({ "input": u.input, "output": u.output });
+    if u.cache_read > 0 {
+        v["cacheRead"] = u.cache_read.into();
+    }
+    if u.cache_write > 0 {
+        v["cacheWrite"] = u.cache_write.into();
+    }
+    v
 }

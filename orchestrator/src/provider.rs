@@ -51,6 +51,29 @@ pub struct AgentRequest {
     /// The agent type's bounds on the agent loop (set by the router), for
     /// providers of the loop.
     pub loop_limits: LoopLimits,
+    /// Where the call's agent type comes from (set by the router); `None`
+    /// without an `agentType`. An agent CLI that has the same built-in
+    /// types uses its own for [`AgentTypeOrigin::BuiltIn`].
+    pub agent_type_origin: Option<AgentTypeOrigin>,
+    /// A session of an earlier attempt of this very call that was
+    /// interrupted before it answered (set by the journal on `dsh workflow
+    /// resume`): a provider that can continue it does, instead of starting
+    /// afresh. Not part of the call's key.
+    pub resume: Option<Session>,
+    /// The most this call may spend, in US dollars: what is left of the
+    /// run's cost budget when it starts (`--budget-usd`), for providers
+    /// that can cap their own spend. Not part of the call's key.
+    pub cost_cap_usd: Option<f64>,
+}
+
+/// Where an agent type is defined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentTypeOrigin {
+    /// One of the types Claude Code has built in (`general-purpose`,
+    /// `Explore`, `Plan`, …), not redefined by the project.
+    BuiltIn,
+    /// An agent file (`.claude/agents/NAME.md`) or `[agent_types.NAME]`.
+    Defined,
 }
 
 /// An agent type's settings for the agent loop (`[agent_types.NAME]`
@@ -82,6 +105,9 @@ impl AgentRequest {
             tools: None,
             disallowed_tools: Vec::new(),
             loop_limits: LoopLimits::default(),
+            agent_type_origin: None,
+            resume: None,
+            cost_cap_usd: None,
         }
     }
 }
@@ -187,6 +213,24 @@ struct ProgressInner {
     pending: std::sync::Mutex<std::collections::VecDeque<Activity>>,
     /// Wakes the host's [`Progress::next_activities`].
     arrived: tokio::sync::Notify,
+    /// The child's resumable session, once its provider knows it.
+    session: std::sync::Mutex<Option<Session>>,
+    /// Wakes [`Progress::session_known`].
+    session_set: tokio::sync::Notify,
+}
+
+/// A conversation an agent CLI keeps on disk and can continue (Claude
+/// Code's session, Codex's thread): which provider started it, and the
+/// CLI's id for it. The journal records it as soon as it is known, so a
+/// call interrupted mid-flight continues it on `dsh workflow resume`
+/// ([`AgentRequest::resume`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Session {
+    /// The provider's name (`[providers.NAME]`): only that provider is
+    /// asked to continue it.
+    pub provider: String,
+    /// The CLI's own id of the session.
+    pub id: String,
 }
 
 /// Most activities a child's handle holds before the host takes them; past
@@ -248,7 +292,45 @@ impl Progress {
             last_us: std::sync::atomic::AtomicU64::new(0),
             pending: std::sync::Mutex::new(std::collections::VecDeque::new()),
             arrived: tokio::sync::Notify::new(),
+            session: std::sync::Mutex::new(None),
+            session_set: tokio::sync::Notify::new(),
         }))
+    }
+
+    /// The child's resumable session is `session` (a later call replaces
+    /// it: a CLI that forks a session on resume names the new one).
+    pub fn set_session(&self, session: Session) {
+        let mut s = self.0.session.lock().unwrap_or_else(|e| e.into_inner());
+        if s.as_ref() != Some(&session) {
+            *s = Some(session);
+            self.0.session_set.notify_waiters();
+        }
+    }
+
+    /// The child's resumable session, if its provider named one.
+    pub fn session(&self) -> Option<Session> {
+        self.0
+            .session
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Waits until the session differs from `known` (none known: until
+    /// there is one), and returns it.
+    pub async fn session_changed(&self, known: Option<&Session>) -> Session {
+        loop {
+            let notified = self.0.session_set.notified();
+            tokio::pin!(notified);
+            // Registered before looking, so a change in between wakes us.
+            notified.as_mut().enable();
+            if let Some(s) = self.session()
+                && Some(&s) != known
+            {
+                return s;
+            }
+            notified.await;
+        }
     }
 
     /// The child is doing `what` (which is progress too). Never blocks; a

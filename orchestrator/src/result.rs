@@ -47,6 +47,9 @@ pub struct RunResult {
     pub log_bytes_dropped: u64,
     /// The sandbox the worker reached, when it got that far.
     pub sandbox: Option<SandboxReport>,
+    /// The tokens (and cost) of every call the run made, replayed ones
+    /// included; `None` when no child reported any.
+    pub usage: Option<dsh_protocol::Usage>,
 }
 
 impl RunResult {
@@ -58,6 +61,7 @@ impl RunResult {
             agents_started,
             log_bytes_dropped: 0,
             sandbox: None,
+            usage: None,
         }
     }
 
@@ -72,6 +76,12 @@ impl RunResult {
         m.insert("agentsStarted".into(), self.agents_started.into());
         if self.log_bytes_dropped > 0 {
             m.insert("logBytesDropped".into(), self.log_bytes_dropped.into());
+        }
+        if let Some(u) = &self.usage {
+            m.insert("usage".into(), crate::events::usage_json(u));
+            if let Some(c) = u.cost_usd {
+                m.insert("cost".into(), c.into());
+            }
         }
         if let Some(s) = &self.sandbox {
             m.insert("sandbox".into(), sandbox_json(s));

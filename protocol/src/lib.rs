@@ -30,7 +30,7 @@ pub use messages::*;
 /// [`EndResult`] carry an [`EndOutcome`]; version 6 added nested workflows
 /// ([`WorkerMsg::WorkflowLoad`]) and `stall_ms` and `disallowed_tools` in
 /// [`AgentOptions`] (a `ChildStart` frame of version 5 no longer decodes).
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// The worker's exit status when an allocation failed under the sandbox's
 /// data limit: the host reports such a death as `MEMORY`.

@@ -112,7 +112,8 @@ fn worker_messages_round_trip(#[case] msg: WorkerMsg) {
 #[case::cancel_wall(HostMsg::Cancel { reason: CancelReason::WallTimeout { limit_ms: 500 } })]
 #[case::started(HostMsg::ChildStarted { call_id: 1, child_id: "c-1".into() })]
 #[case::start_error(HostMsg::ChildStartError { call_id: 1, code: ErrorCode::AgentStart, message: "quota".into() })]
-#[case::settled_text(HostMsg::ChildSettled { call_id: 1, outcome: ChildOutcome::Text("hi".into()), usage: Some(Usage { input: 1, output: 2 }) })]
+#[case::settled_text(HostMsg::ChildSettled { call_id: 1, outcome: ChildOutcome::Text("hi".into()), usage: Some(Usage::new(1, 2)) })]
+#[case::settled_costed(HostMsg::ChildSettled { call_id: 1, outcome: ChildOutcome::Text("hi".into()), usage: Some(Usage { input: 10, output: 2, cache_read: 7, cache_write: 1, cost_usd: Some(0.25) }) })]
 #[case::settled_structured(HostMsg::ChildSettled { call_id: 1, outcome: ChildOutcome::Structured("{}".into()), usage: None })]
 #[case::settled_failed(HostMsg::ChildSettled { call_id: 1, outcome: ChildOutcome::Failed("refused".into()), usage: None })]
 #[case::settled_cancelled(HostMsg::ChildSettled { call_id: 1, outcome: ChildOutcome::Cancelled, usage: None })]
@@ -269,4 +270,30 @@ fn every_random_byte_string_decodes_or_errors_without_panic() {
         let _ = decode::<WorkerMsg>(&body);
         let _ = decode::<HostMsg>(&body);
     }
+}
+
+#[test]
+fn usage_as_json_omits_what_is_zero_and_reads_older_json() {
+    let u = Usage::new(3, 4);
+    assert_eq!(
+        serde_json::to_string(&u).expect("json"),
+        r#"{"input":3,"output":4}"#
+    );
+    let full = Usage {
+        input: 10,
+        output: 2,
+        cache_read: 7,
+        cache_write: 1,
+        cost_usd: Some(0.25),
+    };
+    let text = serde_json::to_string(&full).expect("json");
+    assert_eq!(
+        text,
+        r#"{"input":10,"output":2,"cacheRead":7,"cacheWrite":1,"costUsd":0.25}"#
+    );
+    assert_eq!(serde_json::from_str::<Usage>(&text).expect("back"), full);
+    assert_eq!(
+        serde_json::from_str::<Usage>(r#"{"input":3,"output":4}"#).expect("old"),
+        u
+    );
 }

@@ -30,6 +30,7 @@ use serde::Deserialize;
 use super::{Config, ConfigError, ProviderEntry, WorkflowDefaults};
 use crate::providers::agent::{LOOP_KEYS, LoopSettings};
 use crate::providers::anthropic::AnthropicConfig;
+use crate::providers::cli::{CliConfig, CliKind};
 use crate::providers::command::CommandConfig;
 use crate::providers::openai::OpenAiConfig;
 
@@ -44,6 +45,18 @@ pub enum ProviderKind {
     /// `kind = "command"`: a program (an agent CLI or any other) runs once
     /// per call and answers on stdout.
     Command(CommandConfig),
+    /// `kind = "claude-code"`, `"codex"` or `"qwen"`: an agent CLI dsh
+    /// knows the flags of.
+    Cli {
+        /// Which CLI.
+        kind: CliKind,
+        /// The table's keys.
+        cfg: CliConfig,
+        /// dsh's reaper, which the CLI runs under (set by the host program:
+        /// [`super::Config::set_tool_host`]); `None` finds it like a run's
+        /// worker, or runs the CLI directly.
+        reaper: Option<crate::run::WorkerCommand>,
+    },
     /// A fixture file answers (the `scripted` provider).
     Fixture {
         /// The fixture file; a relative `path` in the file is resolved
@@ -53,9 +66,11 @@ pub enum ProviderKind {
 }
 
 impl ProviderKind {
-    /// The `kind` as `dsh.toml` spells it: `openai`, `command` or `fixture`.
+    /// The `kind` as `dsh.toml` spells it: `openai`, `command`,
+    /// `claude-code`, … or `fixture`.
     pub fn kind_name(&self) -> &'static str {
         match self {
+            ProviderKind::Cli { kind, .. } => kind.kind_name(),
             ProviderKind::Openai(_) => "openai",
             ProviderKind::Anthropic(_) => "anthropic",
             ProviderKind::Command(_) => "command",
@@ -473,13 +488,13 @@ fn provider_kind(
         Some(toml::Value::String(k)) => k,
         Some(other) => {
             return Err(format!(
-                "providers.{name}.kind: expected a string, found {}; use kind = \"openai\", \"anthropic\", \"command\" or \"fixture\"",
+                "providers.{name}.kind: expected a string, found {}; use kind = \"openai\", \"anthropic\", \"claude-code\", \"codex\", \"qwen\", \"command\" or \"fixture\"",
                 other.type_str()
             ));
         }
         None => {
             return Err(format!(
-                "providers.{name}: missing kind; add kind = \"openai\", \"anthropic\", \"command\" or \"fixture\""
+                "providers.{name}: missing kind; add kind = \"openai\", \"anthropic\", \"claude-code\", \"codex\", \"qwen\", \"command\" or \"fixture\""
             ));
         }
     };
@@ -489,6 +504,16 @@ fn provider_kind(
             fix_hint(e.message().trim())
         )
     };
+    if let Some(kind) = CliKind::from_kind_name(&kind) {
+        return toml::Value::Table(table)
+            .try_into::<CliConfig>()
+            .map(|cfg| ProviderKind::Cli {
+                kind,
+                cfg,
+                reaper: None,
+            })
+            .map_err(|e| de(kind.kind_name(), e));
+    }
     match kind.as_str() {
         "openai" => {
             let agent = loop_settings(&mut table, base_dir).map_err(|e| de("openai", e))?;

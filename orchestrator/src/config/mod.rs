@@ -21,6 +21,7 @@ use dsh_protocol::SandboxPolicy;
 pub use file::{AgentTypeRoute, ProviderKind};
 
 use crate::Limits;
+use crate::providers::cli::{CliConfig, CliKind};
 use crate::providers::openai::OpenAiConfig;
 
 /// The file name looked for.
@@ -193,6 +194,23 @@ impl Config {
                 stall: None,
             },
         );
+        // The agent CLIs under their kind's name, with every default.
+        for kind in [CliKind::ClaudeCode, CliKind::Codex] {
+            providers.insert(
+                kind.kind_name().to_string(),
+                ProviderEntry {
+                    name: kind.kind_name().to_string(),
+                    kind: ProviderKind::Cli {
+                        kind,
+                        cfg: CliConfig::default(),
+                        reaper: None,
+                    },
+                    defined_at: "built-in".into(),
+                    base_dir: PathBuf::from("."),
+                    stall: None,
+                },
+            );
+        }
         Config {
             path: None,
             workflow: WorkflowDefaults::default(),
@@ -202,12 +220,14 @@ impl Config {
     }
 
     /// Sets where the agent loop's tools run and under which sandbox
-    /// policy, for every provider of the loop (`openai`, `anthropic`).
+    /// policy, for every provider of the loop (`openai`, `anthropic`); the
+    /// same program is the agent CLIs' reaper.
     pub fn set_tool_host(&mut self, host: &crate::providers::agent::ToolHost) {
         for entry in self.providers.values_mut() {
             match &mut entry.kind {
                 ProviderKind::Openai(c) => c.agent.host = host.clone(),
                 ProviderKind::Anthropic(c) => c.agent.host = host.clone(),
+                ProviderKind::Cli { reaper, .. } => reaper.clone_from(&host.command),
                 _ => {}
             }
         }

@@ -3,6 +3,7 @@
 //! ```text
 //! {"type":"attempt","attempt":1,"pid":4242,"at":1764477512000}
 //! {"type":"start","seq":1,"key":"9f…","label":"plan","prompt":"…","at":…}
+//! {"type":"session","seq":1,"key":"9f…","provider":"claude","session":"6f0c…","at":…}
 //! {"type":"settled","seq":1,"key":"9f…","childId":"scripted-1","outcome":{"text":"…"},"usage":{"input":3,"output":5},"at":…}
 //! ```
 //!
@@ -71,6 +72,22 @@ pub enum Line {
         /// line follows).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         replayed: bool,
+        /// When, in milliseconds since the Unix epoch.
+        at: u64,
+    },
+    /// A live call's agent CLI named the session it runs in (Claude
+    /// Code's session, Codex's thread): if the call is interrupted before
+    /// it settles, `dsh workflow resume` continues that session.
+    #[serde(rename_all = "camelCase")]
+    Session {
+        /// The `seq` of the call's `start` line.
+        seq: u64,
+        /// The call's key, as in its `start` line.
+        key: String,
+        /// The provider that runs the session (`[providers.NAME]`).
+        provider: String,
+        /// The CLI's id of the session.
+        session: String,
         /// When, in milliseconds since the Unix epoch.
         at: u64,
     },
@@ -274,10 +291,7 @@ mod tests {
             key: "k".into(),
             child_id: Some("c".into()),
             outcome: Outcome::Structured(json!({"ok": true})),
-            usage: Some(Usage {
-                input: 1,
-                output: 2,
-            }),
+            usage: Some(Usage::new(1, 2)),
             worktree: None,
             at: 5,
         };

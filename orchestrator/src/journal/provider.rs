@@ -17,13 +17,22 @@ use super::record::Recorder;
 use super::writer::JournalWriter;
 use super::{call_key, now_ms};
 use crate::provider::{
-    AgentRequest, CallLimits, ChildOrigin, ChildOutcome, ChildResult, ResultFault, StartRefused,
-    Subagent, SubagentProvider, Usage,
+    AgentRequest, CallLimits, ChildOrigin, ChildOutcome, ChildResult, ResultFault, Session,
+    StartRefused, Subagent, SubagentProvider, Usage,
 };
 use crate::providers::answered::AnsweredChild;
 
 /// The journal's size limit unless the run sets one (`--journal-limit`).
 pub const DEFAULT_JOURNAL_LIMIT: u64 = 256 << 20;
+
+/// What a call's slot holds on a resume.
+enum Slot {
+    /// A journaled answer to replay.
+    Replay(Answer),
+    /// Nothing to replay: the call runs live, continuing this session of
+    /// an earlier attempt if there is one.
+    Live(Option<Session>),
+}
 
 /// A journaled answer waiting to be replayed.
 #[derive(Debug, Clone)]
@@ -41,6 +50,9 @@ pub struct Journaling {
     /// Journaled answers by (key, slot): slot k of key K is the k-th call
     /// with key K in call order within an attempt.
     answers: Mutex<HashMap<(String, usize), Answer>>,
+    /// The sessions of calls an earlier attempt left unanswered, by (key,
+    /// slot): continued when the slot runs live again.
+    sessions: Mutex<HashMap<(String, usize), Session>>,
     /// How many calls with each key this attempt has seen (the next slot).
     next_slot: Mutex<HashMap<String, usize>>,
     /// `--record`: a call is entered as cancelled when it starts and gets
@@ -65,10 +77,11 @@ impl Journaling {
         previous: Option<&Journal>,
         recording: Option<&std::path::Path>,
     ) -> Self {
-        let answers = previous.map(answers_by_slot).unwrap_or_default();
+        let (answers, sessions) = previous.map(by_slot).unwrap_or_default();
         Journaling {
             writer,
             answers: Mutex::new(answers),
+            sessions: Mutex::new(sessions),
             recorder: recording.map(Recorder::new),
             limit: DEFAULT_JOURNAL_LIMIT,
             ..Journaling::default()
@@ -162,18 +175,47 @@ impl Journaling {
         }
     }
 
-    /// The next slot of `key` in this attempt, and its journaled answer if
-    /// it has a replayable one. A slot without one runs live and never
-    /// takes another slot's answer.
-    fn take_replay(&self, key: &str) -> Option<Answer> {
+    /// The next slot of `key` in this attempt: its journaled answer if it
+    /// has a replayable one, else the session an earlier attempt left it
+    /// in, if any. A slot without an answer runs live and never takes
+    /// another slot's answer.
+    fn take_slot(&self, key: &str) -> Slot {
         let slot = {
-            let mut next = self.next_slot.lock().ok()?;
+            let mut next = self.next_slot.lock().unwrap_or_else(|e| e.into_inner());
             let n = next.entry(key.to_string()).or_insert(0);
             let slot = *n;
             *n += 1;
-            slot
+            (key.to_string(), slot)
         };
-        self.answers.lock().ok()?.remove(&(key.to_string(), slot))
+        let answer = self
+            .answers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&slot);
+        match answer {
+            Some(a) => Slot::Replay(a),
+            None => Slot::Live(
+                self.sessions
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&slot),
+            ),
+        }
+    }
+
+    /// Journals that call `seq`'s CLI runs `session` (not durable: it is
+    /// of use only if the call never settles, and a lost line only costs
+    /// the continuation).
+    fn append_session(&self, seq: u64, key: &str, session: &Session) {
+        if let Some(w) = &self.writer {
+            w.append(&Line::Session {
+                seq,
+                key: key.to_string(),
+                provider: session.provider.clone(),
+                session: session.id.clone(),
+                at: now_ms(),
+            });
+        }
     }
 
     async fn settle(
@@ -254,7 +296,14 @@ impl SubagentProvider for JournalingProvider {
         // model and system prompt included).
         self.prepare(&mut request);
         let key = call_key(&request);
-        if let Some(answer) = self.state.take_replay(&key) {
+        let answer = match self.state.take_slot(&key) {
+            Slot::Replay(answer) => Some(answer),
+            Slot::Live(session) => {
+                request.resume = session;
+                None
+            }
+        };
+        if let Some(answer) = answer {
             self.state.append_start(&request, &key, true)?;
             self.state.replayed.fetch_add(1, Ordering::Relaxed);
             if let Some(rec) = &self.state.recorder {
@@ -290,13 +339,19 @@ impl SubagentProvider for JournalingProvider {
             ))),
         };
         match started {
-            Ok(child) => Ok(Arc::new(JournaledChild {
-                inner: child,
-                seq,
-                key,
-                state: self.state.clone(),
-                abandoned: Mutex::new(None),
-            })),
+            Ok(child) => {
+                let sessions = self.state.writer.is_some().then(|| {
+                    watch_sessions(child.progress(), self.state.clone(), seq, key.clone())
+                });
+                Ok(Arc::new(JournaledChild {
+                    inner: child,
+                    seq,
+                    key,
+                    state: self.state.clone(),
+                    abandoned: Mutex::new(None),
+                    sessions: sessions.flatten(),
+                }))
+            }
             Err(refused) => {
                 self.state
                     .settle(seq, &key, None, Outcome::from_refusal(&refused), None, None)
@@ -317,6 +372,44 @@ struct JournaledChild {
     /// a child that then ends cancelled is journaled as failed with this
     /// reason, as the host reports it.
     abandoned: Mutex<Option<String>>,
+    /// Stops the task journaling the child's sessions (when the child
+    /// settles, or is dropped).
+    sessions: Option<CancellationToken>,
+}
+
+impl Drop for JournaledChild {
+    fn drop(&mut self) {
+        if let Some(t) = &self.sessions {
+            t.cancel();
+        }
+    }
+}
+
+/// Journals every session the child's provider names, as it names it,
+/// until the returned token is cancelled. `None` when the provider reports
+/// no progress (and so no sessions).
+fn watch_sessions(
+    progress: Option<crate::provider::Progress>,
+    state: Arc<Journaling>,
+    seq: u64,
+    key: String,
+) -> Option<CancellationToken> {
+    let progress = progress?;
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
+    tokio::spawn(async move {
+        let mut known: Option<Session> = None;
+        loop {
+            tokio::select! {
+                _ = stopped.cancelled() => break,
+                s = progress.session_changed(known.as_ref()) => {
+                    state.append_session(seq, &key, &s);
+                    known = Some(s);
+                }
+            }
+        }
+    });
+    Some(stop)
 }
 
 #[async_trait]
@@ -327,6 +420,11 @@ impl Subagent for JournaledChild {
 
     async fn result(&self) -> Result<ChildOutcome, ResultFault> {
         let mut r = self.inner.result().await;
+        // A settled call is replayed, never continued: its sessions are of
+        // no more use.
+        if let Some(t) = &self.sessions {
+            t.cancel();
+        }
         if let Ok(o) = &mut r
             && matches!(o.result, ChildResult::Cancelled)
             && let Some(reason) = self
@@ -380,14 +478,22 @@ impl Subagent for JournaledChild {
     }
 }
 
-/// The replayable answers of a journal by (key, slot). Within each attempt
-/// the calls with one key are numbered in call (`seq`) order; an attempt's
-/// live answer for slot k replaces an earlier attempt's, and a replayed
-/// call (no `settled` line) keeps the answer it replayed. So the n-th call
-/// with a key gets the n-th answer with that key, whatever order the calls
-/// settled in and however many resumes came before.
-fn answers_by_slot(journal: &Journal) -> HashMap<(String, usize), Answer> {
+/// A journal's replayable answers by (key, slot), and the sessions of the
+/// slots it left unanswered. Within each attempt the calls with one key
+/// are numbered in call (`seq`) order; an attempt's live answer for slot k
+/// replaces an earlier attempt's, and a replayed call (no `settled` line)
+/// keeps the answer it replayed. So the n-th call with a key gets the n-th
+/// answer with that key, whatever order the calls settled in and however
+/// many resumes came before. A slot's session is the last one journaled
+/// for it, in any attempt; it is kept only while the slot has no answer.
+fn by_slot(
+    journal: &Journal,
+) -> (
+    HashMap<(String, usize), Answer>,
+    HashMap<(String, usize), Session>,
+) {
     let mut answers = HashMap::new();
+    let mut sessions = HashMap::new();
     let mut attempt: Vec<&Line> = Vec::new();
     let mut flush = |lines: &mut Vec<&Line>| {
         // seq → (key, slot), from the start lines in seq order.
@@ -405,24 +511,42 @@ fn answers_by_slot(journal: &Journal) -> HashMap<(String, usize), Answer> {
             *n += 1;
         }
         for l in lines.iter() {
-            if let Line::Settled {
-                seq,
-                outcome,
-                usage,
-                child_id,
-                ..
-            } = l
-                && outcome.replayable()
-                && let Some(slot) = slots.get(seq)
-            {
-                answers.insert(
-                    slot.clone(),
-                    Answer {
-                        outcome: outcome.clone(),
-                        usage: *usage,
-                        child_id: child_id.clone(),
-                    },
-                );
+            match l {
+                Line::Settled {
+                    seq,
+                    outcome,
+                    usage,
+                    child_id,
+                    ..
+                } if outcome.replayable() => {
+                    if let Some(slot) = slots.get(seq) {
+                        answers.insert(
+                            slot.clone(),
+                            Answer {
+                                outcome: outcome.clone(),
+                                usage: *usage,
+                                child_id: child_id.clone(),
+                            },
+                        );
+                    }
+                }
+                Line::Session {
+                    seq,
+                    provider,
+                    session,
+                    ..
+                } => {
+                    if let Some(slot) = slots.get(seq) {
+                        sessions.insert(
+                            slot.clone(),
+                            Session {
+                                provider: provider.clone(),
+                                id: session.clone(),
+                            },
+                        );
+                    }
+                }
+                _ => {}
             }
         }
         lines.clear();
@@ -434,7 +558,8 @@ fn answers_by_slot(journal: &Journal) -> HashMap<(String, usize), Answer> {
         attempt.push(line);
     }
     flush(&mut attempt);
-    answers
+    sessions.retain(|slot, _| !answers.contains_key(slot));
+    (answers, sessions)
 }
 
 #[cfg(test)]
@@ -508,10 +633,61 @@ mod tests {
             ],
             ..Journal::default()
         };
-        let a = answers_by_slot(&j);
+        let (a, _) = by_slot(&j);
         assert_eq!(text(&a, "k", 0).as_deref(), Some("first, live"));
         assert_eq!(text(&a, "k", 1).as_deref(), Some("second"));
         assert_eq!(text(&a, "k", 2).as_deref(), Some("third"));
+    }
+
+    fn session(seq: u64, key: &str, id: &str) -> Line {
+        Line::Session {
+            seq,
+            key: key.into(),
+            provider: "claude".into(),
+            session: id.into(),
+            at: 0,
+        }
+    }
+
+    #[test]
+    fn an_unanswered_slot_keeps_its_last_session() {
+        let j = Journal {
+            lines: vec![
+                attempt(1),
+                start(1, "k", false),
+                start(2, "k", false),
+                start(3, "j", false),
+                session(1, "k", "s1"),
+                session(2, "k", "s2"),
+                session(3, "j", "s3"),
+                // Slot k/0 answered; k/1 and j/0 interrupted.
+                settled(1, "k", Outcome::Text("done".into())),
+                // A resume: j/0 ran again in a new session and was
+                // interrupted again; k/1 was cancelled.
+                attempt(2),
+                start(1, "k", true),
+                start(2, "k", false),
+                start(3, "j", false),
+                session(3, "j", "s3b"),
+                settled(2, "k", Outcome::Cancelled),
+            ],
+            ..Journal::default()
+        };
+        let (answers, sessions) = by_slot(&j);
+        assert_eq!(answers.len(), 1);
+        let id = |k: &str, n: usize| sessions.get(&(k.to_string(), n)).map(|s| s.id.clone());
+        assert_eq!(id("k", 0), None, "answered: replayed, not continued");
+        assert_eq!(id("k", 1).as_deref(), Some("s2"));
+        assert_eq!(
+            id("j", 0).as_deref(),
+            Some("s3b"),
+            "the later attempt's session"
+        );
+        let state = Journaling::new(None, Some(&j), None);
+        assert!(matches!(state.take_slot("k"), Slot::Replay(_)));
+        assert!(
+            matches!(state.take_slot("k"), Slot::Live(Some(s)) if s.id == "s2" && s.provider == "claude")
+        );
     }
 
     #[test]
@@ -525,8 +701,11 @@ mod tests {
             ..Journal::default()
         };
         let state = Journaling::new(None, Some(&j), None);
-        assert!(state.take_replay("k").is_some());
-        assert!(state.take_replay("k").is_none(), "slot 1 has no answer");
-        assert!(state.take_replay("other").is_none());
+        assert!(matches!(state.take_slot("k"), Slot::Replay(_)));
+        assert!(
+            matches!(state.take_slot("k"), Slot::Live(None)),
+            "slot 1 has no answer"
+        );
+        assert!(matches!(state.take_slot("other"), Slot::Live(None)));
     }
 }

@@ -286,10 +286,7 @@ mod tests {
                 schema: None,
                 model: Some("m1".into()),
                 outcome: Outcome::Text("1. parse".into()),
-                usage: Some(Usage {
-                    input: 3,
-                    output: 4,
-                }),
+                usage: Some(Usage::new(3, 4)),
             },
             Recorded {
                 seq: 2,

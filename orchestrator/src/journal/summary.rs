@@ -89,7 +89,7 @@ impl CallState {
 }
 
 /// One call of the last attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CallSummary {
     /// The call's `seq` in the attempt.
     pub seq: u64,
@@ -115,6 +115,8 @@ pub struct CallSummary {
     pub reason: Option<String>,
     /// The branch of the worktree its child changed and that was kept.
     pub worktree: Option<String>,
+    /// The agent CLI session the call ran in (the last one named).
+    pub session: Option<String>,
     /// Its prompt, cut to the summary's text limit; `None` unless texts
     /// were asked for ([`summarize_with_texts`]).
     pub prompt: Option<String>,
@@ -238,10 +240,16 @@ fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, Journ
                     usage: None,
                     reason: None,
                     worktree: None,
+                    session: None,
                     prompt: texts.map(|max| cut(&prompt, max)),
                     answer: None,
                 },
             );
+        }
+        Line::Session { seq, session, .. } => {
+            if let Some(c) = attempt_calls.get_mut(&seq) {
+                c.session = Some(session);
+            }
         }
         Line::Settled {
             seq,

@@ -18,9 +18,10 @@ use tokio_util::sync::CancellationToken;
 use crate::agent_types::AgentTypes;
 use crate::config::{AgentTypeRoute, Config, ProviderEntry, ProviderKind};
 use crate::provider::{
-    AgentRequest, CallLimit, CallLimits, StartRefused, Subagent, SubagentProvider,
+    AgentRequest, AgentTypeOrigin, CallLimit, CallLimits, StartRefused, Subagent, SubagentProvider,
 };
 use crate::providers::SetupError;
+use crate::providers::cli::CliProvider;
 use crate::providers::command::CommandProvider;
 use crate::providers::openai::OpenAiProvider;
 use crate::providers::scripted::ScriptedProvider;
@@ -49,6 +50,15 @@ pub fn build(entry: &ProviderEntry) -> Result<Arc<dyn SubagentProvider>, SetupEr
         }
         ProviderKind::Command(cfg) => CommandProvider::new(name, cfg, &entry.base_dir)
             .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>),
+        ProviderKind::Cli { kind, cfg, reaper } => {
+            // Without a reaper from the host program, look for dsh's
+            // worker as a run does; none found: the CLI runs directly.
+            let reaper = reaper
+                .clone()
+                .or_else(|| crate::run::WorkerCommand::resolve().ok());
+            CliProvider::new(name, *kind, cfg, &entry.base_dir, reaper)
+                .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
+        }
         ProviderKind::Fixture { path } => ScriptedProvider::from_file(path)
             .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
             .map_err(SetupError::from),
@@ -62,11 +72,15 @@ pub fn usable(entry: &ProviderEntry) -> Result<String, SetupError> {
         ProviderKind::Openai(cfg) => cfg.usable(),
         ProviderKind::Anthropic(cfg) => cfg.usable(),
         ProviderKind::Command(cfg) => cfg.usable(&entry.base_dir),
+        ProviderKind::Cli { kind, cfg, .. } => cfg.usable(*kind, &entry.base_dir),
         ProviderKind::Fixture { path } => ScriptedProvider::from_file(path)
             .map(|_| format!("fixture {}", path.display()))
             .map_err(SetupError::from),
     }
 }
+
+/// The `defined_at` of the built-in agent types.
+pub const BUILT_IN: &str = "built-in";
 
 /// The tool set of the read-only built-ins (`Explore`, `Plan`): reading
 /// and searching, no writing and no shell.
@@ -130,7 +144,7 @@ pub fn builtin_agent_types() -> BTreeMap<String, AgentTypeRoute> {
                 system_prompt: Some(prompt.to_string()),
                 description: Some(description.to_string()),
                 tools,
-                defined_at: Some("built-in".into()),
+                defined_at: Some(BUILT_IN.into()),
                 ..AgentTypeRoute::default()
             },
         )
@@ -236,6 +250,11 @@ fn apply_agent_type(types: &TypeTable, request: &mut AgentRequest) {
         if request.tools.is_none() {
             request.tools = r.tools.clone();
         }
+        request.agent_type_origin = Some(if r.defined_at.as_deref() == Some(BUILT_IN) {
+            AgentTypeOrigin::BuiltIn
+        } else {
+            AgentTypeOrigin::Defined
+        });
         let l = &mut request.loop_limits;
         l.max_turns = l.max_turns.or(r.max_turns);
         l.network = l.network.or(r.network);

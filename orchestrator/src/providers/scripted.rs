@@ -406,10 +406,7 @@ fn parse_answer(v: &Value) -> Result<Answer, String> {
                     )),
                 }
             };
-            Some(Usage {
-                input: num("input")?,
-                output: num("output")?,
-            })
+            Some(Usage::new(num("input")?, num("output")?))
         }
     };
     Ok(Answer {

@@ -99,10 +99,10 @@ impl<P: EventParser> Streamed<P> {
         }
         self.last_tokens = Some(now);
         self.progress.activity(Activity::Tokens {
-            usage: Usage {
-                input: self.so_far.input.saturating_add(self.parser.input()),
-                output: self.so_far.output.saturating_add(self.parser.pieces()),
-            },
+            usage: Usage::new(
+                self.so_far.input.saturating_add(self.parser.input()),
+                self.so_far.output.saturating_add(self.parser.pieces()),
+            ),
         });
     }
 }

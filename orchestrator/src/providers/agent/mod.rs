@@ -252,12 +252,8 @@ pub struct Tally<'a>(pub &'a Mutex<Option<Usage>>);
 impl Tally<'_> {
     fn add(&self, u: Usage) -> Usage {
         let mut total = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let t = total.get_or_insert(Usage {
-            input: 0,
-            output: 0,
-        });
-        t.input = t.input.saturating_add(u.input);
-        t.output = t.output.saturating_add(u.output);
+        let t = total.get_or_insert(Usage::new(0, 0));
+        *t = t.plus(u);
         *t
     }
 
@@ -265,10 +261,7 @@ impl Tally<'_> {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .unwrap_or(Usage {
-                input: 0,
-                output: 0,
-            })
+            .unwrap_or(Usage::new(0, 0))
     }
 }
 

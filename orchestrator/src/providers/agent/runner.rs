@@ -171,6 +171,7 @@ pub async fn run_tool(
         },
         cancel,
         progress.clone(),
+        None,
     );
     tokio::pin!(finish);
     // A running tool is progress (it is bounded by its own timeout): a

@@ -107,10 +107,7 @@ pub fn usage(u: &Value) -> Option<Usage> {
     if input.is_none() && output.is_none() {
         return None;
     }
-    Some(Usage {
-        input: input.unwrap_or(0),
-        output: output.unwrap_or(0),
-    })
+    Some(Usage::new(input.unwrap_or(0), output.unwrap_or(0)))
 }
 
 /// An `error` object in words.

@@ -79,10 +79,8 @@ impl MessageEvents {
                 Block::Other => {}
             }
         }
-        let usage = (self.input.is_some() || self.output.is_some()).then(|| Usage {
-            input: self.input.unwrap_or(0),
-            output: self.output.unwrap_or(0),
-        });
+        let usage = (self.input.is_some() || self.output.is_some())
+            .then(|| Usage::new(self.input.unwrap_or(0), self.output.unwrap_or(0)));
         Ok(Reply {
             text,
             tool_calls,
@@ -195,13 +193,7 @@ mod tests {
 
     #[test]
     fn a_streamed_tool_use_and_text() {
-        let mut s = sink(
-            Progress::new(),
-            Usage {
-                input: 0,
-                output: 0,
-            },
-        );
+        let mut s = sink(Progress::new(), Usage::new(0, 0));
         s.start(Some("text/event-stream"));
         let events = concat!(
             "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":20,\"cache_read_input_tokens\":5,\"output_tokens\":1}}}\n\n",
@@ -226,24 +218,12 @@ mod tests {
             Input::Json(serde_json::json!({ "pattern": "**/*.rs" }))
         );
         assert_eq!(r.finish_reason.as_deref(), Some("tool_use"));
-        assert_eq!(
-            r.usage,
-            Some(Usage {
-                input: 25,
-                output: 30
-            })
-        );
+        assert_eq!(r.usage, Some(Usage::new(25, 30)));
     }
 
     #[test]
     fn an_error_event_fails_the_turn() {
-        let mut s = sink(
-            Progress::new(),
-            Usage {
-                input: 0,
-                output: 0,
-            },
-        );
+        let mut s = sink(Progress::new(), Usage::new(0, 0));
         s.start(Some("text/event-stream"));
         s.chunk(b"data: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
             .expect("fed");

@@ -63,6 +63,8 @@ pub struct Job {
     pub schema_file: Option<TempFile>,
 }
 
+/// A child answered by one or more programs run by a driver task (the
+/// command provider's one program, an agent CLI's runs).
 pub struct CommandChild {
     id: String,
     /// Reported on any output of the program.
@@ -73,21 +75,46 @@ pub struct CommandChild {
     driver: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// What a driver task ends with: the outcome, and the worktree it kept.
+pub type Driven = (ChildOutcome, Option<KeptWorktree>);
+
 impl CommandChild {
     /// Starts driving `job`; `cancel` stops it (the child's own token,
     /// linked to the run's).
     pub fn launch(id: String, job: Job, cancel: CancellationToken) -> CommandChild {
+        let progress = Progress::new();
+        let p = progress.clone();
+        CommandChild::drive_with(id.clone(), cancel, progress, move |cancel| {
+            drive(id, job, cancel, p)
+        })
+    }
+
+    /// Runs `driver` as the child's task, with the child's cancel token.
+    /// The outcome is published when it returns, after the worktree it
+    /// kept (if any) is recorded, so `kept_worktree()` is known when the
+    /// host asks. The task owns its processes: a `dispose()` the host
+    /// abandons never leaves a program half-stopped.
+    pub fn drive_with<F, Fut>(
+        id: String,
+        cancel: CancellationToken,
+        progress: Progress,
+        driver: F,
+    ) -> CommandChild
+    where
+        F: FnOnce(CancellationToken) -> Fut,
+        Fut: std::future::Future<Output = Driven> + Send + 'static,
+    {
         let (tx, rx) = watch::channel(None);
         let kept = Arc::new(Mutex::new(None));
-        let progress = Progress::new();
-        let driver = tokio::spawn(drive(
-            id.clone(),
-            job,
-            cancel.clone(),
-            tx,
-            kept.clone(),
-            progress.clone(),
-        ));
+        let slot = kept.clone();
+        let fut = driver(cancel.clone());
+        let driver = tokio::spawn(async move {
+            let (outcome, k) = fut.await;
+            if let Ok(mut s) = slot.lock() {
+                *s = k;
+            }
+            let _ = tx.send(Some(outcome));
+        });
         CommandChild {
             id,
             progress,
@@ -115,14 +142,7 @@ impl CommandChild {
     }
 }
 
-async fn drive(
-    id: String,
-    job: Job,
-    cancel: CancellationToken,
-    tx: watch::Sender<Option<ChildOutcome>>,
-    kept: Arc<Mutex<Option<KeptWorktree>>>,
-    progress: Progress,
-) {
+async fn drive(id: String, job: Job, cancel: CancellationToken, progress: Progress) -> Driven {
     let Job {
         running,
         limits,
@@ -131,23 +151,24 @@ async fn drive(
         worktree,
         schema_file,
     } = job;
-    let finished = running.finish(limits, &cancel, progress).await;
+    let finished = running.finish(limits, &cancel, progress, None).await;
     let result = interpret(&program, wants_json, &limits, finished);
     drop(schema_file);
-    if let Some(wt) = worktree {
-        let k = wt.finish(&id).await;
-        if let Ok(mut slot) = kept.lock() {
-            *slot = k;
-        }
-    }
-    let _ = tx.send(Some(ChildOutcome {
-        result,
-        usage: None,
-    }));
+    let kept = match worktree {
+        Some(wt) => wt.finish(&id).await,
+        None => None,
+    };
+    (
+        ChildOutcome {
+            result,
+            usage: None,
+        },
+        kept,
+    )
 }
 
 /// The stderr tail as text for a reason.
-fn stderr_text(f: &Finished) -> String {
+pub fn stderr_text(f: &Finished) -> String {
     let text = String::from_utf8_lossy(&f.stderr_tail);
     let text = text.trim();
     if text.is_empty() {

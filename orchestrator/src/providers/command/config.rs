@@ -133,7 +133,7 @@ fn absolutize(p: PathBuf) -> PathBuf {
 }
 
 /// Why `p` cannot be run, if it cannot.
-pub(super) fn not_runnable(p: &Path) -> Option<&'static str> {
+pub(crate) fn not_runnable(p: &Path) -> Option<&'static str> {
     use std::os::unix::fs::PermissionsExt;
     match std::fs::metadata(p) {
         Err(_) => Some("does not exist"),
@@ -144,7 +144,7 @@ pub(super) fn not_runnable(p: &Path) -> Option<&'static str> {
 }
 
 /// dsh's PATH (the program's too).
-pub(super) fn search_path() -> OsString {
+pub(crate) fn search_path() -> OsString {
     std::env::var_os("PATH").unwrap_or_else(|| FALLBACK_PATH.into())
 }
 
@@ -290,6 +290,16 @@ impl CommandConfig {
             cwd,
             worktree_dir,
         })
+    }
+
+    /// The checked program, working directory and worktree directory (for
+    /// the agent CLI providers, which check the same keys).
+    pub(crate) fn checked(
+        &self,
+        base_dir: &Path,
+    ) -> Result<(PathBuf, PathBuf, PathBuf), SetupError> {
+        let c = self.check(base_dir)?;
+        Ok((c.program, c.cwd, c.worktree_dir))
     }
 
     /// Whether the provider can be used, without running anything: the

@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::provider::{AgentRequest, StartRefused, Subagent, SubagentProvider};
 use crate::providers::SetupError;
-use child::{CommandChild, Job, TempFile};
+pub(crate) use child::{CommandChild, Driven, Job, TempFile, stderr_text};
 use process::{ProcLimits, ProcSpec};
 use template::{ArgTemplate, Placeholder};
 use worktree::Worktree;
@@ -42,7 +42,28 @@ use worktree::Worktree;
 pub use config::{CommandConfig, DEFAULT_GRACE, DEFAULT_OUTPUT_LIMIT, FALLBACK_PATH, PromptMode};
 pub use extract::extract_json;
 
-use config::{not_runnable, search_path};
+pub(crate) use config::{not_runnable, search_path};
+/// A program's environment: `PATH` and `HOME` from dsh's (PATH falls back
+/// to [`FALLBACK_PATH`]), plus each variable of `names` that is set.
+/// Nothing else.
+pub(crate) fn minimal_env<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+) -> Vec<(OsString, OsString)> {
+    let mut env = vec![(OsString::from("PATH"), search_path())];
+    if let Some(home) = std::env::var_os("HOME") {
+        env.push(("HOME".into(), home));
+    }
+    for name in names {
+        if name == "PATH" || name == "HOME" || env.iter().any(|(k, _)| k == name) {
+            continue;
+        }
+        if let Some(v) = std::env::var_os(name) {
+            env.push((name.into(), v));
+        }
+    }
+    env
+}
+
 /// Runs a program per `agent()` call.
 pub struct CommandProvider {
     name: String,
@@ -105,23 +126,9 @@ impl CommandProvider {
         &self.name
     }
 
-    /// The program's environment: `PATH` and `HOME` from dsh's (PATH falls
-    /// back to [`FALLBACK_PATH`]), plus each variable named in `env` that
-    /// is set. Nothing else.
+    /// The program's environment (see [`minimal_env`]).
     fn child_env(&self) -> Vec<(OsString, OsString)> {
-        let mut env = vec![(OsString::from("PATH"), search_path())];
-        if let Some(home) = std::env::var_os("HOME") {
-            env.push(("HOME".into(), home));
-        }
-        for name in &self.env {
-            if name == "PATH" || name == "HOME" {
-                continue;
-            }
-            if let Some(v) = std::env::var_os(name) {
-                env.push((name.into(), v));
-            }
-        }
-        env
+        minimal_env(self.env.iter().map(String::as_str))
     }
 
     /// The prompt as sent: the system prompt first when no argument takes

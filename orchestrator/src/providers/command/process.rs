@@ -157,9 +157,16 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
     }
 }
 
-struct Sink {
+/// Sees stdout as it arrives, instead of it being kept (an agent CLI's
+/// stream of JSON lines, read while the CLI runs).
+pub type StdoutTap<'a> = &'a mut (dyn FnMut(&[u8]) + Send);
+
+struct Sink<'a> {
     /// Told of every byte the program writes, on either stream.
     progress: crate::provider::Progress,
+    tap: Option<StdoutTap<'a>>,
+    /// Bytes seen on stdout (against the cap when a tap takes them).
+    seen: u64,
     out: Vec<u8>,
     cap: usize,
     keep_out: bool,
@@ -168,10 +175,19 @@ struct Sink {
     err_truncated: bool,
 }
 
-impl Sink {
+impl Sink<'_> {
     fn stdout(&mut self, data: &[u8]) {
         self.progress.report();
         if !self.keep_out || self.overflow {
+            return;
+        }
+        if let Some(tap) = self.tap.as_mut() {
+            self.seen = self.seen.saturating_add(data.len() as u64);
+            if self.seen > self.cap as u64 {
+                self.overflow = true;
+                return;
+            }
+            tap(data);
             return;
         }
         if self.out.len() + data.len() > self.cap {
@@ -204,15 +220,21 @@ impl Running {
     /// timeout or the output cap. The group is gone and the leader reaped
     /// (unless stuck in the kernel) when this returns. Any output, on
     /// stdout or stderr, is reported to `progress`.
+    ///
+    /// With a `tap`, stdout goes to it as it arrives and is not kept
+    /// ([`Finished::stdout`] is empty); `output_limit` still bounds it.
     pub async fn finish(
         mut self,
         limits: ProcLimits,
         cancel: &CancellationToken,
         progress: crate::provider::Progress,
+        tap: Option<StdoutTap<'_>>,
     ) -> Finished {
         let cap = usize::try_from(limits.output_limit).unwrap_or(usize::MAX);
         let mut sink = Sink {
             progress,
+            tap,
+            seen: 0,
             out: Vec::new(),
             cap,
             keep_out: true,

@@ -140,10 +140,7 @@ pub fn usage_of(root: &Value) -> Option<Usage> {
     if input.is_none() && output.is_none() {
         return None;
     }
-    Some(Usage {
-        input: input.unwrap_or(0),
-        output: output.unwrap_or(0),
-    })
+    Some(Usage::new(input.unwrap_or(0), output.unwrap_or(0)))
 }
 
 /// The start of a body, for messages: valid UTF-8, one line, bounded.
@@ -547,13 +544,7 @@ mod tests {
         let reply = loop_reply(body).expect("a reply");
         assert_eq!(reply.text, "hi");
         assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
-        assert_eq!(
-            reply.usage,
-            Some(Usage {
-                input: 12,
-                output: 3
-            })
-        );
+        assert_eq!(reply.usage, Some(Usage::new(12, 3)));
         let body = br#"{"choices":[{"message":{"content":null,"tool_calls":[{"id":"x","type":"function","function":{"name":"Grep","arguments":"{\"pattern\":\"fn\"}"}},{"function":{"name":"LS","arguments":"nope"}}]},"finish_reason":"tool_calls"}]}"#;
         let reply = loop_reply(body).expect("a reply");
         assert_eq!(reply.text, "");

@@ -184,13 +184,7 @@ mod tests {
     use crate::providers::http::BodySink;
 
     fn feed(chunks: &[&[u8]]) -> Result<Reply, String> {
-        let mut s = sink(
-            Progress::new(),
-            Usage {
-                input: 0,
-                output: 0,
-            },
-        );
+        let mut s = sink(Progress::new(), Usage::new(0, 0));
         s.start(Some("text/event-stream; charset=utf-8"));
         for c in chunks {
             s.chunk(c)?;
@@ -223,13 +217,7 @@ mod tests {
             Input::Json(serde_json::json!({ "file_path": "a.rs" }))
         );
         assert_eq!(r.finish_reason.as_deref(), Some("tool_calls"));
-        assert_eq!(
-            r.usage,
-            Some(Usage {
-                input: 11,
-                output: 7
-            })
-        );
+        assert_eq!(r.usage, Some(Usage::new(11, 7)));
     }
 
     #[test]
@@ -244,36 +232,18 @@ mod tests {
 
     #[test]
     fn a_plain_json_body_is_read_whole() {
-        let mut s = sink(
-            Progress::new(),
-            Usage {
-                input: 0,
-                output: 0,
-            },
-        );
+        let mut s = sink(Progress::new(), Usage::new(0, 0));
         s.start(Some("application/json"));
         s.chunk(br#"{"choices":[{"message":{"content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":2}}"#)
             .expect("fed");
         let r = reply(s).expect("reply");
         assert_eq!(r.text, "hi");
-        assert_eq!(
-            r.usage,
-            Some(Usage {
-                input: 1,
-                output: 2
-            })
-        );
+        assert_eq!(r.usage, Some(Usage::new(1, 2)));
     }
 
     #[test]
     fn restart_forgets_a_partial_answer_and_says_so() {
-        let mut s = sink(
-            Progress::new(),
-            Usage {
-                input: 0,
-                output: 0,
-            },
-        );
+        let mut s = sink(Progress::new(), Usage::new(0, 0));
         s.start(Some("text/event-stream"));
         s.chunk(b"data: {\"choices\":[{\"delta\":{\"content\":\"par\"}}]}\n\n")
             .expect("fed");
@@ -288,13 +258,7 @@ mod tests {
     #[test]
     fn tokens_so_far_are_reported_while_streaming() {
         let progress = Progress::new();
-        let mut s = sink(
-            progress.clone(),
-            Usage {
-                input: 100,
-                output: 10,
-            },
-        );
+        let mut s = sink(progress.clone(), Usage::new(100, 10));
         s.start(Some("text/event-stream"));
         s.chunk(b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
             .expect("fed");
@@ -302,10 +266,7 @@ mod tests {
         assert_eq!(
             got,
             vec![crate::provider::Activity::Tokens {
-                usage: Usage {
-                    input: 100,
-                    output: 11
-                }
+                usage: Usage::new(100, 11)
             }]
         );
     }

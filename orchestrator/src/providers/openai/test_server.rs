@@ -166,10 +166,16 @@ impl Reply {
     }
 
     /// A streamed Messages API answer (Anthropic) with `text` and these
-    /// tool uses (`(name, input)`, ids `toolu_1` …).
+    /// tool uses (`(name, input)`, ids `toolu_N_1`, `toolu_N_2` … in the
+    /// N-th reply built).
+    /// Message ids are `msg_1`, `msg_2`, … in the order replies are built,
+    /// as an API gives each message its own.
     pub fn anthropic(text: &str, calls: &[(&str, Value)], input: u64, output: u64) -> Reply {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("msg_{n}");
         let mut data = vec![json!({ "type": "message_start", "message": {
-            "id": "msg_1", "type": "message", "role": "assistant", "content": [],
+            "id": id, "type": "message", "role": "assistant", "content": [],
             "usage": { "input_tokens": input, "output_tokens": 1 }
         } })];
         let mut index = 0;
@@ -183,7 +189,7 @@ impl Reply {
             let at = index + i;
             let args = args.to_string();
             let (a, b) = args.split_at(args.len() / 2);
-            data.push(json!({ "type": "content_block_start", "index": at, "content_block": { "type": "tool_use", "id": format!("toolu_{}", i + 1), "name": name, "input": {} } }));
+            data.push(json!({ "type": "content_block_start", "index": at, "content_block": { "type": "tool_use", "id": format!("toolu_{n}_{}", i + 1), "name": name, "input": {} } }));
             data.push(json!({ "type": "content_block_delta", "index": at, "delta": { "type": "input_json_delta", "partial_json": a } }));
             data.push(json!({ "type": "content_block_delta", "index": at, "delta": { "type": "input_json_delta", "partial_json": b } }));
             data.push(json!({ "type": "content_block_stop", "index": at }));
@@ -195,7 +201,23 @@ impl Reply {
         };
         data.push(json!({ "type": "message_delta", "delta": { "stop_reason": stop }, "usage": { "output_tokens": output } }));
         data.push(json!({ "type": "message_stop" }));
-        Reply::events(&data)
+        // Named events, as the API sends them (Anthropic's SDKs go by the
+        // names), and a request id.
+        let mut body = String::new();
+        for d in &data {
+            body.push_str(&format!(
+                "event: {}\ndata: {d}\n\n",
+                d["type"].as_str().unwrap_or("")
+            ));
+        }
+        Reply::Http {
+            status: 200,
+            headers: vec![
+                ("Content-Type".into(), "text/event-stream".into()),
+                ("request-id".into(), format!("req_{n}")),
+            ],
+            body: body.into_bytes(),
+        }
     }
 
     pub fn after(self, delay: Duration) -> Reply {

@@ -85,7 +85,7 @@ fn failed(out: &ChildOutcome) -> &str {
 }
 
 fn usage(input: u64, output: u64) -> Option<Usage> {
-    Some(Usage { input, output })
+    Some(Usage::new(input, output))
 }
 
 // ------------------------------------------------------------------ request shape

@@ -55,6 +55,9 @@ pub(super) struct Ledger {
     /// Calls the host accepted (what `agentsStarted` says when the worker
     /// cannot).
     pub(super) host_count: u64,
+    /// The usage (and cost) of every `agent-end` so far: the result's
+    /// totals.
+    pub(super) total: std::cell::Cell<Option<dsh_protocol::Usage>>,
 }
 
 impl Supervisor {
@@ -127,7 +130,7 @@ impl Supervisor {
             system_prompt: None,
             tools: None,
             disallowed_tools,
-            loop_limits: Default::default(),
+            ..AgentRequest::new(0, "", "")
         };
         // The ledger and the events keep bounded copies; the request (and
         // so the provider, fixture matching included) has the whole text.
@@ -297,6 +300,10 @@ impl Supervisor {
         usage: Option<dsh_protocol::Usage>,
         reason: Option<String>,
     ) {
+        if let Some(u) = usage {
+            let t = self.ledger.total.get();
+            self.ledger.total.set(Some(t.map_or(u, |t| t.plus(u))));
+        }
         self.hub.emit(EventKind::AgentEnd {
             seq: call_id,
             label: live.info.label.clone(),

@@ -161,6 +161,7 @@ impl Supervisor {
                         agents_started: end.agents_started,
                         log_bytes_dropped: end.log_bytes_dropped,
                         sandbox: None,
+                        usage: None,
                     },
                     Err(e) => RunResult::failed(
                         StopReason::Error,
@@ -190,7 +191,8 @@ impl Supervisor {
         }
     }
 
-    fn publish(&self, result: RunResult) {
+    fn publish(&self, mut result: RunResult) {
+        result.usage = self.ledger.total.get();
         self.hub.emit(EventKind::End {
             stop_reason: result.stop_reason,
             error: result.error.clone(),

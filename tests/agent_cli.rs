@@ -1,0 +1,527 @@
+//! The agent CLI providers against the real CLIs (`kind = "claude-code"`,
+//! `"codex"`, `"qwen"`), each driven by a fake model on 127.0.0.1 that the
+//! test scripts: the model makes the CLI really use its tools in a
+//! temporary git repository, and the tests check the effect on disk, the
+//! answer, the usage the run counted, the activity events, a stall, a
+//! cancel and a resume — and that no process of the CLI is left behind.
+//!
+//! The CLIs come from the npm registry (see `cli_agents`); without `npm`
+//! the tests say so and pass.
+
+mod cli_agents;
+mod common;
+#[path = "../orchestrator/src/providers/openai/test_server.rs"]
+mod test_server;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use test_server::{Recorded, Reply, TestServer};
+
+use cli_agents::{CLAUDE, assert_no_marked_processes, marked_processes, marker};
+use common::DSH;
+
+/// Upper bound of one `dsh` run here (a CLI starting takes a second or
+/// two; a loaded machine more).
+const RUN_BOUND: Duration = Duration::from_secs(240);
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A test's world: a git repository with a commit, a home for the CLI,
+/// and a `dsh.toml`.
+struct World {
+    dir: tempfile::TempDir,
+    marker: String,
+}
+
+impl World {
+    fn new(test: &str) -> World {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(repo.join("src")).expect("mkdir");
+        std::fs::create_dir_all(dir.path().join("home")).expect("mkdir");
+        std::fs::write(repo.join("README.md"), "hello world\n").expect("write");
+        std::fs::write(
+            repo.join("src/lib.rs"),
+            "pub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
+        )
+        .expect("write");
+        git(&repo, &["init", "-q", "-b", "main"]);
+        git(&repo, &["add", "."]);
+        git(&repo, &["commit", "-q", "-m", "init"]);
+        World {
+            dir,
+            marker: marker(test),
+        }
+    }
+
+    fn repo(&self) -> PathBuf {
+        self.dir.path().join("repo")
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.repo().join(name);
+        std::fs::write(&p, text).expect("write");
+        p
+    }
+
+    /// `dsh workflow run SCRIPT` in the repository, with the CLI's
+    /// environment.
+    fn dsh(&self, args: &[&str], env: &[(&str, String)]) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(DSH);
+        c.args(args)
+            .current_dir(self.repo())
+            .env("HOME", self.home())
+            .env("DSH_TEST_MARKER", &self.marker)
+            .env_remove("DSH_WORKER")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c
+    }
+}
+
+/// The environment Claude Code needs to run offline against `server`.
+fn claude_env(server: &TestServer) -> Vec<(&'static str, String)> {
+    vec![
+        ("ANTHROPIC_BASE_URL", server.root_url()),
+        ("ANTHROPIC_API_KEY", "sk-ant-test".into()),
+        ("DISABLE_TELEMETRY", "1".into()),
+        ("DISABLE_ERROR_REPORTING", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        // bypassPermissions is refused to root otherwise.
+        ("IS_SANDBOX", "1".into()),
+    ]
+}
+
+/// `[providers.claude]` for the installed Claude Code.
+fn claude_toml(program: &Path, extra: &str) -> String {
+    format!(
+        "[workflow]\nprovider = \"claude\"\n\n[providers.claude]\nkind = \"claude-code\"\n\
+         program = \"{}\"\npermission_mode = \"bypassPermissions\"\nenv = [\"DSH_TEST_MARKER\"]\n{extra}",
+        program.display()
+    )
+}
+
+async fn output(mut c: tokio::process::Command) -> (Option<i32>, String, String) {
+    let out = tokio::time::timeout(RUN_BOUND, c.output())
+        .await
+        .expect("dsh finished in time")
+        .expect("dsh runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn events(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Waits (bounded) until the events file has an event `pred` accepts.
+async fn wait_event(path: &Path, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = tokio::time::Instant::now() + RUN_BOUND;
+    loop {
+        if let Some(e) = events(path).into_iter().find(|e| pred(e)) {
+            return e;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no {what} event in time; events: {:#?}",
+            events(path)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The tool calls of the activity events, in order.
+fn tool_calls(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "workflow/agent-activity" && e["activity"] == "tool-call")
+        .map(|e| e["tool"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+// ------------------------------------------------------------ Claude Code
+
+/// The assistant turns so far in a Messages API request.
+fn assistant_turns(body: &Value) -> usize {
+    body["messages"]
+        .as_array()
+        .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count())
+}
+
+/// The text of the last tool result in a request.
+fn last_tool_result(body: &Value) -> String {
+    let mut text = String::new();
+    for m in body["messages"].as_array().into_iter().flatten() {
+        for c in m["content"].as_array().into_iter().flatten() {
+            if c["type"] == "tool_result" {
+                text = match &c["content"] {
+                    Value::String(s) => s.clone(),
+                    Value::Array(parts) => parts
+                        .iter()
+                        .filter_map(|p| p["text"].as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    other => other.to_string(),
+                };
+            }
+        }
+    }
+    text
+}
+
+fn is_messages(r: &Recorded) -> bool {
+    r.method == "POST" && r.path.starts_with("/v1/messages") && !r.path.contains("count_tokens")
+}
+
+/// A model that reads the README, edits it, checks `git status` and
+/// answers through StructuredOutput.
+fn fixing_model(r: &Recorded) -> Reply {
+    if !is_messages(r) {
+        return Reply::json(200, &json!({ "input_tokens": 1 }));
+    }
+    let body = r.json();
+    match assistant_turns(&body) {
+        0 => Reply::anthropic(
+            "Looking around.",
+            &[(
+                "Bash",
+                json!({ "command": "pwd && cat README.md", "description": "where am I" }),
+            )],
+            100,
+            10,
+        ),
+        1 => {
+            let cwd = last_tool_result(&body)
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            Reply::anthropic(
+                "",
+                &[("Read", json!({ "file_path": format!("{cwd}/README.md") }))],
+                120,
+                11,
+            )
+        }
+        2 => {
+            let cwd = first_cwd(&body);
+            Reply::anthropic(
+                "",
+                &[(
+                    "Edit",
+                    json!({ "file_path": format!("{cwd}/README.md"), "old_string": "hello world", "new_string": "hello, world" }),
+                )],
+                140,
+                12,
+            )
+        }
+        3 => Reply::anthropic(
+            "",
+            &[(
+                "Bash",
+                json!({ "command": "git status --short", "description": "status" }),
+            )],
+            160,
+            13,
+        ),
+        _ => Reply::anthropic(
+            "",
+            &[(
+                "StructuredOutput",
+                json!({ "file": "README.md", "status": last_tool_result(&body).trim() }),
+            )],
+            180,
+            14,
+        ),
+    }
+}
+
+/// The working directory the model learnt from its first tool result.
+fn first_cwd(body: &Value) -> String {
+    for m in body["messages"].as_array().into_iter().flatten() {
+        for c in m["content"].as_array().into_iter().flatten() {
+            if c["type"] == "tool_result" {
+                let t = match &c["content"] {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                return t.lines().next().unwrap_or_default().to_string();
+            }
+        }
+    }
+    String::new()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_edits_a_worktree_and_answers_through_its_schema() {
+    let Some(claude) = CLAUDE.program() else {
+        return;
+    };
+    let w = World::new("claude-edit");
+    let server = TestServer::with_handler(Box::new(fixing_model)).await;
+    w.write("dsh.toml", &claude_toml(&claude, ""));
+    w.write(
+        "fix.js",
+        r#"const r = await agent("Fix the greeting in README.md", {
+  label: "fix", isolation: "worktree",
+  schema: { type: "object", properties: { file: { type: "string" }, status: { type: "string" } },
+            required: ["file", "status"], additionalProperties: false },
+});
+return { r, spent: budget.spent() };"#,
+    );
+    let ev = w.dir.path().join("events.jsonl");
+    let evs = ev.display().to_string();
+    let (code, stdout, stderr) = output(w.dsh(
+        &[
+            "workflow",
+            "run",
+            "fix.js",
+            "--events",
+            "none",
+            "--output",
+            "result",
+            "--budget",
+            "100000",
+            "--events-file",
+            &evs,
+        ],
+        &claude_env(&server),
+    ))
+    .await;
+    assert_eq!(code, Some(0), "stdout: {stdout}\nstderr: {stderr}");
+    let result: Value = serde_json::from_str(&stdout).expect("the result as JSON");
+    // The answer, through Claude Code's own --json-schema.
+    assert_eq!(
+        result["value"]["r"],
+        json!({ "file": "README.md", "status": "M README.md" })
+    );
+    // The model's five turns: 100+120+140+160+180 input, 10+…+14 output.
+    assert_eq!(result["value"]["spent"], 60, "{result}");
+    assert_eq!(result["usage"]["output"], 60, "{result}");
+    assert_eq!(result["usage"]["input"], 700, "{result}");
+    assert!(result["cost"].as_f64().is_some_and(|c| c > 0.0), "{result}");
+    let events = events(&ev);
+    common::assert_event_guarantees(&events);
+    let end = common::agent_end(&events);
+    assert_eq!(end["outcome"], "completed", "{end}");
+    assert_eq!(end["usage"]["output"], 60);
+    assert!(end["cost"].as_f64().is_some_and(|c| c > 0.0), "{end}");
+    // What the model did, as activity events.
+    assert_eq!(
+        tool_calls(&events),
+        ["Bash", "Read", "Edit", "Bash", "StructuredOutput"],
+        "{events:#?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["activity"] == "turn" && e["turn"] == 5),
+        "{events:#?}"
+    );
+    // The edit happened in the kept worktree, on its branch; the checkout
+    // is untouched.
+    let branch = end["worktree"]["branch"].as_str().expect("a kept worktree");
+    let path = PathBuf::from(end["worktree"]["path"].as_str().expect("its path"));
+    assert_eq!(
+        std::fs::read_to_string(path.join("README.md")).expect("read"),
+        "hello, world\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.repo().join("README.md")).expect("read"),
+        "hello world\n"
+    );
+    assert!(git(&w.repo(), &["branch", "--list", branch]).contains(branch));
+    // The model was shown what the tools really returned.
+    let seen = server.requests();
+    let bodies: Vec<Value> = seen
+        .iter()
+        .filter(|r| is_messages(r))
+        .map(Recorded::json)
+        .collect();
+    assert!(last_tool_result(&bodies[1]).contains("hello world"));
+    assert!(
+        last_tool_result(&bodies[2]).contains("hello world"),
+        "the Read result"
+    );
+    // The call's schema reached the model as Claude Code's StructuredOutput tool.
+    let so = bodies[0]["tools"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "StructuredOutput"))
+        .expect("a StructuredOutput tool");
+    assert_eq!(so["input_schema"]["required"], json!(["file", "status"]));
+    assert_no_marked_processes(&w.marker);
+}
+
+/// A model that starts a long shell command, then (on any later turn)
+/// answers.
+fn waiting_model(r: &Recorded) -> Reply {
+    if !is_messages(r) {
+        return Reply::json(200, &json!({ "input_tokens": 1 }));
+    }
+    match assistant_turns(&r.json()) {
+        0 => Reply::anthropic(
+            "",
+            &[(
+                "Bash",
+                json!({ "command": "tail -f /dev/null", "description": "wait", "timeout": 600000 }),
+            )],
+            10,
+            1,
+        ),
+        _ => Reply::anthropic("done", &[], 10, 1),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_claude_code_call_leaves_no_process_behind() {
+    let Some(claude) = CLAUDE.program() else {
+        return;
+    };
+    let w = World::new("claude-cancel");
+    let server = TestServer::with_handler(Box::new(waiting_model)).await;
+    w.write("dsh.toml", &claude_toml(&claude, ""));
+    w.write(
+        "wait.js",
+        r#"return await agent("Wait for it", { label: "waiter" });"#,
+    );
+    let ev = w.dir.path().join("events.jsonl");
+    let evs = ev.display().to_string();
+    let child = w
+        .dsh(
+            &[
+                "workflow",
+                "run",
+                "wait.js",
+                "--events",
+                "none",
+                "--no-journal",
+                "--events-file",
+                &evs,
+            ],
+            &claude_env(&server),
+        )
+        .spawn()
+        .expect("spawn dsh");
+    wait_event(&ev, "Bash tool call", |e| {
+        e["activity"] == "tool-call" && e["tool"] == "Bash"
+    })
+    .await;
+    // The shell command runs (in a session of its own, under Claude Code).
+    let deadline = tokio::time::Instant::now() + RUN_BOUND;
+    while !marked_processes(&w.marker)
+        .iter()
+        .any(|(_, cmd)| cmd.starts_with("tail -f"))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = child.id().expect("pid");
+    // SAFETY: signalling the dsh process this test spawned.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let out = tokio::time::timeout(RUN_BOUND, child.wait_with_output())
+        .await
+        .expect("dsh exits")
+        .expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let events = events(&ev);
+    common::assert_event_guarantees(&events);
+    assert_eq!(common::agent_end(&events)["outcome"], "cancelled");
+    assert_no_marked_processes(&w.marker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_code_call_that_stops_streaming_is_stalled_and_stopped() {
+    let Some(claude) = CLAUDE.program() else {
+        return;
+    };
+    let w = World::new("claude-stall");
+    // The first turn streams its head and then nothing more.
+    let server = TestServer::with_handler(Box::new(|r: &Recorded| {
+        if !is_messages(r) {
+            return Reply::json(200, &json!({ "input_tokens": 1 }));
+        }
+        Reply::Stall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\nevent: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_s\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"
+                .to_vec(),
+        )
+    }))
+    .await;
+    w.write("dsh.toml", &claude_toml(&claude, ""));
+    w.write(
+        "stall.js",
+        r#"const a = await agent("Think hard", { label: "thinker", stallMs: 3000 });
+return { a };"#,
+    );
+    let ev = w.dir.path().join("events.jsonl");
+    let evs = ev.display().to_string();
+    let (code, stdout, stderr) = output(w.dsh(
+        &[
+            "workflow",
+            "run",
+            "stall.js",
+            "--events",
+            "none",
+            "--no-journal",
+            "--events-file",
+            &evs,
+        ],
+        &claude_env(&server),
+    ))
+    .await;
+    assert_eq!(code, Some(0), "stdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout).expect("json"),
+        json!({ "a": null })
+    );
+    let events = events(&ev);
+    let end = common::agent_end(&events);
+    assert_eq!(end["outcome"], "failed", "{end}");
+    assert!(
+        end["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("stalled")),
+        "{end}"
+    );
+    // Never retried: one request reached the model.
+    assert_eq!(
+        server.requests().iter().filter(|r| is_messages(r)).count(),
+        1
+    );
+    assert_no_marked_processes(&w.marker);
+}
