@@ -11,6 +11,10 @@
 //! agent loop (Read, Grep, Bash, …), JSON in on stdin, JSON out on stdout;
 //! see [`tools`].
 //!
+//! `dsh-worker reap -- PROGRAM ...` is the third: a subreaper shim around
+//! an agent CLI, so that nothing the CLI starts outlives its call; see
+//! [`reap`].
+//!
 //! This crate is not a general JavaScript runtime: there is no filesystem,
 //! network, `process`, `require` or module loader, on purpose.
 
@@ -19,6 +23,7 @@ pub(crate) mod channel;
 pub(crate) mod clock;
 pub mod engine;
 pub(crate) mod logs;
+pub mod reap;
 pub mod sandbox;
 pub(crate) mod timers;
 pub mod tools;
@@ -47,6 +52,10 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
     if it.peek().is_some_and(|a| a == "tool") {
         let rest: Vec<String> = it.skip(1).collect();
         return tools::main(&rest);
+    }
+    if it.peek().is_some_and(|a| a == "reap") {
+        let rest: Vec<String> = it.skip(1).collect();
+        return reap::main(&rest);
     }
     let mut fd: Option<i32> = None;
     let mut landlock_abi_override: Option<u32> = None;
