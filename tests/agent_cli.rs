@@ -485,7 +485,7 @@ async fn a_claude_code_call_that_stops_streaming_is_stalled_and_stopped() {
     w.write("dsh.toml", &claude_toml(&claude, ""));
     w.write(
         "stall.js",
-        r#"const a = await agent("Think hard", { label: "thinker", stallMs: 3000 });
+        r#"const a = await agent("Think hard", { label: "thinker", stallMs: 10000 });
 return { a };"#,
     );
     let ev = w.dir.path().join("events.jsonl");
@@ -518,10 +518,343 @@ return { a };"#,
             .is_some_and(|r| r.contains("stalled")),
         "{end}"
     );
-    // Never retried: one request reached the model.
+    // The model was reached (the stall is its silence, not a slow start),
+    // and the call was never retried.
     assert_eq!(
         server.requests().iter().filter(|r| is_messages(r)).count(),
         1
     );
+    assert_no_marked_processes(&w.marker);
+}
+
+// ------------------------------------------------------------------ Codex
+
+/// `CODEX_HOME` for a test: Codex's own configuration pointing at
+/// `server` (a custom model provider, no login), nothing else of the
+/// user's.
+fn codex_home(w: &World, server: &TestServer) -> PathBuf {
+    let home = w.dir.path().join("codex-home");
+    std::fs::create_dir_all(&home).expect("mkdir");
+    std::fs::write(
+        home.join("config.toml"),
+        format!(
+            "model = \"gpt-5.5\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\n\
+             base_url = \"{}\"\nwire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n\
+             [features]\nplugins = false\n",
+            server.base_url()
+        ),
+    )
+    .expect("write");
+    home
+}
+
+fn codex_toml(program: &Path, extra: &str) -> String {
+    format!(
+        "[workflow]\nprovider = \"codex\"\n\n[providers.codex]\nkind = \"codex\"\n\
+         program = \"{}\"\npermission_mode = \"workspace-write\"\nenv = [\"DSH_TEST_MARKER\"]\n{extra}",
+        program.display()
+    )
+}
+
+/// The tool outputs so far in a Responses API request, in order.
+fn tool_outputs(body: &Value) -> Vec<String> {
+    body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["type"] == "function_call_output" || i["type"] == "custom_tool_call_output")
+        .map(|i| i["output"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The user messages' texts of a Responses API request.
+fn user_texts(body: &Value) -> Vec<String> {
+    body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["type"] == "message" && i["role"] == "user")
+        .flat_map(|i| {
+            i["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["text"].as_str().map(str::to_string))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn exec(id: &str, cmd: &str) -> Value {
+    json!({ "type": "function_call", "id": format!("fc_{id}"), "call_id": format!("call_{id}"),
+            "name": "exec_command", "arguments": json!({ "cmd": cmd }).to_string(), "status": "completed" })
+}
+
+fn message(text: &str) -> Value {
+    json!({ "type": "message", "id": "msg_x", "role": "assistant", "status": "completed",
+            "content": [{ "type": "output_text", "text": text, "annotations": [] }] })
+}
+
+/// A model that reads the README, patches it, checks `git status` and
+/// answers with JSON.
+fn codex_fixing_model(r: &Recorded) -> Reply {
+    if r.method != "POST" || !r.path.ends_with("/responses") {
+        return Reply::status(404, "not here");
+    }
+    let body = r.json();
+    let outs = tool_outputs(&body);
+    match outs.len() {
+        0 => Reply::responses(&[exec("1", "cat README.md")], 100, 10),
+        1 => Reply::responses(
+            &[
+                json!({ "type": "custom_tool_call", "id": "ctc_2", "call_id": "call_2", "name": "apply_patch",
+                      "input": "*** Begin Patch\n*** Update File: README.md\n@@\n-hello world\n+hello, world\n*** End Patch\n",
+                      "status": "completed" }),
+            ],
+            200,
+            20,
+        ),
+        2 => Reply::responses(&[exec("3", "git status --short")], 300, 30),
+        _ => {
+            let status = outs[2]
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+            Reply::responses(
+                &[message(
+                    &json!({ "file": "README.md", "status": status }).to_string(),
+                )],
+                400,
+                40,
+            )
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_edits_a_worktree_and_answers_through_its_output_schema() {
+    let Some(codex) = cli_agents::CODEX.program() else {
+        return;
+    };
+    let w = World::new("codex-edit");
+    let server = TestServer::with_handler(Box::new(codex_fixing_model)).await;
+    let home = codex_home(&w, &server);
+    w.write("dsh.toml", &codex_toml(&codex, ""));
+    w.write(
+        "fix.js",
+        r#"const r = await agent("Fix the greeting in README.md", {
+  label: "fix", isolation: "worktree",
+  schema: { type: "object", properties: { file: { type: "string" }, status: { type: "string" } },
+            required: ["file", "status"], additionalProperties: false },
+});
+return { r, spent: budget.spent() };"#,
+    );
+    let ev = w.dir.path().join("events.jsonl");
+    let evs = ev.display().to_string();
+    let (code, stdout, stderr) = output(w.dsh(
+        &[
+            "workflow",
+            "run",
+            "fix.js",
+            "--events",
+            "none",
+            "--output",
+            "result",
+            "--budget",
+            "100000",
+            "--events-file",
+            &evs,
+        ],
+        &[("CODEX_HOME", home.display().to_string())],
+    ))
+    .await;
+    assert_eq!(code, Some(0), "stdout: {stdout}\nstderr: {stderr}");
+    let result: Value = serde_json::from_str(&stdout).expect("the result as JSON");
+    assert_eq!(
+        result["value"]["r"],
+        json!({ "file": "README.md", "status": "M README.md" }),
+        "{result}"
+    );
+    // Four model requests: 100+200+300+400 in, 10+20+30+40 out; Codex
+    // reports no cost.
+    assert_eq!(result["value"]["spent"], 100, "{result}");
+    assert_eq!(result["usage"]["input"], 1000, "{result}");
+    assert!(result.get("cost").is_none(), "{result}");
+    let events = events(&ev);
+    common::assert_event_guarantees(&events);
+    let end = common::agent_end(&events);
+    assert_eq!(end["outcome"], "completed", "{end}");
+    assert_eq!(
+        tool_calls(&events),
+        ["shell", "apply_patch", "shell"],
+        "{events:#?}"
+    );
+    // The patch landed in the kept worktree only.
+    let path = PathBuf::from(end["worktree"]["path"].as_str().expect("a kept worktree"));
+    assert_eq!(
+        std::fs::read_to_string(path.join("README.md")).expect("read"),
+        "hello, world\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.repo().join("README.md")).expect("read"),
+        "hello world\n"
+    );
+    // The command really ran in the worktree, and the schema reached the
+    // model as Codex's strict output format.
+    let bodies: Vec<Value> = server.requests().iter().map(Recorded::json).collect();
+    assert!(
+        tool_outputs(&bodies[1])[0].contains("hello world"),
+        "{:?}",
+        tool_outputs(&bodies[1])
+    );
+    assert_eq!(bodies[0]["text"]["format"]["type"], "json_schema");
+    assert_eq!(
+        bodies[0]["text"]["format"]["schema"]["required"],
+        json!(["file", "status"])
+    );
+    assert_no_marked_processes(&w.marker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_gets_a_loose_schema_in_its_prompt_and_one_corrective_turn_in_its_session() {
+    let Some(codex) = cli_agents::CODEX.program() else {
+        return;
+    };
+    let w = World::new("codex-correct");
+    // First a wrong answer, then (in the resumed thread) a right one.
+    let server = TestServer::with_handler(Box::new(|r: &Recorded| {
+        let body = r.json();
+        let corrected = user_texts(&body)
+            .iter()
+            .any(|t| t.contains("does not match the schema"));
+        if corrected {
+            Reply::responses(&[message("{\"count\": 2}")], 50, 5)
+        } else {
+            Reply::responses(&[message("{\"count\": \"two\"}")], 40, 4)
+        }
+    }))
+    .await;
+    let home = codex_home(&w, &server);
+    w.write("dsh.toml", &codex_toml(&codex, ""));
+    // Not strict (no additionalProperties: false): Codex cannot take it.
+    w.write(
+        "count.js",
+        r#"return await agent("Count the files", { label: "count",
+  schema: { type: "object", properties: { count: { type: "integer" } }, required: ["count"] } });"#,
+    );
+    let ev = w.dir.path().join("events.jsonl");
+    let evs = ev.display().to_string();
+    let (code, stdout, stderr) = output(w.dsh(
+        &[
+            "workflow",
+            "run",
+            "count.js",
+            "--events",
+            "none",
+            "--output",
+            "result",
+            "--events-file",
+            &evs,
+        ],
+        &[("CODEX_HOME", home.display().to_string())],
+    ))
+    .await;
+    assert_eq!(code, Some(0), "stdout: {stdout}\nstderr: {stderr}");
+    let result: Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(result["value"], json!({ "count": 2 }), "{result}");
+    // Both runs counted once each (Codex's totals are the thread's).
+    assert_eq!(result["usage"]["input"], 90, "{result}");
+    assert_eq!(result["usage"]["output"], 9, "{result}");
+    let bodies: Vec<Value> = server.requests().iter().map(Recorded::json).collect();
+    assert_eq!(bodies.len(), 2);
+    assert!(
+        bodies[0]["text"].get("format").is_none(),
+        "{}",
+        bodies[0]["text"]
+    );
+    assert!(
+        user_texts(&bodies[0])
+            .iter()
+            .any(|t| t.contains("\"required\":[\"count\"]"))
+    );
+    // The corrective turn continued the thread: the wrong answer is in its
+    // history.
+    let history = bodies[1]["input"].to_string();
+    assert!(history.contains("two"), "{history}");
+    let events = events(&ev);
+    assert!(
+        events.iter().any(|e| e["activity"] == "retry"
+            && e["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("corrective"))),
+        "{events:#?}"
+    );
+    assert_no_marked_processes(&w.marker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_codex_call_leaves_no_process_behind() {
+    let Some(codex) = cli_agents::CODEX.program() else {
+        return;
+    };
+    let w = World::new("codex-cancel");
+    let long = format!("sleep 3600 # {}", w.marker);
+    let server = TestServer::with_handler(Box::new(move |r: &Recorded| {
+        if tool_outputs(&r.json()).is_empty() {
+            Reply::responses(&[exec("1", &long)], 10, 1)
+        } else {
+            Reply::Hang
+        }
+    }))
+    .await;
+    let home = codex_home(&w, &server);
+    w.write("dsh.toml", &codex_toml(&codex, ""));
+    w.write(
+        "wait.js",
+        r#"return await agent("Wait", { label: "waiter" });"#,
+    );
+    let ev = w.dir.path().join("events.jsonl");
+    let evs = ev.display().to_string();
+    let child = w
+        .dsh(
+            &[
+                "workflow",
+                "run",
+                "wait.js",
+                "--events",
+                "none",
+                "--no-journal",
+                "--events-file",
+                &evs,
+            ],
+            &[("CODEX_HOME", home.display().to_string())],
+        )
+        .spawn()
+        .expect("spawn dsh");
+    wait_event(&ev, "shell tool call", |e| {
+        e["activity"] == "tool-call" && e["tool"] == "shell"
+    })
+    .await;
+    let deadline = tokio::time::Instant::now() + RUN_BOUND;
+    while !marked_processes(&w.marker)
+        .iter()
+        .any(|(_, cmd)| cmd.contains("sleep 3600"))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // SAFETY: signalling the dsh process this test spawned.
+    unsafe { libc::kill(child.id().expect("pid") as i32, libc::SIGINT) };
+    let out = tokio::time::timeout(RUN_BOUND, child.wait_with_output())
+        .await
+        .expect("dsh exits")
+        .expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    assert_eq!(common::agent_end(&events(&ev))["outcome"], "cancelled");
     assert_no_marked_processes(&w.marker);
 }

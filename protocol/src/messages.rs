@@ -488,6 +488,22 @@ impl Usage {
         }
     }
 
+    /// What `self` has more than `earlier` (a running total minus an
+    /// earlier reading of it), never below zero.
+    #[must_use]
+    pub fn minus(self, earlier: Usage) -> Usage {
+        Usage {
+            input: self.input.saturating_sub(earlier.input),
+            output: self.output.saturating_sub(earlier.output),
+            cache_read: self.cache_read.saturating_sub(earlier.cache_read),
+            cache_write: self.cache_write.saturating_sub(earlier.cache_write),
+            cost_usd: match (self.cost_usd, earlier.cost_usd) {
+                (Some(a), Some(b)) => Some((a - b).max(0.0)),
+                (a, _) => a,
+            },
+        }
+    }
+
     /// The sum of two usages (a cost when either reported one).
     #[must_use]
     pub fn plus(self, other: Usage) -> Usage {

@@ -120,8 +120,9 @@ fn install(prefix: &Path, spec: &str) {
 }
 
 /// Processes whose environment holds `DSH_TEST_MARKER=marker` (every
-/// process a test's CLI started inherits it): what must be gone after a
-/// call ends.
+/// process a test's CLI started inherits it, unless the CLI filters its
+/// commands' environment) or whose command line names `marker` (a test's
+/// command can): what must be gone after a call ends.
 pub fn marked_processes(marker: &str) -> Vec<(u32, String)> {
     let needle = format!("DSH_TEST_MARKER={marker}");
     let mut found = Vec::new();
@@ -132,15 +133,11 @@ pub fn marked_processes(marker: &str) -> Vec<(u32, String)> {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
-        let Ok(env) = std::fs::read(e.path().join("environ")) else {
-            continue;
-        };
-        if env.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
-            // A zombie still waiting for its parent is gone for our
-            // purposes only once reaped: keep it.
-            let cmd = std::fs::read(e.path().join("cmdline"))
-                .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-                .unwrap_or_default();
+        let env = std::fs::read(e.path().join("environ")).unwrap_or_default();
+        let cmd = std::fs::read(e.path().join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .unwrap_or_default();
+        if env.split(|b| *b == 0).any(|v| v == needle.as_bytes()) || cmd.contains(marker) {
             found.push((pid, cmd));
         }
     }

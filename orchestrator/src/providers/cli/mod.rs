@@ -136,15 +136,31 @@ impl CliKind {
         matches!(self, CliKind::ClaudeCode)
     }
 
-    /// The CLI takes the schema as a file (`--output-schema`).
-    fn schema_as_file(self) -> bool {
-        matches!(self, CliKind::Codex)
+    /// How the CLI gets `schema`.
+    fn schema_way(self, schema: &Value) -> SchemaWay {
+        match self {
+            CliKind::ClaudeCode => SchemaWay::Flag,
+            CliKind::Codex if codex::strict_ready(schema) => SchemaWay::File,
+            CliKind::Codex | CliKind::Qwen => SchemaWay::Prompt,
+        }
     }
 
-    /// The CLI has no way to enforce a schema: it goes in the prompt.
-    fn schema_in_prompt(self) -> bool {
-        matches!(self, CliKind::Qwen)
+    /// The CLI takes a system prompt of its own (else it goes in front of
+    /// the prompt).
+    fn takes_system_prompt(self) -> bool {
+        matches!(self, CliKind::ClaudeCode)
     }
+}
+
+/// How a call's schema reaches the CLI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SchemaWay {
+    /// As a flag the CLI enforces (`claude --json-schema`).
+    Flag,
+    /// As a file the CLI enforces (`codex --output-schema`).
+    File,
+    /// In the prompt, with an instruction; dsh alone checks the answer.
+    Prompt,
 }
 
 /// Runs an agent CLI per `agent()` call.
@@ -332,12 +348,23 @@ impl Call {
         }
     }
 
-    /// The first prompt: the call's own, with the schema instruction when
-    /// the CLI cannot enforce one.
+    /// The first prompt: the call's own, after the agent type's system
+    /// prompt when the CLI takes none of its own, and with the schema
+    /// instruction when the CLI cannot enforce the schema.
     fn first_prompt(kind: CliKind, request: &AgentRequest) -> String {
-        let mut p = request.prompt.clone();
-        if kind.schema_in_prompt()
-            && let Some(schema) = &request.schema
+        let mut p = String::new();
+        if !kind.takes_system_prompt()
+            && let Some(sp) = request
+                .system_prompt
+                .as_deref()
+                .filter(|s| !s.trim().is_empty())
+        {
+            p.push_str(sp);
+            p.push_str("\n\n");
+        }
+        p.push_str(&request.prompt);
+        if let Some(schema) = &request.schema
+            && kind.schema_way(schema) == SchemaWay::Prompt
         {
             p.push_str(
                 "\n\nAnswer with one JSON value that matches this JSON Schema, and print it last:\n",
@@ -490,6 +517,9 @@ async fn drive(
     let sh = call.shared.clone();
     let mut running = Some(first);
     let mut usage: Option<Usage> = None;
+    // The session total the last run of this call reported (a CLI whose
+    // usage is the session's total: a resumed run adds only the rest).
+    let mut session_total: Option<(String, Usage)> = None;
     let mut attempt = 1u32;
     let result = loop {
         let run = match running.take() {
@@ -506,7 +536,17 @@ async fn drive(
                 .await
         };
         let (seen, skipped) = stream.end();
-        if let Some(u) = seen.usage {
+        if let Some(mut u) = seen.usage {
+            if seen.usage_is_session_total {
+                if let (Some((id, before)), Some(now)) = (&session_total, &seen.session)
+                    && id == now
+                {
+                    u = u.minus(*before);
+                }
+                if let Some(id) = &seen.session {
+                    session_total = Some((id.clone(), seen.usage.unwrap_or(u)));
+                }
+            }
             usage = Some(usage.map_or(u, |t| t.plus(u)));
         }
         let reason = match call.judge(&finished, seen, skipped) {
@@ -563,15 +603,17 @@ impl SubagentProvider for CliProvider {
             .as_ref()
             .map_or_else(|| sh.cwd.clone(), |w| w.run_dir.clone());
         let schema_file = match &request.schema {
-            Some(s) if sh.kind.schema_as_file() => match TempFile::write(&id, &s.to_string()) {
-                Ok(f) => Some(f),
-                Err(e) => {
-                    if let Some(wt) = &worktree {
-                        wt.remove().await;
+            Some(s) if sh.kind.schema_way(s) == SchemaWay::File => {
+                match TempFile::write(&id, &s.to_string()) {
+                    Ok(f) => Some(f),
+                    Err(e) => {
+                        if let Some(wt) = &worktree {
+                            wt.remove().await;
+                        }
+                        return Err(sh.refuse(format!("cannot write the schema file: {e}")));
                     }
-                    return Err(sh.refuse(format!("cannot write the schema file: {e}")));
                 }
-            },
+            }
             _ => None,
         };
         // An earlier attempt's session of this call, if this provider made

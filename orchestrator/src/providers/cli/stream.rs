@@ -37,6 +37,9 @@ pub struct Observed {
     pub finished: bool,
     /// Model turns seen.
     pub turns: u32,
+    /// `usage` is the session's total, earlier runs of a resumed session
+    /// included (Codex), not this run's alone (Claude Code).
+    pub usage_is_session_total: bool,
 }
 
 /// One CLI's stream format.

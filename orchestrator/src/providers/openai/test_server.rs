@@ -220,6 +220,40 @@ impl Reply {
         }
     }
 
+    /// A streamed Responses API answer (OpenAI's `/v1/responses`, as Codex
+    /// reads it): each of `items` as a finished output item, then the
+    /// completed response with this usage.
+    pub fn responses(items: &[Value], input: u64, output: u64) -> Reply {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut data = vec![json!({ "type": "response.created", "response": {
+            "id": format!("resp_{n}"), "object": "response", "status": "in_progress", "output": []
+        } })];
+        for (i, item) in items.iter().enumerate() {
+            data.push(
+                json!({ "type": "response.output_item.done", "output_index": i, "item": item }),
+            );
+        }
+        data.push(json!({ "type": "response.completed", "response": {
+            "id": format!("resp_{n}"), "object": "response", "status": "completed",
+            "usage": { "input_tokens": input, "input_tokens_details": { "cached_tokens": 0 },
+                       "output_tokens": output, "output_tokens_details": { "reasoning_tokens": 0 },
+                       "total_tokens": input + output }
+        } }));
+        let mut body = String::new();
+        for d in &data {
+            body.push_str(&format!(
+                "event: {}\ndata: {d}\n\n",
+                d["type"].as_str().unwrap_or("")
+            ));
+        }
+        Reply::Http {
+            status: 200,
+            headers: vec![("Content-Type".into(), "text/event-stream".into())],
+            body: body.into_bytes(),
+        }
+    }
+
     pub fn after(self, delay: Duration) -> Reply {
         Reply::After(delay, Box::new(self))
     }
