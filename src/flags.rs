@@ -170,6 +170,9 @@ pub struct RunArgs {
     /// Output-token budget of the run.
     #[arg(long, value_name = "TOKENS")]
     pub budget: Option<u64>,
+    /// Cost budget of the run in US dollars, as agent CLIs report cost (e.g. 2.50).
+    #[arg(long, value_name = "USD", value_parser = parse_usd)]
+    pub budget_usd: Option<f64>,
     /// Answer every agent() at once without any provider: placeholder text, or the
     /// smallest value that fits the call's schema (excludes --fixture).
     #[arg(long)]
@@ -326,4 +329,15 @@ pub fn clap_exit(e: &clap::Error) -> i32 {
     let text = text.trim_start_matches("error: ").trim_end();
     print_error(dsh_orchestrator::ErrorCode::Usage, text);
     exit::NOT_STARTED
+}
+
+/// `--budget-usd`: a positive amount of US dollars (`2.5`, `0.10`).
+fn parse_usd(s: &str) -> Result<f64, String> {
+    let t = s.trim().trim_start_matches('$');
+    match t.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a positive amount of US dollars; give one such as 2.50"
+        )),
+    }
 }

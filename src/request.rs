@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use dsh_orchestrator::agent_types::{self, AgentTypeDef, AgentTypes};
 use dsh_orchestrator::catalog::Catalog;
-use dsh_orchestrator::config::{self, Config};
+use dsh_orchestrator::config::{self, Config, ProviderKind};
 use dsh_orchestrator::files;
 use dsh_orchestrator::journal::ProviderSpec;
 use dsh_orchestrator::journal::durable::absolute;
@@ -128,6 +128,9 @@ fn limits(a: &RunArgs, mut limits: Limits) -> Result<Limits, CliError> {
     }
     if a.budget.is_some() {
         limits.budget_tokens = a.budget;
+    }
+    if a.budget_usd.is_some() {
+        limits.budget_usd = a.budget_usd;
     }
     if let Some(m) = a.memory {
         limits.memory_bytes = m;
@@ -457,7 +460,7 @@ pub fn providers(config: Option<&Path>) -> Result<i32, CliError> {
     let _ = writeln!(out, "configuration: {}", config.location());
     let _ = writeln!(
         out,
-        "  {:<14} {:<9} {:<24} STATUS",
+        "  {:<14} {:<11} {:<24} STATUS",
         "NAME", "KIND", "DEFINED AT"
     );
     for (name, entry) in &config.providers {
@@ -476,11 +479,12 @@ pub fn providers(config: Option<&Path>) -> Result<i32, CliError> {
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "{mark} {name:<14} {:<9} {:<24} {status}{stall}",
+            "{mark} {name:<14} {:<11} {:<24} {status}{stall}",
             entry.kind.kind_name(),
             entry.defined_at
         );
     }
+    agent_clis(&config, &mut out);
     for (name, route) in &config.agent_types {
         let _ = writeln!(
             out,
@@ -505,6 +509,76 @@ pub fn providers(config: Option<&Path>) -> Result<i32, CliError> {
         );
     }
     Ok(exit::COMPLETED)
+}
+
+/// The agent CLIs on this machine, each kind once per program the
+/// configuration names for it (else its default program): installed,
+/// version, tested by dsh, logged in. Probed in parallel, each bounded.
+fn agent_clis(config: &Config, out: &mut impl Write) {
+    use dsh_orchestrator::providers::cli::probe::{Login, Tested, probe};
+    use dsh_orchestrator::providers::cli::{CliConfig, CliKind};
+    let mut wanted: Vec<(CliKind, String, PathBuf, Vec<String>)> = Vec::new();
+    for kind in CliKind::ALL {
+        let mut mine: Vec<(CliKind, String, PathBuf, Vec<String>)> = config
+            .providers
+            .values()
+            .filter_map(|e| match &e.kind {
+                ProviderKind::Cli { kind: k, cfg, .. } if *k == kind => Some((
+                    kind,
+                    cfg.program_name(kind).to_string(),
+                    e.base_dir.clone(),
+                    cfg.env.clone(),
+                )),
+                _ => None,
+            })
+            .collect();
+        mine.dedup_by(|a, b| a.1 == b.1 && a.2 == b.2);
+        if mine.is_empty() {
+            mine.push((
+                kind,
+                CliConfig::default().program_name(kind).to_string(),
+                PathBuf::from("."),
+                Vec::new(),
+            ));
+        }
+        wanted.extend(mine);
+    }
+    let found: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = wanted
+            .iter()
+            .map(|(kind, program, base, env)| s.spawn(move || probe(*kind, program, base, env)))
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    let _ = writeln!(out, "agent CLIs:");
+    for st in found {
+        let program = match &st.program {
+            Ok(p) => p.display().to_string(),
+            Err(e) => {
+                let _ = writeln!(out, "  {:<12} not installed: {e}", st.kind.kind_name());
+                continue;
+            }
+        };
+        let version = match &st.version {
+            Ok(v) => v.clone(),
+            Err(e) => format!("unknown ({e})"),
+        };
+        let tested = match &st.tested {
+            Tested::Yes => "tested".to_string(),
+            Tested::No(v) => format!("untested (dsh was tested with {})", v.join(", ")),
+            Tested::Unknown => "untested".to_string(),
+        };
+        let login = match &st.login {
+            Login::Yes(how) => format!("logged in: {how}"),
+            Login::No(fix) => format!("not logged in: {fix}"),
+            Login::Unknown(why) => format!("login unknown: {why}"),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<12} {program} {version}, {tested}; {login}",
+            st.kind.kind_name()
+        );
+    }
 }
 
 /// `dsh workflow agents`: one line per agent type — name, where it is

@@ -527,6 +527,104 @@ return { a };"#,
     assert_no_marked_processes(&w.marker);
 }
 
+/// Whether a Messages API request is the continuation dsh asks for on a
+/// resume.
+fn continues(body: &Value) -> bool {
+    body["messages"]
+        .to_string()
+        .contains("was interrupted before you gave your final answer")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_code_call_interrupted_by_a_killed_host_continues_its_session_on_resume() {
+    let Some(claude) = CLAUDE.program() else {
+        return;
+    };
+    let w = World::new("claude-resume");
+    // The first turn runs a command; the second never answers — until the
+    // call is continued on resume.
+    let server = TestServer::with_handler(Box::new(|r: &Recorded| {
+        if !is_messages(r) {
+            return Reply::json(200, &json!({ "input_tokens": 1 }));
+        }
+        let body = r.json();
+        if continues(&body) {
+            return Reply::anthropic("finished after the resume", &[], 30, 3);
+        }
+        match assistant_turns(&body) {
+            0 => Reply::anthropic(
+                "",
+                &[(
+                    "Bash",
+                    json!({ "command": "echo one > step1.txt", "description": "step one" }),
+                )],
+                10,
+                1,
+            ),
+            _ => Reply::Hang,
+        }
+    }))
+    .await;
+    w.write("dsh.toml", &claude_toml(&claude, ""));
+    w.write(
+        "long.js",
+        r#"return await agent("Do the long task", { label: "long" });"#,
+    );
+    let mut child = w
+        .dsh(
+            &["workflow", "run", "long.js", "--events", "none"],
+            &claude_env(&server),
+        )
+        .spawn()
+        .expect("spawn dsh");
+    // The second turn is waiting for the model: the host dies.
+    server
+        .wait("the second turn", |s| {
+            s.requests.iter().filter(|r| is_messages(r)).count() >= 2
+        })
+        .await;
+    child.start_kill().expect("kill -9 dsh");
+    let _ = child.wait().await;
+    assert_no_marked_processes(&w.marker);
+    assert_eq!(
+        std::fs::read_to_string(w.repo().join("step1.txt")).expect("step one ran"),
+        "one\n"
+    );
+    let run = common::only_run_id(&w.repo());
+    let journal =
+        std::fs::read_to_string(w.repo().join(".dsh/runs").join(&run).join("journal.jsonl"))
+            .expect("journal");
+    let session = journal
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["type"] == "session")
+        .unwrap_or_else(|| panic!("a session line in {journal}"));
+    assert_eq!(session["provider"], "claude");
+    let (code, stdout, stderr) = output(w.dsh(
+        &["workflow", "resume", &run, "--events", "none"],
+        &claude_env(&server),
+    ))
+    .await;
+    assert_eq!(code, Some(0), "stdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout).expect("json"),
+        json!("finished after the resume")
+    );
+    // The continuation carried the interrupted conversation: the command
+    // the model ran before the host died, and its result.
+    let last = server
+        .requests()
+        .into_iter()
+        .filter(is_messages)
+        .map(|r| r.json())
+        .find(continues)
+        .expect("a continuation");
+    let history = last["messages"].to_string();
+    assert!(history.contains("echo one > step1.txt"), "{history}");
+    assert!(history.contains("Do the long task"), "{history}");
+    assert_no_marked_processes(&w.marker);
+}
+
 // ------------------------------------------------------------------ Codex
 
 /// `CODEX_HOME` for a test: Codex's own configuration pointing at
@@ -856,5 +954,54 @@ async fn a_cancelled_codex_call_leaves_no_process_behind() {
         .expect("wait");
     assert_eq!(out.status.code(), Some(130), "{out:?}");
     assert_eq!(common::agent_end(&events(&ev))["outcome"], "cancelled");
+    assert_no_marked_processes(&w.marker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runs_cost_budget_reaches_claude_code_as_its_own_cap() {
+    let Some(claude) = CLAUDE.program() else {
+        return;
+    };
+    let w = World::new("claude-budget");
+    let server = TestServer::with_handler(Box::new(fixing_model)).await;
+    w.write("dsh.toml", &claude_toml(&claude, ""));
+    w.write(
+        "spend.js",
+        r#"return await agent("Fix the greeting", { label: "fix" });"#,
+    );
+    let ev = w.dir.path().join("events.jsonl");
+    let evs = ev.display().to_string();
+    // Far less than one turn costs: Claude Code stops itself after it.
+    let (code, stdout, stderr) = output(w.dsh(
+        &[
+            "workflow",
+            "run",
+            "spend.js",
+            "--events",
+            "none",
+            "--no-journal",
+            "--budget-usd",
+            "0.000001",
+            "--events-file",
+            &evs,
+        ],
+        &claude_env(&server),
+    ))
+    .await;
+    assert_eq!(code, Some(0), "stdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(stdout.trim(), "null");
+    let end = common::agent_end(&events(&ev)).clone();
+    assert_eq!(end["outcome"], "failed", "{end}");
+    assert!(
+        end["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("error_max_budget_usd")),
+        "{end}"
+    );
+    assert!(end["cost"].as_f64().is_some_and(|c| c > 0.0), "{end}");
+    assert_eq!(
+        server.requests().iter().filter(|r| is_messages(r)).count(),
+        1
+    );
     assert_no_marked_processes(&w.marker);
 }

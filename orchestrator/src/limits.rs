@@ -78,6 +78,10 @@ pub struct Limits {
     pub log_bytes: u64,
     /// Output-token budget (`budget.total`); `None` is unlimited.
     pub budget_tokens: Option<u64>,
+    /// Cost budget in US dollars: what the run's children may cost
+    /// together, as they report it (agent CLIs); `None` is unlimited.
+    /// Enforced by the host ([`crate::providers::cost::CostBudget`]).
+    pub budget_usd: Option<f64>,
 }
 
 impl Default for Limits {
@@ -95,6 +99,7 @@ impl Default for Limits {
             memory_bytes: 256 * 1024 * 1024,
             log_bytes: 1024 * 1024,
             budget_tokens: None,
+            budget_usd: None,
         }
     }
 }
@@ -144,6 +149,14 @@ impl Limits {
         }
         if self.max_script_bytes == 0 {
             return err("maxScriptBytes", "must be greater than 0".into());
+        }
+        if let Some(b) = self.budget_usd
+            && !(b.is_finite() && b > 0.0)
+        {
+            return err(
+                "budgetUsd",
+                format!("{b} is not a positive amount of US dollars"),
+            );
         }
         if self.wall_timeout.is_some_and(|d| d.is_zero()) {
             return err("wallTimeoutMs", "must be greater than 0 when set".into());

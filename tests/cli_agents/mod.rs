@@ -89,7 +89,7 @@ impl Cli {
 fn install(prefix: &Path, spec: &str) {
     use std::os::fd::AsRawFd;
     std::fs::create_dir_all(cache_dir()).expect("create the CLI cache");
-    let lock_path = prefix.with_extension("lock");
+    let lock_path = PathBuf::from(format!("{}.lock", prefix.display()));
     let lock = std::fs::File::create(&lock_path).expect("create the install lock");
     // SAFETY: flock on a descriptor this function owns; released when
     // `lock` is closed at the end of the function.

@@ -157,6 +157,8 @@ struct RawWorkflow {
     #[serde(default, deserialize_with = "crate::units::de::opt_size")]
     log_limit: Option<u64>,
     budget: Option<u64>,
+    #[serde(default)]
+    budget_usd: Option<f64>,
 }
 
 /// 1-based line of a byte offset.
@@ -432,6 +434,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         memory: w.memory,
         log_limit: w.log_limit,
         budget: w.budget,
+        budget_usd: w.budget_usd,
     };
     config.workflow.limits().validate().map_err(|e| {
         let key = snake(e.knob);

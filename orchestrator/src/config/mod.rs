@@ -116,6 +116,8 @@ pub struct WorkflowDefaults {
     /// `budget`: the output-token budget (`budget.total`); `None` is
     /// unlimited.
     pub budget: Option<u64>,
+    /// `budget_usd`: the cost budget in US dollars; `None` is unlimited.
+    pub budget_usd: Option<f64>,
 }
 
 impl WorkflowDefaults {
@@ -145,6 +147,7 @@ impl WorkflowDefaults {
             l.log_bytes = b;
         }
         l.budget_tokens = self.budget;
+        l.budget_usd = self.budget_usd;
         l
     }
 }

@@ -67,10 +67,7 @@ fn entry(c: &Recorded) -> Value {
     };
     m.insert(k.into(), v);
     if let Some(u) = c.usage {
-        m.insert(
-            "usage".into(),
-            json!({ "input": u.input, "output": u.output }),
-        );
+        m.insert("usage".into(), json!(u));
     }
     m.insert("times".into(), 1.into());
     Value::Object(m)
@@ -154,10 +151,7 @@ fn rest_text(outcome: &Outcome, usage: Option<Usage>) -> String {
     };
     m.insert(k.into(), v);
     if let Some(u) = usage {
-        m.insert(
-            "usage".into(),
-            json!({ "input": u.input, "output": u.output }),
-        );
+        m.insert("usage".into(), json!(u));
     }
     m.insert("times".into(), 1.into());
     let object = Value::Object(m).to_string();

@@ -140,6 +140,7 @@ pub fn limits_to_json(l: &Limits) -> Value {
         "memoryBytes": l.memory_bytes,
         "logBytes": l.log_bytes,
         "budgetTokens": l.budget_tokens,
+        "budgetUsd": l.budget_usd,
     })
 }
 
@@ -167,6 +168,10 @@ pub fn limits_from_json(v: &Value) -> Option<Limits> {
         budget_tokens: match v.get("budgetTokens") {
             Some(Value::Null) | None => None,
             Some(x) => Some(x.as_u64()?),
+        },
+        budget_usd: match v.get("budgetUsd") {
+            Some(Value::Null) | None => None,
+            Some(x) => Some(x.as_f64()?),
         },
     })
 }

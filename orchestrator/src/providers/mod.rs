@@ -4,6 +4,7 @@ pub mod answered;
 pub mod anthropic;
 pub mod cli;
 pub mod command;
+pub mod cost;
 pub mod dry_run;
 pub(crate) mod http;
 pub mod openai;

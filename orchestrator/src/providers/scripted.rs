@@ -390,12 +390,17 @@ fn parse_answer(v: &Value) -> Result<Answer, String> {
     let usage = match obj.get("usage") {
         None => None,
         Some(u) => {
-            let o = u
-                .as_object()
-                .ok_or("usage: must be an object {\"input\": N, \"output\": N}")?;
+            let o = u.as_object().ok_or(
+                "usage: must be an object {\"input\": N, \"output\": N} (and optionally \
+                 cacheRead, cacheWrite, costUsd)",
+            )?;
             for k in o.keys() {
-                if k != "input" && k != "output" {
-                    return Err(format!("usage: unknown key {k:?} (expected input, output)"));
+                if !["input", "output", "cacheRead", "cacheWrite", "costUsd"].contains(&k.as_str())
+                {
+                    return Err(format!(
+                        "usage: unknown key {k:?} (expected input, output, cacheRead, cacheWrite, \
+                         costUsd)"
+                    ));
                 }
             }
             let num = |k: &str| -> Result<u64, String> {
@@ -406,7 +411,19 @@ fn parse_answer(v: &Value) -> Result<Answer, String> {
                     )),
                 }
             };
-            Some(Usage::new(num("input")?, num("output")?))
+            let cost_usd = match o.get("costUsd") {
+                None => None,
+                Some(v) => Some(v.as_f64().filter(|c| c.is_finite() && *c >= 0.0).ok_or(
+                    format!("usage.costUsd: must be a number of US dollars ≥ 0, got {v}"),
+                )?),
+            };
+            Some(Usage {
+                input: num("input")?,
+                output: num("output")?,
+                cache_read: num("cacheRead")?,
+                cache_write: num("cacheWrite")?,
+                cost_usd,
+            })
         }
     };
     Ok(Answer {

@@ -384,8 +384,12 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         prepared: Arc::new(prepared),
         meta_json,
         args,
+        provider: match (request.provider, request.limits.budget_usd) {
+            (Some(p), Some(usd)) => Some(Arc::new(crate::providers::cost::CostBudget::new(p, usd))
+                as Arc<dyn SubagentProvider>),
+            (p, _) => p,
+        },
         limits: request.limits,
-        provider: request.provider,
         catalog: request.catalog,
         sandbox: request.sandbox,
         process,

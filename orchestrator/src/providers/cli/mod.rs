@@ -33,6 +33,7 @@
 mod claude;
 mod codex;
 pub mod config;
+pub mod probe;
 mod qwen;
 mod stream;
 
