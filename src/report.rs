@@ -142,13 +142,14 @@ fn render(s: &RunSummary, logs: &[String]) -> String {
         h,
         "<h2>Totals</h2><table class=\"totals\"><tr><th>agents</th><th>completed</th><th>failed</th>\
          <th>replayed</th><th>tokens in</th><th>tokens out</th><th>cost</th><th>wall</th></tr>\
-         <tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>-</td><td>{}</td></tr></table>",
+         <tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>",
         totals["agents"],
         totals["completed"],
         totals["failed"],
         totals["replayed"],
         totals["tokensIn"],
         totals["tokensOut"],
+        esc(&crate::runs_cmd::dollars(totals["costUsd"].as_f64())),
         duration(totals["wallMs"].as_u64().unwrap_or(0))
     );
 
@@ -302,7 +303,7 @@ panel.textContent='';var dl=document.createElement('dl');dl.id='detail-'+seq;
 row(dl,'agent','#'+a.seq+' '+a.label);row(dl,'phase',a.phase);row(dl,'workflow',a.workflow);
 row(dl,'outcome',a.outcome+(a.replayed?' (replayed)':''));row(dl,'reason',a.reason,true);
 row(dl,'start','+'+dur(a.startMs));row(dl,'duration',dur(a.durationMs));
-row(dl,'usage',a.usage?a.usage.input+' in / '+a.usage.output+' out':null);row(dl,'worktree',a.worktree);
+row(dl,'usage',a.usage?a.usage.input+' in / '+a.usage.output+' out':null);row(dl,'cost',a.costUsd!=null?'$'+a.costUsd.toFixed(4):null);row(dl,'worktree',a.worktree);
 row(dl,'prompt',a.prompt,true);
 row(dl,'answer',a.answer===null?null:(typeof a.answer==='string'?a.answer:JSON.stringify(a.answer,null,2)),true);
 panel.appendChild(dl);}

@@ -132,11 +132,11 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
     );
     let (tin, tout) = tokens(&s.calls);
     let _ = writeln!(out, "tokens   {tin} in, {tout} out");
-    let _ = writeln!(out, "cost     -");
+    let _ = writeln!(out, "cost     {}", dollars(cost(&s.calls)));
     if !s.calls.is_empty() {
         let _ = writeln!(
             out,
-            "  {:<5} {:<12} {:<LABEL_COLS$} {:<PHASE_COLS$} {:>7} {:>7} {:>13} {:>5}  WORKTREE / REASON",
+            "  {:<5} {:<12} {:<LABEL_COLS$} {:<PHASE_COLS$} {:>7} {:>7} {:>13} {:>9}  WORKTREE / REASON",
             "SEQ", "OUTCOME", "LABEL", "PHASE", "START", "DUR", "TOKENS IN/OUT", "COST",
         );
     }
@@ -160,11 +160,14 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
         if let Some(w) = &c.worktree {
             tail.push(format!("worktree {}", esc(w)));
         }
+        if let Some(id) = &c.session {
+            tail.push(format!("session {}", esc(id)));
+        }
         if let Some(r) = &c.reason {
             tail.push(esc(&cut(r, REASON_CHARS)).into_owned());
         }
         let row = format!(
-            "  #{:<4} {:<12} {:<LABEL_COLS$} {:<PHASE_COLS$} {:>7} {:>7} {:>13} {:>5}  {}",
+            "  #{:<4} {:<12} {:<LABEL_COLS$} {:<PHASE_COLS$} {:>7} {:>7} {:>13} {:>9}  {}",
             c.seq,
             state,
             cut(&esc(&c.label), LABEL_COLS - 1),
@@ -172,7 +175,7 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
             format!("+{}", duration(c.started_at.saturating_sub(origin))),
             c.duration_ms().map_or_else(|| "-".to_string(), duration),
             tokens,
-            "-",
+            dollars(c.usage.and_then(|u| u.cost_usd)),
             tail.join("  ")
         );
         let _ = writeln!(out, "{}", row.trim_end());
@@ -249,6 +252,20 @@ pub(crate) fn tokens(calls: &[CallSummary]) -> (u64, u64) {
         .fold((0, 0), |(i, o), u| {
             (i.saturating_add(u.input), o.saturating_add(u.output))
         })
+}
+
+/// What `calls` cost in US dollars, as their providers reported it;
+/// `None` when none reported a cost.
+pub(crate) fn cost(calls: &[CallSummary]) -> Option<f64> {
+    calls
+        .iter()
+        .filter_map(|c| c.usage.and_then(|u| u.cost_usd))
+        .fold(None, |t, c| Some(t.unwrap_or(0.0) + c))
+}
+
+/// A cost as `show` prints it: `$0.0123`, or `-` when unknown.
+pub(crate) fn dollars(c: Option<f64>) -> String {
+    c.map_or_else(|| "-".to_string(), |c| format!("${c:.4}"))
 }
 
 /// Where the time axis starts: the last attempt's start, else its first
@@ -358,9 +375,8 @@ pub(crate) fn show_json(s: &RunSummary) -> Value {
                 "startMs": c.started_at.saturating_sub(origin),
                 "durationMs": c.duration_ms(),
                 "usage": c.usage.map(|u| json!({"input": u.input, "output": u.output})),
-                // No provider reports prices yet; the slot is here so tools
-                // need not change when one does.
-                "costUsd": Value::Null,
+                "costUsd": c.usage.and_then(|u| u.cost_usd),
+                "session": c.session,
                 "outcome": if s.unjournaled.contains(&c.seq) { "unjournaled" } else { c.state.as_str() },
                 "reason": c.reason,
                 "replayed": c.replayed,
@@ -383,7 +399,7 @@ pub(crate) fn show_json(s: &RunSummary) -> Value {
             "replayed": s.replayed,
             "tokensIn": tin,
             "tokensOut": tout,
-            "costUsd": Value::Null,
+            "costUsd": cost(&s.calls),
             "wallMs": s.elapsed_ms.unwrap_or_else(|| end_of(s, origin).saturating_sub(origin)),
         },
         "agents": agents,

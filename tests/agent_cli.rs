@@ -1005,3 +1005,306 @@ async fn the_runs_cost_budget_reaches_claude_code_as_its_own_cap() {
     );
     assert_no_marked_processes(&w.marker);
 }
+
+// ------------------------------------------------ the fix-todos example
+
+/// A repository with two TODO comments.
+fn todo_world(test: &str) -> World {
+    let w = World::new(test);
+    w.write("README.md", "hello world\nTODO: describe usage\n");
+    w.write(
+        "src/lib.rs",
+        "// TODO: say what add does\npub fn add(a: i32, b: i32) -> i32 {\n    a + b\n}\n",
+    );
+    git(&w.repo(), &["commit", "-qam", "todos"]);
+    w
+}
+
+/// The TODO of a fix prompt: `(file, line)`.
+fn todo_of(prompt: &str) -> Option<(String, usize)> {
+    let at = prompt.split("Resolve the TODO comment at ").nth(1)?;
+    let place = at.split(' ').next()?;
+    let (file, line) = place.rsplit_once(':')?;
+    Some((file.to_string(), line.parse().ok()?))
+}
+
+/// What replaces each TODO line.
+fn replacement(file: &str) -> &'static str {
+    if file.ends_with(".md") {
+        "Call add(a, b) to add two numbers."
+    } else {
+        "/// Adds two numbers."
+    }
+}
+
+/// `grep -rn TODO` output as the survey's answer.
+fn todos_of(grep: &str) -> Value {
+    let todos: Vec<Value> = grep
+        .lines()
+        .filter_map(|l| {
+            let mut p = l.splitn(3, ':');
+            let file = p.next()?.trim_start_matches("./");
+            let line: u64 = p.next()?.parse().ok()?;
+            let text = p.next()?.trim().trim_start_matches("//").trim();
+            Some(json!({ "file": file, "line": line, "text": text }))
+        })
+        .collect();
+    json!({ "todos": todos })
+}
+
+const GREP: &str = "grep -rn TODO --include=*.rs --include=*.md . | sort";
+
+/// Claude Code as the example's agents: the explorer greps, each fixer
+/// reads its file and edits the TODO away.
+fn claude_todo_model(r: &Recorded) -> Reply {
+    if !is_messages(r) {
+        return Reply::json(200, &json!({ "input_tokens": 1 }));
+    }
+    let body = r.json();
+    // The call's prompt is in the first user message (as JSON text here:
+    // enough to find what it asks).
+    let prompt = body["messages"].to_string();
+    let turns = assistant_turns(&body);
+    if prompt.contains("List the TODO comments") {
+        return match turns {
+            0 => Reply::anthropic(
+                "",
+                &[(
+                    "Bash",
+                    json!({ "command": GREP, "description": "find TODOs" }),
+                )],
+                50,
+                5,
+            ),
+            _ => Reply::anthropic(
+                "",
+                &[("StructuredOutput", todos_of(&last_tool_result(&body)))],
+                60,
+                6,
+            ),
+        };
+    }
+    let Some((file, line)) = todo_of(&prompt) else {
+        return Reply::anthropic("I do not know what to do.", &[], 1, 1);
+    };
+    match turns {
+        0 => Reply::anthropic(
+            "",
+            &[("Bash", json!({ "command": "pwd", "description": "where" }))],
+            70,
+            7,
+        ),
+        1 => Reply::anthropic(
+            "",
+            &[(
+                "Read",
+                json!({ "file_path": format!("{}/{file}", first_cwd(&body)) }),
+            )],
+            80,
+            8,
+        ),
+        2 => {
+            let content = last_tool_result(&body);
+            // Read shows `N\tline`; the TODO's own line.
+            let old = content
+                .lines()
+                .find_map(|l| {
+                    let (n, rest) = l.trim_start().split_once('\t')?;
+                    (n.parse::<usize>().ok()? == line).then(|| rest.to_string())
+                })
+                .unwrap_or_default();
+            Reply::anthropic(
+                "",
+                &[(
+                    "Edit",
+                    json!({ "file_path": format!("{}/{file}", first_cwd(&body)), "old_string": old, "new_string": replacement(&file) }),
+                )],
+                90,
+                9,
+            )
+        }
+        _ => Reply::anthropic(
+            "",
+            &[(
+                "StructuredOutput",
+                json!({ "changed": true, "summary": format!("resolved the TODO in {file}") }),
+            )],
+            100,
+            10,
+        ),
+    }
+}
+
+/// Codex as the example's agents: the explorer greps, each fixer patches
+/// its TODO away.
+fn codex_todo_model(r: &Recorded) -> Reply {
+    let body = r.json();
+    let prompt = user_texts(&body).join("\n");
+    let outs = tool_outputs(&body);
+    if prompt.contains("List the TODO comments") {
+        return match outs.len() {
+            0 => Reply::responses(&[exec("s1", GREP)], 50, 5),
+            _ => {
+                // Codex's output has a header before the command's own.
+                let grep = outs[0].split("Output:\n").last().unwrap_or_default();
+                Reply::responses(&[message(&todos_of(grep).to_string())], 60, 6)
+            }
+        };
+    }
+    let Some((file, _)) = todo_of(&prompt) else {
+        return Reply::responses(&[message("I do not know what to do.")], 1, 1);
+    };
+    let old = if file.ends_with(".md") {
+        "TODO: describe usage"
+    } else {
+        "// TODO: say what add does"
+    };
+    match outs.len() {
+        0 => Reply::responses(
+            &[
+                json!({ "type": "custom_tool_call", "id": "ctc_f", "call_id": "call_f", "name": "apply_patch",
+                      "input": format!("*** Begin Patch\n*** Update File: {file}\n@@\n-{old}\n+{}\n*** End Patch\n", replacement(&file)),
+                      "status": "completed" }),
+            ],
+            70,
+            7,
+        ),
+        _ => Reply::responses(
+            &[message(
+                &json!({ "changed": true, "summary": format!("resolved the TODO in {file}") })
+                    .to_string(),
+            )],
+            80,
+            8,
+        ),
+    }
+}
+
+/// Runs the fix-todos example in `w` and checks its result, branches and
+/// activity.
+async fn run_fix_todos(w: &World, env: &[(&str, String)], fixer_tools: &[&str]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/examples/fix-todos.ts");
+    let ev = w.dir.path().join("events.jsonl");
+    let evs = ev.display().to_string();
+    let (code, stdout, stderr) = output(w.dsh(
+        &[
+            "workflow",
+            "run",
+            &script.display().to_string(),
+            "--events",
+            "none",
+            "--events-file",
+            &evs,
+        ],
+        env,
+    ))
+    .await;
+    assert_eq!(code, Some(0), "stdout: {stdout}\nstderr: {stderr}");
+    let value: Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(
+        value,
+        json!({ "found": 2, "results": [
+            { "todo": "README.md:2", "changed": true, "summary": "resolved the TODO in README.md" },
+            { "todo": "src/lib.rs:1", "changed": true, "summary": "resolved the TODO in src/lib.rs" },
+        ] }),
+        "stderr: {stderr}"
+    );
+    let events = events(&ev);
+    common::assert_event_guarantees(&events);
+    // Each fix on its own branch; the checkout untouched.
+    for e in events
+        .iter()
+        .filter(|e| e["type"] == "workflow/agent-end" && e["label"] != "survey")
+    {
+        let path = PathBuf::from(
+            e["worktree"]["path"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{e}")),
+        );
+        let label = e["label"].as_str().expect("label");
+        let file = label.split(':').next().expect("file");
+        let text = std::fs::read_to_string(path.join(file)).expect("read");
+        assert!(!text.contains("TODO"), "{label}: {text}");
+        assert!(text.contains(replacement(file)), "{label}: {text}");
+    }
+    assert!(git(&w.repo(), &["grep", "-c", "TODO"]).contains("README.md:1"));
+    let branches = git(&w.repo(), &["branch", "--list", "dsh/*"]);
+    assert_eq!(branches.lines().count(), 2, "{branches}");
+    let calls = tool_calls(&events);
+    for t in fixer_tools {
+        assert!(calls.iter().any(|c| c == t), "{t} in {calls:?}");
+    }
+    // `show` reads the run back: three agents, their tokens.
+    let run = common::only_run_id(&w.repo());
+    let (code, shown, _) = output(w.dsh(&["workflow", "show", &run], &[])).await;
+    assert_eq!(code, Some(0));
+    assert!(shown.contains("3 done, 0 failed"), "{shown}");
+    assert_no_marked_processes(&w.marker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fix_todos_example_through_claude_code() {
+    let Some(claude) = CLAUDE.program() else {
+        return;
+    };
+    let w = todo_world("todos-claude");
+    let server = TestServer::with_handler(Box::new(claude_todo_model)).await;
+    w.write("dsh.toml", &claude_toml(&claude, ""));
+    git(&w.repo(), &["add", "dsh.toml"]);
+    git(&w.repo(), &["commit", "-qm", "config"]);
+    run_fix_todos(
+        &w,
+        &claude_env(&server),
+        &["Bash", "Read", "Edit", "StructuredOutput"],
+    )
+    .await;
+    // The survey ran as Claude Code's own Explore agent: no editing tools.
+    let survey = server
+        .requests()
+        .into_iter()
+        .filter(is_messages)
+        .map(|r| r.json())
+        .find(|b| b["messages"].to_string().contains("List the TODO comments"))
+        .expect("the survey's request");
+    let tools: Vec<&str> = survey["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        !tools.contains(&"Edit") && !tools.contains(&"Write"),
+        "{tools:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fix_todos_example_through_codex() {
+    let Some(codex) = cli_agents::CODEX.program() else {
+        return;
+    };
+    let w = todo_world("todos-codex");
+    let server = TestServer::with_handler(Box::new(codex_todo_model)).await;
+    let home = codex_home(&w, &server);
+    w.write("dsh.toml", &codex_toml(&codex, ""));
+    git(&w.repo(), &["add", "dsh.toml"]);
+    git(&w.repo(), &["commit", "-qm", "config"]);
+    run_fix_todos(
+        &w,
+        &[("CODEX_HOME", home.display().to_string())],
+        &["shell", "apply_patch"],
+    )
+    .await;
+    // The survey (agentType Explore) ran in Codex's read-only sandbox.
+    let survey = server
+        .requests()
+        .iter()
+        .map(Recorded::json)
+        .find(|b| user_texts(b).join(" ").contains("List the TODO comments"))
+        .expect("the survey's request");
+    assert!(
+        survey["input"].to_string().contains("read-only"),
+        "the survey's sandbox: {}",
+        survey["input"]
+    );
+}
