@@ -898,7 +898,9 @@ async fn a_cancelled_codex_call_leaves_no_process_behind() {
         return;
     };
     let w = World::new("codex-cancel");
-    let long = format!("sleep 3600 # {}", w.marker);
+    // The marker in the long command's own arguments: found whatever
+    // environment the CLI gives its commands.
+    let long = format!("python3 -c 'import time; time.sleep(3600)' {}", w.marker);
     let server = TestServer::with_handler(Box::new(move |r: &Recorded| {
         if tool_outputs(&r.json()).is_empty() {
             Reply::responses(&[exec("1", &long)], 10, 1)
@@ -938,7 +940,7 @@ async fn a_cancelled_codex_call_leaves_no_process_behind() {
     let deadline = tokio::time::Instant::now() + RUN_BOUND;
     while !marked_processes(&w.marker)
         .iter()
-        .any(|(_, cmd)| cmd.contains("sleep 3600"))
+        .any(|(_, cmd)| cmd.contains("time.sleep(3600)"))
     {
         assert!(
             tokio::time::Instant::now() < deadline,
@@ -1307,4 +1309,295 @@ async fn the_fix_todos_example_through_codex() {
         "the survey's sandbox: {}",
         survey["input"]
     );
+}
+
+// ------------------------------------------------------------ Qwen Code
+
+/// A home for Qwen Code: its settings point it at an OpenAI-compatible
+/// endpoint (the environment's), with nothing sent anywhere else and no
+/// extra requests of its own.
+fn qwen_home(w: &World) -> PathBuf {
+    let home = w.home();
+    std::fs::create_dir_all(home.join(".qwen")).expect("mkdir");
+    std::fs::write(
+        home.join(".qwen/settings.json"),
+        json!({
+            "security": { "auth": { "selectedType": "openai" }, "folderTrust": { "enabled": false } },
+            "model": { "generationConfig": { "maxRetries": 0, "retryInitialDelayMs": 100, "retryMaxDelayMs": 200 } },
+            "privacy": { "usageStatisticsEnabled": false },
+            "telemetry": { "enabled": false },
+            "general": { "enableAutoUpdate": false, "preventSystemSleep": false },
+            "tools": { "useRipgrep": false },
+            "memory": { "enableManagedAutoMemory": false, "enableManagedAutoDream": false, "enableAutoSkill": false }
+        })
+        .to_string(),
+    )
+    .expect("write");
+    home
+}
+
+fn qwen_env(server: &TestServer) -> Vec<(&'static str, String)> {
+    vec![
+        ("OPENAI_BASE_URL", server.base_url()),
+        ("OPENAI_API_KEY", "sk-qwen-test".into()),
+        ("OPENAI_MODEL", "fake-model".into()),
+        ("QWEN_CODE_NO_RELAUNCH", "true".into()),
+        ("QWEN_USAGE_STATISTICS_ENABLED", "false".into()),
+        ("QWEN_CODE_SUPPRESS_YOLO_WARNING", "1".into()),
+    ]
+}
+
+fn qwen_toml(program: &Path) -> String {
+    format!(
+        "[workflow]\nprovider = \"qwen\"\n\n[providers.qwen]\nkind = \"qwen\"\n\
+         program = \"{}\"\npermission_mode = \"yolo\"\nenv = [\"DSH_TEST_MARKER\"]\n",
+        program.display()
+    )
+}
+
+/// The tool results so far in a chat-completions request.
+fn chat_tool_results(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| match &m["content"] {
+            Value::String(s) => s.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+/// The working directory Qwen Code tells its model about.
+fn qwen_cwd(body: &Value) -> String {
+    let first = chat_tool_results(body)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    // `pwd`'s output, whatever the shell tool wraps around it.
+    first
+        .split(|c: char| c == '\n' || c == '|')
+        .map(str::trim)
+        .map(|l| l.strip_prefix("Output:").map_or(l, str::trim))
+        .find(|l| l.starts_with('/'))
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn qwen_fixing_model(r: &Recorded) -> Reply {
+    if r.method != "POST" || !r.path.ends_with("/chat/completions") {
+        return Reply::status(404, "not here");
+    }
+    let body = r.json();
+    let results = chat_tool_results(&body);
+    match results.len() {
+        0 => Reply::stream_tools(
+            &[(
+                "run_shell_command",
+                json!({ "command": "pwd", "description": "where" }),
+            )],
+            100,
+            10,
+        ),
+        1 => Reply::stream_tools(
+            &[(
+                "read_file",
+                json!({ "file_path": format!("{}/README.md", qwen_cwd(&body)) }),
+            )],
+            120,
+            11,
+        ),
+        2 => Reply::stream_tools(
+            &[(
+                "edit",
+                json!({ "file_path": format!("{}/README.md", qwen_cwd(&body)), "old_string": "hello world", "new_string": "hello, world" }),
+            )],
+            140,
+            12,
+        ),
+        3 => Reply::stream_tools(
+            &[(
+                "run_shell_command",
+                json!({ "command": "git status --short", "description": "status" }),
+            )],
+            160,
+            13,
+        ),
+        _ => {
+            let status = results[3]
+                .split(|c: char| c == '\n' || c == '|')
+                .map(str::trim)
+                .map(|l| l.strip_prefix("Output:").map_or(l, str::trim))
+                .find(|l| l.ends_with("README.md"))
+                .unwrap_or_default()
+                .to_string();
+            Reply::stream_tools(
+                &[(
+                    "structured_output",
+                    json!({ "file": "README.md", "status": status }),
+                )],
+                180,
+                14,
+            )
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn qwen_code_edits_a_worktree_and_answers_through_its_schema() {
+    let Some(qwen) = cli_agents::QWEN.program() else {
+        return;
+    };
+    let w = World::new("qwen-edit");
+    qwen_home(&w);
+    let server = TestServer::with_handler(Box::new(qwen_fixing_model)).await;
+    w.write("dsh.toml", &qwen_toml(&qwen));
+    w.write(
+        "fix.js",
+        r#"const r = await agent("Fix the greeting in README.md", {
+  label: "fix", isolation: "worktree",
+  schema: { type: "object", properties: { file: { type: "string" }, status: { type: "string" } },
+            required: ["file", "status"], additionalProperties: false },
+});
+return { r, spent: budget.spent() };"#,
+    );
+    let ev = w.dir.path().join("events.jsonl");
+    let evs = ev.display().to_string();
+    let (code, stdout, stderr) = output(w.dsh(
+        &[
+            "workflow",
+            "run",
+            "fix.js",
+            "--events",
+            "none",
+            "--output",
+            "result",
+            "--events-file",
+            &evs,
+        ],
+        &qwen_env(&server),
+    ))
+    .await;
+    assert_eq!(code, Some(0), "stdout: {stdout}\nstderr: {stderr}");
+    let result: Value = serde_json::from_str(&stdout).expect("the result as JSON");
+    assert_eq!(
+        result["value"]["r"],
+        json!({ "file": "README.md", "status": "M README.md" }),
+        "{result}"
+    );
+    assert_eq!(result["value"]["spent"], 60, "{result}");
+    assert_eq!(result["usage"]["input"], 700, "{result}");
+    let events = events(&ev);
+    common::assert_event_guarantees(&events);
+    let end = common::agent_end(&events);
+    assert_eq!(end["outcome"], "completed", "{end}");
+    assert_eq!(
+        tool_calls(&events),
+        [
+            "run_shell_command",
+            "read_file",
+            "edit",
+            "run_shell_command",
+            "structured_output"
+        ],
+        "{events:#?}"
+    );
+    let path = PathBuf::from(end["worktree"]["path"].as_str().expect("a kept worktree"));
+    assert_eq!(
+        std::fs::read_to_string(path.join("README.md")).expect("read"),
+        "hello, world\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.repo().join("README.md")).expect("read"),
+        "hello world\n"
+    );
+    let bodies: Vec<Value> = server.requests().iter().map(Recorded::json).collect();
+    assert!(
+        chat_tool_results(&bodies[2])[1].contains("hello world"),
+        "the read_file result"
+    );
+    // The schema reached the model as Qwen Code's structured_output tool.
+    assert!(
+        bodies[0]["tools"].to_string().contains("structured_output"),
+        "{}",
+        bodies[0]["tools"]
+    );
+    assert_no_marked_processes(&w.marker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_qwen_code_call_leaves_no_process_behind() {
+    let Some(qwen) = cli_agents::QWEN.program() else {
+        return;
+    };
+    let w = World::new("qwen-cancel");
+    qwen_home(&w);
+    // The marker in the long command's own arguments: found whatever
+    // environment the CLI gives its commands.
+    let long = format!("python3 -c 'import time; time.sleep(3600)' {}", w.marker);
+    let server = TestServer::with_handler(Box::new(move |r: &Recorded| {
+        if chat_tool_results(&r.json()).is_empty() {
+            Reply::stream_tools(
+                &[(
+                    "run_shell_command",
+                    json!({ "command": long, "description": "wait" }),
+                )],
+                10,
+                1,
+            )
+        } else {
+            Reply::Hang
+        }
+    }))
+    .await;
+    w.write("dsh.toml", &qwen_toml(&qwen));
+    w.write(
+        "wait.js",
+        r#"return await agent("Wait", { label: "waiter" });"#,
+    );
+    let ev = w.dir.path().join("events.jsonl");
+    let evs = ev.display().to_string();
+    let child = w
+        .dsh(
+            &[
+                "workflow",
+                "run",
+                "wait.js",
+                "--events",
+                "none",
+                "--no-journal",
+                "--events-file",
+                &evs,
+            ],
+            &qwen_env(&server),
+        )
+        .spawn()
+        .expect("spawn dsh");
+    wait_event(&ev, "shell tool call", |e| e["activity"] == "tool-call").await;
+    let deadline = tokio::time::Instant::now() + RUN_BOUND;
+    while !marked_processes(&w.marker)
+        .iter()
+        .any(|(_, cmd)| cmd.contains("time.sleep(3600)"))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // SAFETY: signalling the dsh process this test spawned.
+    unsafe { libc::kill(child.id().expect("pid") as i32, libc::SIGINT) };
+    let out = tokio::time::timeout(RUN_BOUND, child.wait_with_output())
+        .await
+        .expect("dsh exits")
+        .expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    assert_eq!(common::agent_end(&events(&ev))["outcome"], "cancelled");
+    assert_no_marked_processes(&w.marker);
 }

@@ -84,7 +84,7 @@ return { a, b, c, d, spent: budget.spent() };
         &[
             "AGENT_START",
             "gamma",
-            "alpha, anthropic, beta, deepseek, openai",
+            "alpha, anthropic, beta, claude-code, codex, deepseek, openai",
         ],
     );
     // The agent-end event carries the usage the child reported.
@@ -220,7 +220,7 @@ fn provider_flag_errors_name_the_flag() {
         &[
             "error[USAGE]: --provider",
             "ghost",
-            "anthropic, deepseek, openai",
+            "anthropic, claude-code, codex, deepseek, openai",
         ],
     );
     let ws = Workspace::new("wf.ts", "return 1;", Some(&fixture(json!([]))));

@@ -239,6 +239,7 @@ fn show_json_is_one_object_for_tools() {
             "durationMs",
             "usage",
             "costUsd",
+            "session",
             "outcome",
             "reason",
             "replayed",

@@ -1,5 +1,6 @@
 //! Claude Code (`claude -p`): its command line, and its `stream-json`
-//! output.
+//! output — which Qwen Code writes too (its `structured_result`, `error`
+//! and `system`/`retry` are read here as well).
 //!
 //! ```text
 //! {"type":"system","subtype":"init","session_id":"…","model":"…","tools":[…]}
@@ -185,12 +186,13 @@ impl Lines {
         let failed = v["is_error"].as_bool().unwrap_or(false)
             || v["subtype"].as_str().is_some_and(|s| s != "success");
         if failed {
-            let errors: Vec<&str> = v["errors"]
+            let mut errors: Vec<&str> = v["errors"]
                 .as_array()
                 .into_iter()
                 .flatten()
                 .filter_map(Value::as_str)
                 .collect();
+            errors.extend(v["error"]["message"].as_str());
             let why = if !errors.is_empty() {
                 errors.join("; ")
             } else if let Some(r) = v["result"].as_str().filter(|r| !r.is_empty()) {
@@ -203,7 +205,11 @@ impl Lines {
             return;
         }
         seen.text = v["result"].as_str().map(str::to_string);
-        seen.structured = v.get("structured_output").filter(|s| !s.is_null()).cloned();
+        seen.structured = v
+            .get("structured_output")
+            .or_else(|| v.get("structured_result"))
+            .filter(|s| !s.is_null())
+            .cloned();
     }
 }
 
@@ -216,7 +222,7 @@ impl Dialect for Lines {
                 {
                     seen.session = Some(s.to_string());
                 }
-                if v["subtype"] == "api_retry" {
+                if v["subtype"] == "api_retry" || v["subtype"] == "retry" {
                     progress.activity(Activity::Retry {
                         attempt: v["attempt"]
                             .as_u64()
@@ -227,6 +233,7 @@ impl Dialect for Lines {
                             v["error"]
                                 .as_str()
                                 .or(v["error_status"].as_str())
+                                .or(v["data"]["reason"].as_str())
                                 .unwrap_or("the API failed"),
                             200,
                         ),

@@ -97,7 +97,10 @@ impl CliKind {
                 "OPENAI_API_KEY",
                 "OPENAI_BASE_URL",
                 "OPENAI_MODEL",
-                "QWEN_HOME",
+                "QWEN_CODE_NO_RELAUNCH",
+                "QWEN_USAGE_STATISTICS_ENABLED",
+                "QWEN_CODE_SUPPRESS_YOLO_WARNING",
+                "QWEN_STREAM_IDLE_TIMEOUT_MS",
                 "TMPDIR",
             ],
         }
@@ -124,9 +127,9 @@ pub struct CliConfig {
     #[serde(default)]
     pub model: Option<String>,
     /// The CLI's permission mode: Claude Code's `--permission-mode`
-    /// (`acceptEdits`, `bypassPermissions`, …), Codex's `--sandbox`
-    /// (`read-only`, `workspace-write`, `danger-full-access`), Qwen's
-    /// `--approval-mode` (`default`, `auto-edit`, `yolo`).
+    /// (`acceptEdits`, `bypassPermissions`, …), Codex's sandbox mode
+    /// (`read-only`, `workspace-write`, `danger-full-access`), Qwen Code's
+    /// `--approval-mode` (`plan`, `default`, `auto-edit`, `auto`, `yolo`).
     #[serde(default)]
     pub permission_mode: Option<String>,
     /// Tools allowed without asking (Claude Code `--allowedTools`, Qwen

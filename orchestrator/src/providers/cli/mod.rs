@@ -88,8 +88,6 @@ pub(crate) struct Invocation<'a> {
     /// The schema file (`codex --output-schema`), when the call has a
     /// schema.
     pub schema_file: Option<&'a Path>,
-    /// The working directory (the worktree's, with isolation).
-    pub cwd: &'a Path,
 }
 
 impl Invocation<'_> {
@@ -127,36 +125,38 @@ impl CliKind {
         match self {
             CliKind::ClaudeCode => Box::<claude::Lines>::default(),
             CliKind::Codex => Box::<codex::Lines>::default(),
-            CliKind::Qwen => Box::<qwen::Lines>::default(),
+            // Qwen Code's stream is Claude Code's format.
+            CliKind::Qwen => Box::<claude::Lines>::default(),
         }
     }
 
     /// dsh picks the session id before the CLI starts (so the journal has
     /// it even if the CLI dies before saying it).
     fn picks_session_id(self) -> bool {
-        matches!(self, CliKind::ClaudeCode)
+        matches!(self, CliKind::ClaudeCode | CliKind::Qwen)
     }
 
     /// How the CLI gets `schema`.
     fn schema_way(self, schema: &Value) -> SchemaWay {
         match self {
-            CliKind::ClaudeCode => SchemaWay::Flag,
+            CliKind::ClaudeCode | CliKind::Qwen => SchemaWay::Flag,
             CliKind::Codex if codex::strict_ready(schema) => SchemaWay::File,
-            CliKind::Codex | CliKind::Qwen => SchemaWay::Prompt,
+            CliKind::Codex => SchemaWay::Prompt,
         }
     }
 
     /// The CLI takes a system prompt of its own (else it goes in front of
     /// the prompt).
     fn takes_system_prompt(self) -> bool {
-        matches!(self, CliKind::ClaudeCode)
+        matches!(self, CliKind::ClaudeCode | CliKind::Qwen)
     }
 }
 
 /// How a call's schema reaches the CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SchemaWay {
-    /// As a flag the CLI enforces (`claude --json-schema`).
+    /// As a flag the CLI enforces (`claude --json-schema`, `qwen
+    /// --json-schema`).
     Flag,
     /// As a file the CLI enforces (`codex --output-schema`).
     File,
@@ -345,7 +345,6 @@ impl Call {
             cfg: &self.shared.cfg,
             session: self.session.clone(),
             schema_file: self.schema_file.as_ref().map(|f| f.0.as_path()),
-            cwd: &self.cwd,
         }
     }
 
@@ -685,7 +684,6 @@ mod tests {
                 cfg,
                 session: SessionUse::Fresh { id: None },
                 schema_file: None,
-                cwd: Path::new("."),
             }
             .cost_cap()
         };

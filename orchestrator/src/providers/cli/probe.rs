@@ -226,10 +226,42 @@ fn login(kind: CliKind, program: &Path, env: &[(OsString, OsString)]) -> Login {
             )),
             Err(e) => Login::Unknown(e),
         },
-        CliKind::Qwen => Login::Unknown(
-            "Qwen Code has no status command; it uses OPENAI_API_KEY or its settings.json".into(),
-        ),
+        // Qwen Code has no status command: its key is in the environment
+        // or its settings, an OAuth login in its home.
+        CliKind::Qwen => qwen_login(env),
     }
+}
+
+fn qwen_login(env: &[(OsString, OsString)]) -> Login {
+    let var = |k: &str| {
+        env.iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.to_string_lossy().into_owned())
+            .filter(|v| !v.is_empty())
+    };
+    if var("OPENAI_API_KEY").is_some() {
+        return Login::Yes("OPENAI_API_KEY is set".into());
+    }
+    let Some(home) = var("HOME") else {
+        return Login::Unknown("HOME is not set".into());
+    };
+    let dir = Path::new(&home).join(".qwen");
+    let settings: serde_json::Value = std::fs::read_to_string(dir.join("settings.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let auth = &settings["security"]["auth"];
+    if auth["apiKey"].as_str().is_some_and(|k| !k.is_empty()) {
+        return Login::Yes("a key in ~/.qwen/settings.json".into());
+    }
+    if auth["selectedType"] == "qwen-oauth" && dir.join("oauth_creds.json").is_file() {
+        return Login::Yes("Qwen OAuth (~/.qwen/oauth_creds.json)".into());
+    }
+    Login::No(
+        "set OPENAI_API_KEY (with OPENAI_BASE_URL and OPENAI_MODEL), or log in with `qwen` \
+         interactively"
+            .into(),
+    )
 }
 
 /// The first non-empty line of `a`, else of `b`, cut short.
