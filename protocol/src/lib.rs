@@ -29,7 +29,8 @@ pub use messages::*;
 /// the host refuses a worker that speaks another one. Version 3 made
 /// [`EndResult`] carry an [`EndOutcome`]; version 6 added nested workflows
 /// ([`WorkerMsg::WorkflowLoad`]) and `stall_ms` and `disallowed_tools` in
-/// [`AgentOptions`] (a `ChildStart` frame of version 5 no longer decodes).
+/// [`AgentOptions`] (a `ChildStart` frame of version 5 no longer decodes);
+/// version 7 added the cache tokens and the cost to [`Usage`].
 pub const PROTOCOL_VERSION: u32 = 7;
 
 /// The worker's exit status when an allocation failed under the sandbox's
