@@ -1601,3 +1601,66 @@ async fn a_cancelled_qwen_code_call_leaves_no_process_behind() {
     assert_eq!(common::agent_end(&events(&ev))["outcome"], "cancelled");
     assert_no_marked_processes(&w.marker);
 }
+
+// ------------------------------------------------ dsh workflow providers
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn providers_probes_each_real_cli_without_calling_a_model() {
+    let (Some(claude), Some(codex), Some(qwen)) = (
+        CLAUDE.program(),
+        cli_agents::CODEX.program(),
+        cli_agents::QWEN.program(),
+    ) else {
+        return;
+    };
+    let w = World::new("providers");
+    // A model server that would notice any call.
+    let server = TestServer::with_handler(Box::new(|_: &Recorded| Reply::status(500, "no"))).await;
+    w.write(
+        "dsh.toml",
+        &format!(
+            "[providers.c]\nkind = \"claude-code\"\nprogram = \"{}\"\n\n[providers.x]\nkind = \"codex\"\nprogram = \"{}\"\n\n\
+             [providers.q]\nkind = \"qwen\"\nprogram = \"{}\"\n",
+            claude.display(),
+            codex.display(),
+            qwen.display()
+        ),
+    );
+    let mut env = claude_env(&server);
+    env.push(("OPENAI_API_KEY", "sk-q".into()));
+    env.push((
+        "CODEX_HOME",
+        w.dir.path().join("codex-home").display().to_string(),
+    ));
+    let (code, stdout, stderr) = output(w.dsh(&["workflow", "providers"], &env)).await;
+    assert_eq!(code, Some(0), "stdout: {stdout}\nstderr: {stderr}");
+    let line = |kind: &str| {
+        stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(kind) && l.contains("tested"))
+            .unwrap_or_else(|| panic!("no {kind} line in:\n{stdout}"))
+            .to_string()
+    };
+    let c = line("claude-code");
+    assert!(
+        c.contains("2.1.332, tested; logged in: api_key from ANTHROPIC_API_KEY"),
+        "{c}"
+    );
+    let x = line("codex");
+    assert!(x.contains("0.171.0, tested; not logged in"), "{x}");
+    let q = line("qwen");
+    assert!(
+        q.contains("0.24.4, tested; logged in: OPENAI_API_KEY is set"),
+        "{q}"
+    );
+    // The configured entries are usable.
+    for name in ["c", "x", "q"] {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.trim_start().starts_with(&format!("{name} ")) && l.contains("usable:")),
+            "{name}:\n{stdout}"
+        );
+    }
+    assert!(server.requests().is_empty(), "no model was called");
+}

@@ -302,6 +302,107 @@ fn result_usage(v: &Value) -> Option<Usage> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::AgentRequest;
+    use crate::providers::cli::CliConfig;
+
+    fn argv(req: &AgentRequest, cfg: &CliConfig, session: SessionUse) -> Vec<String> {
+        args(&Invocation {
+            request: req,
+            cfg,
+            session,
+            schema_file: None,
+        })
+    }
+
+    /// The value after `flag` (and the ones after it up to the next flag).
+    fn after(a: &[String], flag: &str) -> Vec<String> {
+        a.iter()
+            .skip_while(|x| *x != flag)
+            .skip(1)
+            .take_while(|x| !x.starts_with("--"))
+            .cloned()
+            .collect()
+    }
+
+    #[test]
+    fn a_calls_options_become_claude_codes_flags() {
+        let mut req = AgentRequest::new(1, "p", "l");
+        req.options.model = Some("opus".into());
+        req.options.effort = Some("high".into());
+        req.disallowed_tools = vec!["WebFetch".into(), "Bash(rm *)".into()];
+        req.schema = Some(json!({ "type": "object" }));
+        req.cost_cap_usd = Some(0.25);
+        let cfg = CliConfig {
+            permission_mode: Some("acceptEdits".into()),
+            allowed_tools: vec!["Bash(git *)".into(), "Edit".into()],
+            extra_args: vec!["--add-dir".into(), "../lib".into()],
+            max_budget_usd: Some(1.0),
+            ..CliConfig::default()
+        };
+        let a = argv(
+            &req,
+            &cfg,
+            SessionUse::Fresh {
+                id: Some("u-1".into()),
+            },
+        );
+        assert_eq!(
+            &a[..5],
+            [
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--include-partial-messages"
+            ]
+        );
+        assert_eq!(after(&a, "--add-dir"), ["../lib"]);
+        assert_eq!(after(&a, "--session-id"), ["u-1"]);
+        assert_eq!(after(&a, "--model"), ["opus"]);
+        assert_eq!(after(&a, "--effort"), ["high"]);
+        assert_eq!(after(&a, "--permission-mode"), ["acceptEdits"]);
+        assert_eq!(after(&a, "--allowedTools"), ["Bash(git *)", "Edit"]);
+        assert_eq!(after(&a, "--disallowedTools"), ["WebFetch", "Bash(rm *)"]);
+        assert_eq!(after(&a, "--json-schema"), ["{\"type\":\"object\"}"]);
+        assert_eq!(
+            after(&a, "--max-budget-usd"),
+            ["0.250000"],
+            "the smaller cap"
+        );
+        assert!(!a.contains(&"--agent".to_string()));
+        let a = argv(&req, &cfg, SessionUse::Resume { id: "s-9".into() });
+        assert_eq!(after(&a, "--resume"), ["s-9"]);
+        assert!(!a.contains(&"--session-id".to_string()));
+    }
+
+    #[test]
+    fn agent_types_are_claude_codes_own_or_defined_for_the_call() {
+        let cfg = CliConfig::default();
+        let mut req = AgentRequest::new(1, "p", "l");
+        req.options.agent_type = Some("Explore".into());
+        req.agent_type_origin = Some(AgentTypeOrigin::BuiltIn);
+        req.system_prompt = Some("dsh's words for Explore".into());
+        let a = argv(&req, &cfg, SessionUse::Fresh { id: None });
+        assert_eq!(after(&a, "--agent"), ["Explore"]);
+        assert!(
+            !a.contains(&"--agents".to_string()),
+            "Claude Code's own Explore"
+        );
+        req.options.agent_type = Some("reviewer".into());
+        req.agent_type_origin = Some(AgentTypeOrigin::Defined);
+        req.system_prompt = Some("You review.".into());
+        req.tools = Some(vec!["Read".into(), "Grep".into()]);
+        let a = argv(&req, &cfg, SessionUse::Fresh { id: None });
+        let def: Value = serde_json::from_str(&after(&a, "--agents")[0]).expect("json");
+        assert_eq!(def["reviewer"]["prompt"], "You review.");
+        assert_eq!(def["reviewer"]["tools"], json!(["Read", "Grep"]));
+        assert_eq!(after(&a, "--agent"), ["reviewer"]);
+        // No agent type: a system prompt is appended.
+        req.options.agent_type = None;
+        req.agent_type_origin = None;
+        let a = argv(&req, &cfg, SessionUse::Fresh { id: None });
+        assert_eq!(after(&a, "--append-system-prompt"), ["You review."]);
+    }
 
     fn feed(lines: &[Value]) -> (Observed, Vec<Activity>) {
         let progress = Progress::new();

@@ -353,6 +353,53 @@ mod tests {
     }
 
     #[test]
+    fn a_calls_options_become_codexs_flags_fresh_and_resumed() {
+        use crate::provider::AgentRequest;
+        use crate::providers::cli::CliConfig;
+        let mut req = AgentRequest::new(1, "p", "l");
+        req.options.model = Some("gpt-5.5".into());
+        req.options.effort = Some("max".into());
+        let cfg = CliConfig {
+            permission_mode: Some("workspace-write".into()),
+            extra_args: vec!["--disable".into(), "plugins".into()],
+            ..CliConfig::default()
+        };
+        let schema = std::path::Path::new("/tmp/s.json");
+        let fresh = args(&Invocation {
+            request: &req,
+            cfg: &cfg,
+            session: SessionUse::Fresh { id: None },
+            schema_file: Some(schema),
+        })
+        .join(" ");
+        assert_eq!(
+            fresh,
+            "exec --json --skip-git-repo-check --disable unbounded_connection_retries --disable \
+             plugins -m gpt-5.5 -c model_reasoning_effort=\"xhigh\" -c \
+             sandbox_mode=\"workspace-write\" --output-schema /tmp/s.json -"
+        );
+        let resumed = args(&Invocation {
+            request: &req,
+            cfg: &cfg,
+            session: SessionUse::Resume { id: "t-1".into() },
+            schema_file: None,
+        })
+        .join(" ");
+        assert!(resumed.starts_with("exec resume --json"), "{resumed}");
+        assert!(resumed.ends_with("t-1 -"), "{resumed}");
+        // A read-only agent type runs in the read-only sandbox.
+        req.tools = Some(vec!["Read".into(), "Grep".into()]);
+        let ro = args(&Invocation {
+            request: &req,
+            cfg: &cfg,
+            session: SessionUse::Fresh { id: None },
+            schema_file: None,
+        })
+        .join(" ");
+        assert!(ro.contains("sandbox_mode=\"read-only\""), "{ro}");
+    }
+
+    #[test]
     fn a_failed_turn_says_why() {
         let mut seen = Observed::default();
         Lines::default().line(

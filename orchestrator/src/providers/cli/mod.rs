@@ -673,6 +673,115 @@ impl SubagentProvider for CliProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+    use std::os::unix::process::ExitStatusExt;
+
+    fn call(kind: CliKind, request: AgentRequest, session: SessionUse) -> Call {
+        let dir = std::env::temp_dir();
+        Call {
+            shared: Arc::new(Shared {
+                name: "p".into(),
+                kind,
+                cfg: CliConfig::default(),
+                program: "/bin/true".into(),
+                cwd: dir.clone(),
+                worktree_dir: dir.clone(),
+                reaper: None,
+                next: AtomicU64::new(1),
+            }),
+            id: "p-1".into(),
+            prompt: Call::first_prompt(kind, &request),
+            request,
+            worktree: None,
+            cwd: dir,
+            schema_file: None,
+            session,
+            fell_back: false,
+            corrected: false,
+        }
+    }
+
+    fn exited(code: i32) -> Finished {
+        Finished {
+            ending: Ending::Exited,
+            status: Some(std::process::ExitStatus::from_raw(code << 8)),
+            stdout: Vec::new(),
+            stderr_tail: b"No conversation found".to_vec(),
+            stderr_truncated: false,
+        }
+    }
+
+    fn answered(text: &str, session: &str) -> Observed {
+        Observed {
+            session: Some(session.into()),
+            text: Some(text.into()),
+            finished: true,
+            turns: 1,
+            ..Observed::default()
+        }
+    }
+
+    #[test]
+    fn a_session_that_cannot_be_continued_starts_afresh_once() {
+        let mut c = call(
+            CliKind::ClaudeCode,
+            AgentRequest::new(1, "the task", "l"),
+            SessionUse::Resume { id: "gone".into() },
+        );
+        c.prompt = CONTINUE_PROMPT.into();
+        let v = c.judge(&exited(1), Observed::default(), 0);
+        assert!(
+            matches!(v, Verdict::Again(ref r) if r.contains("could not continue session gone"))
+        );
+        assert!(
+            matches!(c.session, SessionUse::Fresh { id: Some(_) }),
+            "a new id for Claude Code"
+        );
+        assert_eq!(c.prompt, "the task");
+        // A second failure is the call's.
+        let v = c.judge(&exited(1), Observed::default(), 0);
+        assert!(
+            matches!(v, Verdict::Done(ChildResult::Failed(ref m)) if m.contains("exited with status 1"))
+        );
+    }
+
+    #[test]
+    fn a_wrong_answer_gets_one_corrective_turn_in_its_session() {
+        let mut req = AgentRequest::new(1, "count", "l");
+        req.schema = Some(
+            json!({ "type": "object", "properties": { "n": { "type": "integer" } }, "required": ["n"] }),
+        );
+        let mut c = call(CliKind::Codex, req, SessionUse::Fresh { id: None });
+        // Codex gets a loose schema in its prompt.
+        assert!(c.prompt.contains("\"required\":[\"n\"]"), "{}", c.prompt);
+        let v = c.judge(&exited(0), answered("{\"n\": \"two\"}", "t-1"), 0);
+        assert!(matches!(v, Verdict::Again(ref r) if r.contains("corrective")));
+        assert_eq!(c.session, SessionUse::Resume { id: "t-1".into() });
+        assert!(c.prompt.contains("value.n"), "{}", c.prompt);
+        let v = c.judge(&exited(0), answered("still not", "t-1"), 0);
+        assert!(
+            matches!(v, Verdict::Done(ChildResult::Failed(ref m)) if m.contains("after one corrective turn"))
+        );
+    }
+
+    #[test]
+    fn a_right_answer_and_a_cancel_end_the_call() {
+        let mut req = AgentRequest::new(1, "count", "l");
+        req.schema = Some(json!({ "type": "object" }));
+        let mut c = call(CliKind::ClaudeCode, req, SessionUse::Fresh { id: None });
+        let mut seen = answered("", "s");
+        seen.structured = Some(json!({ "n": 2 }));
+        assert!(matches!(
+            c.judge(&exited(0), seen, 0),
+            Verdict::Done(ChildResult::Structured(v)) if v == json!({ "n": 2 })
+        ));
+        let mut f = exited(0);
+        f.ending = Ending::Cancelled;
+        assert!(matches!(
+            c.judge(&f, Observed::default(), 0),
+            Verdict::Done(ChildResult::Cancelled)
+        ));
+    }
 
     #[test]
     fn the_cost_cap_is_the_smaller_of_the_two() {
