@@ -8,6 +8,8 @@
 //! The CLIs come from the npm registry (see `cli_agents`); without `npm`
 //! the tests say so and pass.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod cli_agents;
 mod common;
 #[path = "../orchestrator/src/providers/openai/test_server.rs"]
@@ -1382,7 +1384,7 @@ fn qwen_cwd(body: &Value) -> String {
         .unwrap_or_default();
     // `pwd`'s output, whatever the shell tool wraps around it.
     first
-        .split(|c: char| c == '\n' || c == '|')
+        .split(['\n', '|'])
         .map(str::trim)
         .map(|l| l.strip_prefix("Output:").map_or(l, str::trim))
         .find(|l| l.starts_with('/'))
@@ -1431,7 +1433,7 @@ fn qwen_fixing_model(r: &Recorded) -> Reply {
         ),
         _ => {
             let status = results[3]
-                .split(|c: char| c == '\n' || c == '|')
+                .split(['\n', '|'])
                 .map(str::trim)
                 .map(|l| l.strip_prefix("Output:").map_or(l, str::trim))
                 .find(|l| l.ends_with("README.md"))

@@ -3,6 +3,8 @@
 //! events and totalled in the result, and `--budget-usd` stops the run
 //! once the reported cost reaches it.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{fixture, run_ts};

@@ -610,6 +610,19 @@ fn insert_workflow(m: &mut Map<String, Value>, workflow: &Option<String>) {
     }
 }
 
+/// A usage as events show it: `input`, `output`, and the cache's share of
+/// the input when there was one (`cacheRead`, `cacheWrite`).
+pub(crate) fn usage_json(u: &dsh_protocol::Usage) -> Value {
+    let mut v = json!({ "input": u.input, "output": u.output });
+    if u.cache_read > 0 {
+        v["cacheRead"] = u.cache_read.into();
+    }
+    if u.cache_write > 0 {
+        v["cacheWrite"] = u.cache_write.into();
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -695,17 +708,4 @@ mod tests {
         assert_eq!(cut.chars().count(), MAX_LABEL_CHARS);
         assert!(cut.ends_with('…'));
     }
-}
-
-/// A usage as events show it: `input`, `output`, and the cache's share of
-/// the input when there was one (`cacheRead`, `cacheWrite`).
-pub(crate) fn usage_json(u: &dsh_protocol::Usage) -> Value {
-    let mut v = json!({ "input": u.input, "output": u.output });
-    if u.cache_read > 0 {
-        v["cacheRead"] = u.cache_read.into();
-    }
-    if u.cache_write > 0 {
-        v["cacheWrite"] = u.cache_write.into();
-    }
-    v
 }

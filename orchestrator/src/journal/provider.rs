@@ -25,6 +25,10 @@ use crate::providers::answered::AnsweredChild;
 /// The journal's size limit unless the run sets one (`--journal-limit`).
 pub const DEFAULT_JOURNAL_LIMIT: u64 = 256 << 20;
 
+/// Something per call slot: slot k of key K is the k-th call with key K
+/// in call order within an attempt.
+type BySlot<T> = HashMap<(String, usize), T>;
+
 /// What a call's slot holds on a resume.
 enum Slot {
     /// A journaled answer to replay.
@@ -49,10 +53,10 @@ pub struct Journaling {
     writer: Option<JournalWriter>,
     /// Journaled answers by (key, slot): slot k of key K is the k-th call
     /// with key K in call order within an attempt.
-    answers: Mutex<HashMap<(String, usize), Answer>>,
+    answers: Mutex<BySlot<Answer>>,
     /// The sessions of calls an earlier attempt left unanswered, by (key,
     /// slot): continued when the slot runs live again.
-    sessions: Mutex<HashMap<(String, usize), Session>>,
+    sessions: Mutex<BySlot<Session>>,
     /// How many calls with each key this attempt has seen (the next slot).
     next_slot: Mutex<HashMap<String, usize>>,
     /// `--record`: a call is entered as cancelled when it starts and gets
@@ -486,12 +490,7 @@ impl Subagent for JournaledChild {
 /// answer with that key, whatever order the calls settled in and however
 /// many resumes came before. A slot's session is the last one journaled
 /// for it, in any attempt; it is kept only while the slot has no answer.
-fn by_slot(
-    journal: &Journal,
-) -> (
-    HashMap<(String, usize), Answer>,
-    HashMap<(String, usize), Session>,
-) {
+fn by_slot(journal: &Journal) -> (BySlot<Answer>, BySlot<Session>) {
     let mut answers = HashMap::new();
     let mut sessions = HashMap::new();
     let mut attempt: Vec<&Line> = Vec::new();

@@ -4,7 +4,7 @@
 //! configured directory or a fresh git worktree; dsh knows each CLI's
 //! flags, so a table needs no `argv`.
 //!
-//! What a call gets, per CLI ([`claude`], [`codex`], [`qwen`]):
+//! What a call gets, per CLI (the modules `claude`, `codex`, `qwen`):
 //! - the prompt on stdin, the call's model, effort, agent type,
 //!   disallowed tools and the table's permission mode and allowed tools as
 //!   the CLI's own flags;
@@ -12,16 +12,16 @@
 //!   `--output-schema`), else put in the prompt; the answer is validated
 //!   here, and a wrong one gets **one corrective turn** in the same
 //!   session;
-//! - its JSON stream read while it runs ([`stream`]): tool calls, turns
+//! - its JSON stream read while it runs (module `stream`): tool calls, turns
 //!   and tokens become activity events, any output is progress for
 //!   `stallMs`, and the result line gives the answer, the usage and (for
 //!   Claude Code) the cost;
-//! - its session id reported as soon as known ([`Session`]), so the
+//! - its session id reported as soon as known ([`crate::provider::Session`]), so the
 //!   journal can have an interrupted call **continue** its session on
 //!   `dsh workflow resume` ([`AgentRequest::resume`]); a session that
 //!   cannot be continued starts afresh, once, and says so.
 //!
-//! Processes are the command provider's ([`super::command::process`]): a
+//! Processes are the command provider's (its `process` module): a
 //! process group, SIGTERM → grace → SIGKILL, always reaped. On top of
 //! that each CLI runs under dsh's reaper (`dsh __worker reap`), a child
 //! subreaper that also stops what the CLI started in sessions of its own
