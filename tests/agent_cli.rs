@@ -23,26 +23,11 @@ use serde_json::{Value, json};
 use test_server::{Recorded, Reply, TestServer};
 
 use cli_agents::{CLAUDE, assert_no_marked_processes, marked_processes, marker};
-use common::DSH;
+use common::{DSH, git};
 
 /// Upper bound of one `dsh` run here (a CLI starting takes a second or
 /// two; a loaded machine more).
 const RUN_BOUND: Duration = Duration::from_secs(240);
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .expect("git");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A test's world: a git repository with a commit, a home for the CLI,
 /// and a `dsh.toml`.
@@ -172,6 +157,66 @@ fn tool_calls(events: &[Value]) -> Vec<String> {
         .filter(|e| e["type"] == "workflow/agent-activity" && e["activity"] == "tool-call")
         .map(|e| e["tool"].as_str().unwrap_or("?").to_string())
         .collect()
+}
+
+/// Runs `wait.js` (one call that the model makes run a long command: the
+/// `LONG` command line, which carries the test's marker), interrupts dsh
+/// once that command runs, and checks that the run was cancelled and that
+/// nothing of the CLI survived it.
+async fn cancel_a_long_command(w: &World, env: &[(&str, String)]) {
+    w.write(
+        "wait.js",
+        r#"return await agent("Wait for it", { label: "waiter" });"#,
+    );
+    let ev = w.dir.path().join("events.jsonl");
+    let evs = ev.display().to_string();
+    let child = w
+        .dsh(
+            &[
+                "workflow",
+                "run",
+                "wait.js",
+                "--events",
+                "none",
+                "--no-journal",
+                "--events-file",
+                &evs,
+            ],
+            env,
+        )
+        .spawn()
+        .expect("spawn dsh");
+    wait_event(&ev, "tool call", |e| e["activity"] == "tool-call").await;
+    // The command runs (in a session of its own, for Claude Code and Qwen
+    // Code), found by the marker in its arguments.
+    let deadline = tokio::time::Instant::now() + RUN_BOUND;
+    while !marked_processes(&w.marker)
+        .iter()
+        .any(|(_, cmd)| cmd.contains("time.sleep(3600)"))
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the command never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // SAFETY: signalling the dsh process this test spawned.
+    unsafe { libc::kill(child.id().expect("pid") as i32, libc::SIGINT) };
+    let out = tokio::time::timeout(RUN_BOUND, child.wait_with_output())
+        .await
+        .expect("dsh exits")
+        .expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    let events = events(&ev);
+    common::assert_event_guarantees(&events);
+    assert_eq!(common::agent_end(&events)["outcome"], "cancelled");
+    assert_no_marked_processes(&w.marker);
+}
+
+/// The long command of [`cancel_a_long_command`], with `marker` in its
+/// arguments.
+fn long_command(marker: &str) -> String {
+    format!("python3 -c 'import time; time.sleep(3600)' {marker}")
 }
 
 // ------------------------------------------------------------ Claude Code
@@ -387,84 +432,33 @@ return { r, spent: budget.spent() };"#,
     assert_no_marked_processes(&w.marker);
 }
 
-/// A model that starts a long shell command, then (on any later turn)
-/// answers.
-fn waiting_model(r: &Recorded) -> Reply {
-    if !is_messages(r) {
-        return Reply::json(200, &json!({ "input_tokens": 1 }));
-    }
-    match assistant_turns(&r.json()) {
-        0 => Reply::anthropic(
-            "",
-            &[(
-                "Bash",
-                json!({ "command": "tail -f /dev/null", "description": "wait", "timeout": 600000 }),
-            )],
-            10,
-            1,
-        ),
-        _ => Reply::anthropic("done", &[], 10, 1),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_claude_code_call_leaves_no_process_behind() {
     let Some(claude) = CLAUDE.program() else {
         return;
     };
     let w = World::new("claude-cancel");
-    let server = TestServer::with_handler(Box::new(waiting_model)).await;
-    w.write("dsh.toml", &claude_toml(&claude, ""));
-    w.write(
-        "wait.js",
-        r#"return await agent("Wait for it", { label: "waiter" });"#,
-    );
-    let ev = w.dir.path().join("events.jsonl");
-    let evs = ev.display().to_string();
-    let child = w
-        .dsh(
-            &[
-                "workflow",
-                "run",
-                "wait.js",
-                "--events",
-                "none",
-                "--no-journal",
-                "--events-file",
-                &evs,
-            ],
-            &claude_env(&server),
-        )
-        .spawn()
-        .expect("spawn dsh");
-    wait_event(&ev, "Bash tool call", |e| {
-        e["activity"] == "tool-call" && e["tool"] == "Bash"
-    })
+    let long = long_command(&w.marker);
+    let server = TestServer::with_handler(Box::new(move |r: &Recorded| {
+        if !is_messages(r) {
+            return Reply::json(200, &json!({ "input_tokens": 1 }));
+        }
+        match assistant_turns(&r.json()) {
+            0 => Reply::anthropic(
+                "",
+                &[(
+                    "Bash",
+                    json!({ "command": long, "description": "wait", "timeout": 600000 }),
+                )],
+                10,
+                1,
+            ),
+            _ => Reply::Hang,
+        }
+    }))
     .await;
-    // The shell command runs (in a session of its own, under Claude Code).
-    let deadline = tokio::time::Instant::now() + RUN_BOUND;
-    while !marked_processes(&w.marker)
-        .iter()
-        .any(|(_, cmd)| cmd.starts_with("tail -f"))
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the command never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let pid = child.id().expect("pid");
-    // SAFETY: signalling the dsh process this test spawned.
-    unsafe { libc::kill(pid as i32, libc::SIGINT) };
-    let out = tokio::time::timeout(RUN_BOUND, child.wait_with_output())
-        .await
-        .expect("dsh exits")
-        .expect("wait");
-    assert_eq!(out.status.code(), Some(130), "{out:?}");
-    let events = events(&ev);
-    common::assert_event_guarantees(&events);
-    assert_eq!(common::agent_end(&events)["outcome"], "cancelled");
-    assert_no_marked_processes(&w.marker);
+    w.write("dsh.toml", &claude_toml(&claude, ""));
+    cancel_a_long_command(&w, &claude_env(&server)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -900,9 +894,7 @@ async fn a_cancelled_codex_call_leaves_no_process_behind() {
         return;
     };
     let w = World::new("codex-cancel");
-    // The marker in the long command's own arguments: found whatever
-    // environment the CLI gives its commands.
-    let long = format!("python3 -c 'import time; time.sleep(3600)' {}", w.marker);
+    let long = long_command(&w.marker);
     let server = TestServer::with_handler(Box::new(move |r: &Recorded| {
         if tool_outputs(&r.json()).is_empty() {
             Reply::responses(&[exec("1", &long)], 10, 1)
@@ -913,52 +905,7 @@ async fn a_cancelled_codex_call_leaves_no_process_behind() {
     .await;
     let home = codex_home(&w, &server);
     w.write("dsh.toml", &codex_toml(&codex, ""));
-    w.write(
-        "wait.js",
-        r#"return await agent("Wait", { label: "waiter" });"#,
-    );
-    let ev = w.dir.path().join("events.jsonl");
-    let evs = ev.display().to_string();
-    let child = w
-        .dsh(
-            &[
-                "workflow",
-                "run",
-                "wait.js",
-                "--events",
-                "none",
-                "--no-journal",
-                "--events-file",
-                &evs,
-            ],
-            &[("CODEX_HOME", home.display().to_string())],
-        )
-        .spawn()
-        .expect("spawn dsh");
-    wait_event(&ev, "shell tool call", |e| {
-        e["activity"] == "tool-call" && e["tool"] == "shell"
-    })
-    .await;
-    let deadline = tokio::time::Instant::now() + RUN_BOUND;
-    while !marked_processes(&w.marker)
-        .iter()
-        .any(|(_, cmd)| cmd.contains("time.sleep(3600)"))
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the command never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // SAFETY: signalling the dsh process this test spawned.
-    unsafe { libc::kill(child.id().expect("pid") as i32, libc::SIGINT) };
-    let out = tokio::time::timeout(RUN_BOUND, child.wait_with_output())
-        .await
-        .expect("dsh exits")
-        .expect("wait");
-    assert_eq!(out.status.code(), Some(130), "{out:?}");
-    assert_eq!(common::agent_end(&events(&ev))["outcome"], "cancelled");
-    assert_no_marked_processes(&w.marker);
+    cancel_a_long_command(&w, &[("CODEX_HOME", home.display().to_string())]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1540,9 +1487,7 @@ async fn a_cancelled_qwen_code_call_leaves_no_process_behind() {
     };
     let w = World::new("qwen-cancel");
     qwen_home(&w);
-    // The marker in the long command's own arguments: found whatever
-    // environment the CLI gives its commands.
-    let long = format!("python3 -c 'import time; time.sleep(3600)' {}", w.marker);
+    let long = long_command(&w.marker);
     let server = TestServer::with_handler(Box::new(move |r: &Recorded| {
         if chat_tool_results(&r.json()).is_empty() {
             Reply::stream_tools(
@@ -1559,49 +1504,7 @@ async fn a_cancelled_qwen_code_call_leaves_no_process_behind() {
     }))
     .await;
     w.write("dsh.toml", &qwen_toml(&qwen));
-    w.write(
-        "wait.js",
-        r#"return await agent("Wait", { label: "waiter" });"#,
-    );
-    let ev = w.dir.path().join("events.jsonl");
-    let evs = ev.display().to_string();
-    let child = w
-        .dsh(
-            &[
-                "workflow",
-                "run",
-                "wait.js",
-                "--events",
-                "none",
-                "--no-journal",
-                "--events-file",
-                &evs,
-            ],
-            &qwen_env(&server),
-        )
-        .spawn()
-        .expect("spawn dsh");
-    wait_event(&ev, "shell tool call", |e| e["activity"] == "tool-call").await;
-    let deadline = tokio::time::Instant::now() + RUN_BOUND;
-    while !marked_processes(&w.marker)
-        .iter()
-        .any(|(_, cmd)| cmd.contains("time.sleep(3600)"))
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the command never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // SAFETY: signalling the dsh process this test spawned.
-    unsafe { libc::kill(child.id().expect("pid") as i32, libc::SIGINT) };
-    let out = tokio::time::timeout(RUN_BOUND, child.wait_with_output())
-        .await
-        .expect("dsh exits")
-        .expect("wait");
-    assert_eq!(out.status.code(), Some(130), "{out:?}");
-    assert_eq!(common::agent_end(&events(&ev))["outcome"], "cancelled");
-    assert_no_marked_processes(&w.marker);
+    cancel_a_long_command(&w, &qwen_env(&server)).await;
 }
 
 // ------------------------------------------------ dsh workflow providers

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::lib::{finish, request};
-use common::{DSH, events_of};
+use common::{DSH, events_of, git};
 use dsh_orchestrator::providers::agent::{LoopSettings, ToolHost};
 use dsh_orchestrator::providers::anthropic::{AnthropicConfig, AnthropicProvider};
 use dsh_orchestrator::providers::openai::{OpenAiConfig, OpenAiProvider};
@@ -42,21 +42,6 @@ fn repo() -> tempfile::TempDir {
     git(p, &["add", "."]);
     git(p, &["commit", "-q", "-m", "init"]);
     dir
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
-        .output()
-        .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The loop's settings for `workspace`: every tool, the dsh binary as

@@ -698,6 +698,23 @@ pub fn only_run_id(dir: &Path) -> String {
     ids.remove(0)
 }
 
+/// `git -C dir ARGS` with a fixed identity; its stdout. Panics (showing
+/// the output) when git fails.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Asserts that `text` mentions every one of `mentions`.
 #[track_caller]
 pub fn assert_mentions(text: &str, mentions: &[&str]) {

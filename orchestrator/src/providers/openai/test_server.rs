@@ -201,10 +201,16 @@ impl Reply {
         };
         data.push(json!({ "type": "message_delta", "delta": { "stop_reason": stop }, "usage": { "output_tokens": output } }));
         data.push(json!({ "type": "message_stop" }));
-        // Named events, as the API sends them (Anthropic's SDKs go by the
-        // names), and a request id.
+        // A request id, as the API sends one.
+        Reply::named_events(&data).header("request-id", &format!("req_{n}"))
+    }
+
+    /// A 200 event stream of these payloads, each a named event (`event:
+    /// TYPE`, the payload's `type`), as Anthropic's and OpenAI's Responses
+    /// APIs send them and their SDKs read them.
+    pub fn named_events(data: &[Value]) -> Reply {
         let mut body = String::new();
-        for d in &data {
+        for d in data {
             body.push_str(&format!(
                 "event: {}\ndata: {d}\n\n",
                 d["type"].as_str().unwrap_or("")
@@ -212,10 +218,7 @@ impl Reply {
         }
         Reply::Http {
             status: 200,
-            headers: vec![
-                ("Content-Type".into(), "text/event-stream".into()),
-                ("request-id".into(), format!("req_{n}")),
-            ],
+            headers: vec![("Content-Type".into(), "text/event-stream".into())],
             body: body.into_bytes(),
         }
     }
@@ -240,18 +243,7 @@ impl Reply {
                        "output_tokens": output, "output_tokens_details": { "reasoning_tokens": 0 },
                        "total_tokens": input + output }
         } }));
-        let mut body = String::new();
-        for d in &data {
-            body.push_str(&format!(
-                "event: {}\ndata: {d}\n\n",
-                d["type"].as_str().unwrap_or("")
-            ));
-        }
-        Reply::Http {
-            status: 200,
-            headers: vec![("Content-Type".into(), "text/event-stream".into())],
-            body: body.into_bytes(),
-        }
+        Reply::named_events(&data)
     }
 
     pub fn after(self, delay: Duration) -> Reply {
