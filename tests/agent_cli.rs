@@ -461,27 +461,20 @@ async fn a_cancelled_claude_code_call_leaves_no_process_behind() {
     cancel_a_long_command(&w, &claude_env(&server)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claude_code_call_that_stops_streaming_is_stalled_and_stopped() {
-    let Some(claude) = CLAUDE.program() else {
-        return;
-    };
-    let w = World::new("claude-stall");
-    // The first turn streams its head and then nothing more.
-    let server = TestServer::with_handler(Box::new(|r: &Recorded| {
-        if !is_messages(r) {
-            return Reply::json(200, &json!({ "input_tokens": 1 }));
-        }
-        Reply::Stall(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\nevent: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_s\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"
-                .to_vec(),
-        )
-    }))
-    .await;
-    w.write("dsh.toml", &claude_toml(&claude, ""));
+/// Runs `stall.js` (one call with `stallMs`) against a model that sends
+/// the head of its answer and then nothing: the call must fail as
+/// stalled, the model must have been reached once and never again, and
+/// nothing of the CLI may survive. `is_model` tells the model's requests
+/// from the CLI's others.
+async fn stall_scenario(
+    w: &World,
+    server: &TestServer,
+    env: &[(&str, String)],
+    is_model: fn(&Recorded) -> bool,
+) {
     w.write(
         "stall.js",
-        r#"const a = await agent("Think hard", { label: "thinker", stallMs: 10000 });
+        r#"const a = await agent("Think hard", { label: "thinker", stallMs: 15000 });
 return { a };"#,
     );
     let ev = w.dir.path().join("events.jsonl");
@@ -497,7 +490,7 @@ return { a };"#,
             "--events-file",
             &evs,
         ],
-        &claude_env(&server),
+        env,
     ))
     .await;
     assert_eq!(code, Some(0), "stdout: {stdout}\nstderr: {stderr}");
@@ -517,10 +510,37 @@ return { a };"#,
     // The model was reached (the stall is its silence, not a slow start),
     // and the call was never retried.
     assert_eq!(
-        server.requests().iter().filter(|r| is_messages(r)).count(),
-        1
+        server.requests().iter().filter(|r| is_model(r)).count(),
+        1,
+        "{:?}",
+        server
+            .requests()
+            .iter()
+            .map(|r| r.path.clone())
+            .collect::<Vec<_>>()
     );
     assert_no_marked_processes(&w.marker);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_code_call_that_stops_streaming_is_stalled_and_stopped() {
+    let Some(claude) = CLAUDE.program() else {
+        return;
+    };
+    let w = World::new("claude-stall");
+    // The first turn streams its head and then nothing more.
+    let server = TestServer::with_handler(Box::new(|r: &Recorded| {
+        if !is_messages(r) {
+            return Reply::json(200, &json!({ "input_tokens": 1 }));
+        }
+        Reply::Stall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\nevent: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_s\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"
+                .to_vec(),
+        )
+    }))
+    .await;
+    w.write("dsh.toml", &claude_toml(&claude, ""));
+    stall_scenario(&w, &server, &claude_env(&server), is_messages).await;
 }
 
 /// Whether a Messages API request is the continuation dsh asks for on a
@@ -1260,6 +1280,30 @@ async fn the_fix_todos_example_through_codex() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codex_call_that_stops_streaming_is_stalled_and_stopped() {
+    let Some(codex) = cli_agents::CODEX.program() else {
+        return;
+    };
+    let w = World::new("codex-stall");
+    let server = TestServer::with_handler(Box::new(|_: &Recorded| {
+        Reply::Stall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\nevent: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_s\",\"status\":\"in_progress\",\"output\":[]}}\n\n"
+                .to_vec(),
+        )
+    }))
+    .await;
+    let home = codex_home(&w, &server);
+    w.write("dsh.toml", &codex_toml(&codex, ""));
+    stall_scenario(
+        &w,
+        &server,
+        &[("CODEX_HOME", home.display().to_string())],
+        |r| r.path.ends_with("/responses"),
+    )
+    .await;
+}
+
 // ------------------------------------------------------------ Qwen Code
 
 /// A home for Qwen Code: its settings point it at an OpenAI-compatible
@@ -1505,6 +1549,27 @@ async fn a_cancelled_qwen_code_call_leaves_no_process_behind() {
     .await;
     w.write("dsh.toml", &qwen_toml(&qwen));
     cancel_a_long_command(&w, &qwen_env(&server)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_qwen_code_call_that_stops_streaming_is_stalled_and_stopped() {
+    let Some(qwen) = cli_agents::QWEN.program() else {
+        return;
+    };
+    let w = World::new("qwen-stall");
+    qwen_home(&w);
+    let server = TestServer::with_handler(Box::new(|_: &Recorded| {
+        Reply::Stall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"}}]}\n\n"
+                .to_vec(),
+        )
+    }))
+    .await;
+    w.write("dsh.toml", &qwen_toml(&qwen));
+    stall_scenario(&w, &server, &qwen_env(&server), |r| {
+        r.path.ends_with("/chat/completions")
+    })
+    .await;
 }
 
 // ------------------------------------------------ dsh workflow providers

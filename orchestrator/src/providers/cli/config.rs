@@ -9,12 +9,18 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::providers::SetupError;
-use crate::providers::command::{CommandConfig, DEFAULT_GRACE};
+use crate::providers::command::CommandConfig;
 
 /// Default `output_limit` of an agent CLI's stream: 256 MiB (a long
 /// session echoes every tool result; the stream is read as it arrives and
 /// only its last answer is kept).
 pub const DEFAULT_STREAM_LIMIT: u64 = 256 << 20;
+
+/// Default `grace` of an agent CLI: 3 s. With the reaper's margin (1 s)
+/// the host's SIGKILL comes after 4 s, within a run's own default grace
+/// (5 s), so a cancelled run's CLIs are stopped — and what they started
+/// cleaned up — before the run settles.
+pub const DEFAULT_CLI_GRACE: Duration = Duration::from_secs(3);
 
 /// Which agent CLI.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -159,7 +165,8 @@ pub struct CliConfig {
         deserialize_with = "crate::units::de::size"
     )]
     pub output_limit: u64,
-    /// SIGTERM → SIGKILL delay when stopping the CLI. Default 5 s.
+    /// SIGTERM → SIGKILL delay when stopping the CLI. Default 3 s
+    /// ([`DEFAULT_CLI_GRACE`]).
     #[serde(
         default = "default_grace",
         deserialize_with = "crate::units::de::duration"
@@ -179,7 +186,7 @@ fn default_stream_limit() -> u64 {
     DEFAULT_STREAM_LIMIT
 }
 fn default_grace() -> Duration {
-    DEFAULT_GRACE
+    DEFAULT_CLI_GRACE
 }
 
 impl Default for CliConfig {
@@ -194,7 +201,7 @@ impl Default for CliConfig {
             cwd: None,
             timeout: None,
             output_limit: DEFAULT_STREAM_LIMIT,
-            grace: DEFAULT_GRACE,
+            grace: DEFAULT_CLI_GRACE,
             worktree_dir: None,
             max_budget_usd: None,
         }
