@@ -17,7 +17,8 @@
 //   dsh workflow run scripts/examples/fix-todos.ts --args '{"max": 3}'
 //
 // CI runs it through the real Claude Code and Codex CLIs against a
-// loopback model server (tests/agent_cli.rs).
+// loopback model server (tests/agent_cli.rs), and offline against
+// fix-todos.fixture.json (`dsh workflow test scripts/`).
 
 export const meta = {
   name: "fix-todos",
