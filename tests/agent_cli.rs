@@ -16,7 +16,6 @@ mod common;
 mod test_server;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
