@@ -402,6 +402,9 @@ fn activity_text(a: &Activity) -> String {
         Activity::ToolEnd { tool, status, .. } if status != "ok" => format!("{tool} {status}"),
         Activity::ToolEnd { tool, .. } => format!("{tool} done"),
         Activity::Retry { attempt, .. } => format!("retrying (attempt {attempt})"),
+        Activity::Held { .. } => "waiting for a cached prompt".into(),
+        Activity::Released { .. } => "queued".into(),
+        Activity::Concurrency { limit, .. } => format!("provider concurrency {limit}"),
         _ => "working".into(),
     }
 }

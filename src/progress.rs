@@ -117,6 +117,14 @@ fn activity_text(a: &Activity) -> String {
                 ""
             }
         ),
+        Activity::Held { shared_bytes } => format!(
+            "held until an earlier call's answer starts ({shared_bytes} bytes of prompt shared: \
+             served from the provider's cache after it)"
+        ),
+        Activity::Released { waited_ms } => format!("released after {waited_ms}ms"),
+        Activity::Concurrency { limit, reason } => {
+            format!("the provider's concurrency is now {limit}: {reason}")
+        }
         _ => "activity".into(),
     }
 }
@@ -127,7 +135,10 @@ fn activity_text(a: &Activity) -> String {
 fn shown_as_line(event: &Event) -> bool {
     match &event.kind {
         EventKind::AgentActivity { activity, .. } => match activity {
-            Activity::ToolCall { .. } | Activity::Retry { .. } => true,
+            Activity::ToolCall { .. }
+            | Activity::Retry { .. }
+            | Activity::Held { .. }
+            | Activity::Concurrency { .. } => true,
             Activity::ToolEnd { status, .. } => status != "ok",
             _ => false,
         },

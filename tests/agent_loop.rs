@@ -14,7 +14,6 @@ mod common;
 mod http_server;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -537,15 +537,16 @@ pub(crate) fn error_json(code: &str, message: &str) -> Value {
 fn activity_weight(a: &crate::provider::Activity) -> usize {
     use crate::provider::Activity as A;
     match a {
-        A::Turn { .. } | A::Tokens { .. } => 0,
+        A::Turn { .. } | A::Tokens { .. } | A::Held { .. } | A::Released { .. } => 0,
         A::ToolCall { tool, detail } => tool.len() + detail.len(),
         A::ToolEnd { tool, message, .. } => tool.len() + message.as_ref().map_or(0, String::len),
-        A::Retry { reason, .. } => reason.len(),
+        A::Retry { reason, .. } | A::Concurrency { reason, .. } => reason.len(),
     }
 }
 
 /// An activity's fields: `"activity"` names its kind (`turn`, `tokens`,
-/// `tool-call`, `tool-end`, `retry`), the rest are its values.
+/// `tool-call`, `tool-end`, `retry`, `held`, `released`, `concurrency`),
+/// the rest are its values.
 fn insert_activity(m: &mut Map<String, Value>, a: &crate::provider::Activity) {
     use crate::provider::Activity as A;
     match a {
@@ -585,6 +586,19 @@ fn insert_activity(m: &mut Map<String, Value>, a: &crate::provider::Activity) {
             m.insert("attempt".into(), (*attempt).into());
             m.insert("reason".into(), reason.as_str().into());
             m.insert("partial".into(), (*partial).into());
+        }
+        A::Held { shared_bytes } => {
+            m.insert("activity".into(), "held".into());
+            m.insert("sharedBytes".into(), (*shared_bytes).into());
+        }
+        A::Released { waited_ms } => {
+            m.insert("activity".into(), "released".into());
+            m.insert("waitedMs".into(), (*waited_ms).into());
+        }
+        A::Concurrency { limit, reason } => {
+            m.insert("activity".into(), "concurrency".into());
+            m.insert("limit".into(), (*limit).into());
+            m.insert("reason".into(), reason.as_str().into());
         }
     }
 }

@@ -282,6 +282,26 @@ pub enum Activity {
         /// (and is discarded).
         partial: bool,
     },
+    /// The request waits for an earlier one's answer to start, so that
+    /// the prompt prefix they share is served from the provider's cache.
+    Held {
+        /// The bytes of the request body the two share.
+        shared_bytes: u64,
+    },
+    /// The hold ended (the earlier answer started, failed, or the
+    /// provider's `prefix_hold` passed); the request goes in line.
+    Released {
+        /// How long it was held.
+        waited_ms: u64,
+    },
+    /// The provider's adaptive concurrency changed: requests it lets be in
+    /// flight at once, for every call of the run.
+    Concurrency {
+        /// The new limit.
+        limit: u32,
+        /// Why: the 429/529 that lowered it, or `answers arriving`.
+        reason: String,
+    },
 }
 
 impl Progress {

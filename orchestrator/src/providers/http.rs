@@ -2,12 +2,15 @@
 //! its body streamed into a [`BodySink`], with the retry policy: 429,
 //! 5xx and connection errors are retried with exponential backoff and
 //! jitter (honouring `Retry-After`), at most `max_attempts` attempts in
-//! all; any other status fails at once. A request that timed out is not
+//! all; any other status fails at once. Every attempt goes out through the
+//! provider's [`Dispatch`] (prefix-cache holds, adaptive concurrency),
+//! which answers a 429 or 529 by pausing and lowering the concurrency
+//! rather than by counting a failed attempt. A request that timed out is not
 //! retried: the server may have answered (and charged for) it, and a
 //! timed-out call is never retried silently at full cost. Every failure is a `String` reason
 //! for the child's `agent-end` event; nothing a server sends can panic.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
@@ -16,6 +19,7 @@ use serde_json::Value;
 
 use crate::provider::{Activity, Progress};
 use crate::providers::SetupError;
+use crate::providers::dispatch::{Dispatch, DispatchConfig, Permit, RATE_LIMITED_ATTEMPTS};
 use crate::providers::openai::api::excerpt;
 use crate::providers::openai::{MAX_DELAY, OpenAiConfig};
 
@@ -35,6 +39,7 @@ pub struct Endpoint {
     max_attempts: u32,
     backoff: Duration,
     client: OnceLock<Result<Client, String>>,
+    dispatch: Arc<Dispatch>,
 }
 
 impl Endpoint {
@@ -53,6 +58,7 @@ impl Endpoint {
             cfg.timeout,
             cfg.max_attempts,
             cfg.backoff,
+            cfg.dispatch(),
         ))
     }
 
@@ -64,6 +70,7 @@ impl Endpoint {
         timeout: Duration,
         max_attempts: u32,
         backoff: Duration,
+        dispatch: DispatchConfig,
     ) -> Self {
         let loopback = reqwest::Url::parse(&url)
             .ok()
@@ -83,6 +90,7 @@ impl Endpoint {
             max_attempts: max_attempts.max(1),
             backoff,
             client: OnceLock::new(),
+            dispatch: Dispatch::new(dispatch),
         }
     }
 
@@ -124,46 +132,84 @@ impl Endpoint {
         sink: &mut dyn BodySink,
     ) -> Result<(), String> {
         let client = self.client()?;
+        // Serialized once: what is sent on every attempt, and what the
+        // dispatch compares for a shared prefix.
+        let bytes: Arc<[u8]> = serde_json::to_vec(body)
+            .map_err(|e| format!("cannot encode the request: {e}"))?
+            .into();
+        // Attempts counted against max_attempts, and 429/529 answers the
+        // dispatch took in its stride (adaptive concurrency).
         let mut attempt = 1;
+        let mut limited = 0;
+        let mut sent = 0;
         loop {
-            let (last, retry_after) = match self.once(client, body, progress, sink).await {
-                Attempt::Done => return Ok(()),
-                Attempt::Fatal(reason) => return Err(reason),
-                Attempt::Retry { reason, after } => (reason, after),
-            };
-            if attempt >= self.max_attempts {
+            let mut permit = self.dispatch.admit(bytes.clone(), progress).await;
+            sent += 1;
+            let (last, retry_after, rate_limited) =
+                match self.once(client, &bytes, progress, sink, &mut permit).await {
+                    Attempt::Done => {
+                        permit.succeeded(progress);
+                        return Ok(());
+                    }
+                    Attempt::Fatal(reason) => return Err(reason),
+                    Attempt::Retry {
+                        reason,
+                        after,
+                        limited,
+                    } => (reason, after, limited),
+                };
+            let adapted = rate_limited && self.dispatch.adaptive();
+            if adapted {
+                limited += 1;
+                if limited >= RATE_LIMITED_ATTEMPTS {
+                    return Err(format!(
+                        "rate limited {limited} times for one request; the last: {last}"
+                    ));
+                }
+                // Every request of the provider waits this out, at a
+                // lower concurrency; this one goes back in line.
+                let pause = retry_after
+                    .unwrap_or_else(|| backoff_delay(self.backoff, limited, jitter()))
+                    .min(MAX_DELAY);
+                permit.rate_limited(pause, &last, progress);
+            } else if attempt >= self.max_attempts {
                 return Err(if self.max_attempts == 1 {
                     last
                 } else {
                     format!("gave up after {attempt} attempts; the last: {last}")
                 });
             }
-            let delay = retry_after
-                .unwrap_or_else(|| backoff_delay(self.backoff, attempt, jitter()))
-                .min(MAX_DELAY);
-            tracing::debug!(attempt, ?delay, %last, "http: retrying");
+            drop(permit);
+            tracing::debug!(attempt, limited, %last, "http: retrying");
             let partial = sink.restart();
             progress.activity(Activity::Retry {
-                attempt: attempt + 1,
+                attempt: sent + 1,
                 reason: last,
                 partial,
             });
-            tokio::time::sleep(delay).await;
-            attempt += 1;
+            if !adapted {
+                let delay = retry_after
+                    .unwrap_or_else(|| backoff_delay(self.backoff, attempt, jitter()))
+                    .min(MAX_DELAY);
+                tokio::time::sleep(delay).await;
+                attempt += 1;
+            }
         }
     }
 
     async fn once(
         &self,
         client: &Client,
-        body: &Value,
+        body: &[u8],
         progress: &Progress,
         sink: &mut dyn BodySink,
+        permit: &mut Permit,
     ) -> Attempt {
         let sent = client
             .post(&self.url)
             .timeout(self.timeout)
-            .json(body)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_vec())
             .send()
             .await;
         let mut resp = match sent {
@@ -173,6 +219,7 @@ impl Endpoint {
         progress.report();
         let status = resp.status();
         if status.is_success() {
+            permit.answering();
             let content_type = resp
                 .headers()
                 .get(reqwest::header::CONTENT_TYPE)
@@ -206,8 +253,14 @@ impl Endpoint {
             Err(_) => "(the body could not be read)".into(),
         };
         let reason = format!("HTTP {}: {text}", status_text(status));
-        if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
-            Attempt::Retry { reason, after }
+        // 529: Anthropic's "overloaded", a rate limit of the whole service.
+        let limited = status == StatusCode::TOO_MANY_REQUESTS || status.as_u16() == 529;
+        if limited || status.is_server_error() {
+            Attempt::Retry {
+                reason,
+                after,
+                limited,
+            }
         } else {
             Attempt::Fatal(reason)
         }
@@ -232,6 +285,7 @@ impl Endpoint {
         Attempt::Retry {
             reason,
             after: None,
+            limited: false,
         }
     }
 }
@@ -287,6 +341,8 @@ enum Attempt {
     Retry {
         reason: String,
         after: Option<Duration>,
+        /// A 429 or 529: the dispatch's to answer (when adaptive).
+        limited: bool,
     },
     Fatal(String),
 }
@@ -361,9 +417,18 @@ fn jitter() -> f64 {
     (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// `Retry-After`: a number of seconds or an HTTP date (IMF-fixdate);
-/// `None` when absent or unreadable.
+/// `retry-after-ms` (OpenAI's, in milliseconds) or `Retry-After`: a
+/// number of seconds or an HTTP date (IMF-fixdate); `None` when absent or
+/// unreadable.
 pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    if let Some(ms) = headers
+        .get("retry-after-ms")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+    {
+        return Duration::try_from_secs_f64(ms / 1000.0).ok();
+    }
     let v = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
     if let Ok(secs) = v.parse::<u64>() {
         return Some(Duration::from_secs(secs));

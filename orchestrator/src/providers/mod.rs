@@ -5,6 +5,7 @@ pub mod anthropic;
 pub mod cli;
 pub mod command;
 pub mod cost;
+pub mod dispatch;
 pub mod dry_run;
 pub(crate) mod http;
 pub mod openai;

@@ -107,7 +107,11 @@ pub fn usage(u: &Value) -> Option<Usage> {
     if input.is_none() && output.is_none() {
         return None;
     }
-    Some(Usage::new(input.unwrap_or(0), output.unwrap_or(0)))
+    Some(Usage {
+        cache_read: n("cache_read_input_tokens").unwrap_or(0),
+        cache_write: n("cache_creation_input_tokens").unwrap_or(0),
+        ..Usage::new(input.unwrap_or(0), output.unwrap_or(0))
+    })
 }
 
 /// An `error` object in words.

@@ -58,6 +58,18 @@ pub struct AnthropicConfig {
     /// Stream the answer as server-sent events.
     #[serde(default = "default_true")]
     pub stream: bool,
+    /// Requests in flight at once: `"adaptive"` (halved on 429/529,
+    /// raised again by answers) or a fixed number.
+    #[serde(default)]
+    pub concurrency: crate::providers::dispatch::Concurrency,
+    /// Longest a request waits for another's answer to start, so that
+    /// their shared prompt prefix is served from the provider's cache;
+    /// `0` never waits.
+    #[serde(
+        default = "default_prefix_hold",
+        deserialize_with = "crate::units::de::duration"
+    )]
+    pub prefix_hold: Duration,
     /// The agent loop's keys, set by the configuration loader.
     #[serde(skip)]
     pub agent: LoopSettings,
@@ -87,6 +99,9 @@ fn default_max_attempts() -> u32 {
 fn default_backoff() -> Duration {
     Duration::from_millis(500)
 }
+fn default_prefix_hold() -> Duration {
+    crate::providers::dispatch::DEFAULT_PREFIX_HOLD
+}
 fn default_true() -> bool {
     true
 }
@@ -105,12 +120,22 @@ impl Default for AnthropicConfig {
             max_attempts: default_max_attempts(),
             backoff: default_backoff(),
             stream: true,
+            concurrency: crate::providers::dispatch::Concurrency::Adaptive,
+            prefix_hold: default_prefix_hold(),
             agent: LoopSettings::default(),
         }
     }
 }
 
 impl AnthropicConfig {
+    /// How the provider's requests are dispatched.
+    pub fn dispatch(&self) -> crate::providers::dispatch::DispatchConfig {
+        crate::providers::dispatch::DispatchConfig {
+            concurrency: self.concurrency,
+            prefix_hold: self.prefix_hold,
+        }
+    }
+
     /// Checks the values (not the key).
     pub fn check(&self) -> Result<(), SetupError> {
         match reqwest::Url::parse(&self.base_url) {

@@ -80,6 +80,7 @@ impl AnthropicProvider {
             cfg.timeout,
             cfg.max_attempts,
             cfg.backoff,
+            cfg.dispatch(),
         );
         Ok(AnthropicProvider {
             name: name.into(),

@@ -32,6 +32,8 @@ pub struct MessageEvents {
     stop: Option<String>,
     input: Option<u64>,
     output: Option<u64>,
+    /// Of the input, tokens read from and written to the prompt cache.
+    cache: (u64, u64),
     error: Option<String>,
     stopped: bool,
     pieces: u64,
@@ -79,8 +81,11 @@ impl MessageEvents {
                 Block::Other => {}
             }
         }
-        let usage = (self.input.is_some() || self.output.is_some())
-            .then(|| Usage::new(self.input.unwrap_or(0), self.output.unwrap_or(0)));
+        let usage = (self.input.is_some() || self.output.is_some()).then(|| Usage {
+            cache_read: self.cache.0,
+            cache_write: self.cache.1,
+            ..Usage::new(self.input.unwrap_or(0), self.output.unwrap_or(0))
+        });
         Ok(Reply {
             text,
             tool_calls,
@@ -152,6 +157,7 @@ impl EventParser for MessageEvents {
                 if let Some(u) = v.pointer("/message/usage").and_then(api::usage) {
                     self.input = Some(u.input);
                     self.output = Some(u.output);
+                    self.cache = (u.cache_read, u.cache_write);
                 }
             }
             Some("content_block_start") => self.start_block(index, v.get("content_block")),
@@ -218,7 +224,13 @@ mod tests {
             Input::Json(serde_json::json!({ "pattern": "**/*.rs" }))
         );
         assert_eq!(r.finish_reason.as_deref(), Some("tool_use"));
-        assert_eq!(r.usage, Some(Usage::new(25, 30)));
+        assert_eq!(
+            r.usage,
+            Some(Usage {
+                cache_read: 5,
+                ..Usage::new(25, 30)
+            })
+        );
     }
 
     #[test]

@@ -333,6 +333,7 @@ mod tests {
                 Activity::ToolEnd { tool, status, .. } => format!("end {tool} {status}"),
                 Activity::Retry { reason, .. } => format!("retry {reason}"),
                 Activity::Tokens { usage } => format!("tokens {}", usage.output),
+                other => format!("{other:?}"),
             })
             .collect();
         assert_eq!(

@@ -140,7 +140,21 @@ pub fn usage_of(root: &Value) -> Option<Usage> {
     if input.is_none() && output.is_none() {
         return None;
     }
-    Some(Usage::new(input.unwrap_or(0), output.unwrap_or(0)))
+    let input = input.unwrap_or(0);
+    // Of the prompt tokens, those served from the provider's prompt cache
+    // (OpenAI's `prompt_tokens_details`; DeepSeek's
+    // `prompt_cache_hit_tokens`).
+    let cached = u
+        .get("prompt_tokens_details")
+        .and_then(|d| d.get("cached_tokens"))
+        .or_else(|| u.get("prompt_cache_hit_tokens"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+        .min(input);
+    Some(Usage {
+        cache_read: cached,
+        ..Usage::new(input, output.unwrap_or(0))
+    })
 }
 
 /// The start of a body, for messages: valid UTF-8, one line, bounded.

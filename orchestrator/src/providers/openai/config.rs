@@ -94,6 +94,18 @@ pub struct OpenAiConfig {
     /// `stream_options.include_usage`); `false` for servers that refuse it.
     #[serde(default = "default_true")]
     pub stream: bool,
+    /// Requests in flight at once: `"adaptive"` (halved on 429/529,
+    /// raised again by answers) or a fixed number.
+    #[serde(default)]
+    pub concurrency: crate::providers::dispatch::Concurrency,
+    /// Longest a request waits for another's answer to start, so that
+    /// their shared prompt prefix is served from the provider's cache;
+    /// `0` never waits.
+    #[serde(
+        default = "default_prefix_hold",
+        deserialize_with = "crate::units::de::duration"
+    )]
+    pub prefix_hold: Duration,
     /// The agent loop's keys (`tools`, `max_turns`, `max_tool_calls`,
     /// `network`, `bash_timeout`, `system_prompt`, `workspace`,
     /// `worktree_dir`): read from the same table by the configuration
@@ -102,6 +114,9 @@ pub struct OpenAiConfig {
     pub agent: crate::providers::agent::LoopSettings,
 }
 
+fn default_prefix_hold() -> Duration {
+    crate::providers::dispatch::DEFAULT_PREFIX_HOLD
+}
 fn default_true() -> bool {
     true
 }
@@ -152,12 +167,22 @@ impl Default for OpenAiConfig {
             max_attempts: default_max_attempts(),
             backoff: default_backoff(),
             stream: true,
+            concurrency: crate::providers::dispatch::Concurrency::Adaptive,
+            prefix_hold: default_prefix_hold(),
             agent: crate::providers::agent::LoopSettings::default(),
         }
     }
 }
 
 impl OpenAiConfig {
+    /// How the provider's requests are dispatched.
+    pub fn dispatch(&self) -> crate::providers::dispatch::DispatchConfig {
+        crate::providers::dispatch::DispatchConfig {
+            concurrency: self.concurrency,
+            prefix_hold: self.prefix_hold,
+        }
+    }
+
     /// The built-in `openai` entry: api.openai.com, `OPENAI_API_KEY`,
     /// schemas as `json_schema`, `reasoning_effort` sent.
     pub fn openai() -> Self {

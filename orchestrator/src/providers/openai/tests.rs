@@ -359,19 +359,54 @@ async fn too_many_requests_honours_retry_after() {
 #[case::internal(500)]
 #[case::bad_gateway(502)]
 #[case::unavailable(503)]
-#[case::too_many(429)]
+#[case::too_many_at_a_fixed_concurrency(429)]
 #[tokio::test]
 async fn retryable_statuses_until_attempts_run_out(#[case] status: u16) {
     let replies = (0..4)
         .map(|i| Reply::status(status, &format!("overloaded #{i}")))
         .collect();
     let server = TestServer::start(replies).await;
-    let out = outcome(&provider(&config(&server)), request("hi")).await;
+    let cfg = OpenAiConfig {
+        concurrency: crate::providers::dispatch::Concurrency::Fixed(4),
+        ..config(&server)
+    };
+    let out = outcome(&provider(&cfg), request("hi")).await;
     let reason = failed(&out);
     assert!(reason.contains("gave up after 3 attempts"), "{reason}");
     assert!(reason.contains(&format!("HTTP {status}")), "{reason}");
     assert!(reason.contains("overloaded #2"), "the last one: {reason}");
     assert_eq!(server.requests().len(), 3);
+}
+
+/// Under adaptive concurrency a 429 is waited out, not counted against
+/// `max_attempts`; an endpoint that never stops refusing still ends.
+#[tokio::test]
+async fn rate_limits_are_waited_out_up_to_a_bound() {
+    use crate::providers::dispatch::RATE_LIMITED_ATTEMPTS;
+    let mut replies: Vec<Reply> = (0..5)
+        .map(|_| Reply::status(429, "slow down").header("Retry-After", "0"))
+        .collect();
+    replies.push(Reply::chat("patience"));
+    let server = TestServer::start(replies).await;
+    let out = outcome(&provider(&config(&server)), request("hi")).await;
+    assert_eq!(out.result, ChildResult::Text("patience".into()));
+    assert_eq!(
+        server.requests().len(),
+        6,
+        "five 429s, more than max_attempts"
+    );
+
+    let replies = (0..RATE_LIMITED_ATTEMPTS + 5)
+        .map(|i| Reply::status(429, &format!("no #{i}")).header("retry-after-ms", "1"))
+        .collect();
+    let server = TestServer::start(replies).await;
+    let out = outcome(&provider(&config(&server)), request("hi")).await;
+    let reason = failed(&out);
+    assert!(
+        reason.starts_with(&format!("rate limited {RATE_LIMITED_ATTEMPTS} times")),
+        "{reason}"
+    );
+    assert_eq!(server.requests().len(), RATE_LIMITED_ATTEMPTS as usize);
 }
 
 #[tokio::test]
