@@ -135,6 +135,12 @@ async fn without_holds_the_same_fan_out_misses_the_cache() {
         .expect("answered");
     let early = seen.iter().filter(|s| s.arrived < first_answer).count();
     assert!(early > 1, "sent together: {early} before the first answer");
+    let preamble = seen[0].prompt.find("\nReview").expect("the call's line");
+    let cached: u64 = seen.iter().map(|s| s.cached).sum();
+    assert!(
+        cached * 2 < 15 * tokens(preamble),
+        "sent together, most miss: {cached} cached"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

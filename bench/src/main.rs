@@ -11,8 +11,10 @@
 //! Run it with `bench/run` (builds the release `dsh` and this bench first);
 //! see docs/performance.md.
 
+mod cheap;
 mod figures;
 mod machine;
+mod model_server;
 mod peer;
 mod provider;
 mod report;
@@ -58,6 +60,14 @@ const GROUPS: &[(&str, &str)] = &[
         "cancel → settled, the worker is SIGSTOPped (grace kill)",
     ),
     ("cli", "whole-process `dsh workflow run trivial.ts`"),
+    (
+        "cache16",
+        "16 calls sharing a 20 KB preamble: cached input tokens, prefix holds on vs off",
+    ),
+    (
+        "ratelimit200",
+        "200 calls under a rate limit: adaptive vs fixed concurrency",
+    ),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -113,6 +123,8 @@ fn counts(group: &str) -> (usize, usize, usize) {
         "cancel_spin" => (20, 3, 1),
         "cancel_stopped" => (10, 2, 1),
         "cli" => (50, 5, 3),
+        "cache16" => (5, 1, 1),
+        "ratelimit200" => (3, 1, 0),
         _ => (10, 2, 1),
     }
 }
@@ -258,6 +270,8 @@ async fn run(args: &Args) -> Result<Report> {
             "cancel_spin" => cancel_spin(&mut bench, n, warm).await?,
             "cancel_stopped" => cancel_stopped(&mut bench, n, warm).await?,
             "cli" => cli(&mut bench, n, warm).await?,
+            "cache16" => cache16(&mut bench, n, warm).await?,
+            "ratelimit200" => ratelimit200(&mut bench, n, warm).await?,
             _ => {}
         }
         eprintln!(
@@ -880,6 +894,128 @@ fn median_of(figs: &[Figure], id: &str, peer: bool) -> Option<f64> {
 }
 
 /// The issue's targets, attached to their figures.
+async fn cache16(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
+    let (mut share, mut share_off, mut added) =
+        (Samples::default(), Samples::default(), Samples::default());
+    for i in 0..warm + n {
+        let (on, wall_on) = cheap::cache16(&b.ctx.worker, true).await?;
+        let (off, wall_off) = cheap::cache16(&b.ctx.worker, false).await?;
+        share.add(i, warm, on);
+        share_off.add(i, warm, off);
+        added.add(i, warm, wall_on - wall_off);
+    }
+    let latency = ms(cheap::CACHE_LATENCY);
+    let mut f = Figure::new(
+        "cache16",
+        "16 calls at once sharing a 20 KB preamble: shareable input tokens served from cache",
+        "%",
+        Kind::Rate,
+    );
+    f.dsh = share.stats();
+    f.peer = share_off.stats();
+    f.peer_side = "baseline";
+    f.peer_note = Some("the same run with prefix_hold = 0 (no holds)".into());
+    f.targets.push(Target {
+        text: "≥ 90% of the shareable tokens cached".into(),
+        met: f.dsh.as_ref().map(|s| s.median >= 90.0),
+        detail: f
+            .dsh
+            .as_ref()
+            .map(|s| format!("{}%", num(s.median)))
+            .unwrap_or_else(|| "not measured".into()),
+    });
+    b.push(f);
+    let mut f = Figure::new(
+        "cache16_added",
+        "wall time the holds add to that run (holds on − off)",
+        "ms",
+        Kind::Time,
+    );
+    f.dsh = added.stats();
+    f.notes.push(format!(
+        "the server answers each request {latency} ms after it arrives (one first token)"
+    ));
+    f.targets.push(Target {
+        text: "≤ 1 first-token latency added".into(),
+        met: f.dsh.as_ref().map(|s| s.median <= latency * 1.1),
+        detail: f
+            .dsh
+            .as_ref()
+            .map(|s| {
+                format!(
+                    "{} ms added, the latency {} ms",
+                    num(s.median),
+                    num(latency)
+                )
+            })
+            .unwrap_or_else(|| "not measured".into()),
+    });
+    b.push(f);
+    Ok(())
+}
+
+async fn ratelimit200(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
+    use dsh_orchestrator::providers::dispatch::Concurrency;
+    let (mut ratio, mut ratio_fixed) = (Samples::default(), Samples::default());
+    let (mut wall, mut wall_fixed) = (Samples::default(), Samples::default());
+    let (mut failed, mut failed_fixed, mut refused, mut refused_fixed, mut changes) =
+        (0, 0, 0, 0, 0);
+    for i in 0..warm + n {
+        let a = cheap::ratelimit(&b.ctx.worker, Concurrency::Adaptive).await?;
+        let f = cheap::ratelimit(&b.ctx.worker, Concurrency::Fixed(16)).await?;
+        ratio.add(i, warm, a.ratio);
+        ratio_fixed.add(i, warm, f.ratio);
+        wall.add(i, warm, a.wall_ms);
+        wall_fixed.add(i, warm, f.wall_ms);
+        if i >= warm {
+            failed += a.failed;
+            failed_fixed += f.failed;
+            refused += a.refused;
+            refused_fixed += f.refused;
+            changes += a.changes;
+        }
+    }
+    let mut f = Figure::new(
+        "ratelimit200",
+        format!(
+            "{} calls, {} requests accepted per {} s: run time ÷ the time the limit allows",
+            cheap::RATE_CALLS,
+            cheap::RATE_N,
+            cheap::RATE_WINDOW.as_secs()
+        ),
+        "×",
+        Kind::Time,
+    );
+    f.dsh = ratio.stats();
+    f.peer = ratio_fixed.stats();
+    f.peer_side = "baseline";
+    f.peer_note =
+        Some("the same run at a fixed concurrency of 16 (concurrency = 16), 4 attempts".into());
+    f.notes.push(format!(
+        "over {n} runs: adaptive {failed} failed calls, {refused} requests refused (429), \
+         {changes} concurrency changes, median {} ms; fixed {failed_fixed} failed calls, \
+         {refused_fixed} refused, median {} ms",
+        wall.stats().map_or("—".into(), |s| num(s.median)),
+        wall_fixed.stats().map_or("—".into(), |s| num(s.median)),
+    ));
+    f.targets.push(Target {
+        text: "zero failed calls".into(),
+        met: Some(failed == 0),
+        detail: format!("{failed} failed in {n} runs"),
+    });
+    f.targets.push(Target {
+        text: "within 110% of the time the limit allows".into(),
+        met: f.dsh.as_ref().map(|s| s.median <= 1.10),
+        detail: f
+            .dsh
+            .as_ref()
+            .map(|s| format!("{}×", num(s.median)))
+            .unwrap_or_else(|| "not measured".into()),
+    });
+    b.push(f);
+    Ok(())
+}
+
 fn evaluate_targets(figs: &mut [Figure]) {
     let trivial = median_of(figs, "trivial", false);
     let trivial_peer = median_of(figs, "trivial", true);

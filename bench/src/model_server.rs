@@ -8,7 +8,8 @@
 //!
 //! - **a prompt cache**: a request's prompt (its messages' contents, in
 //!   order) is served from cache for as many whole [`Options::block`]s as
-//!   an earlier request's prompt had, once that request was answered; the
+//!   an earlier request's prompt had, once that request was answered (the
+//!   cache is read when a request arrives, written when it is answered); the
 //!   answer's `usage.prompt_tokens_details.cached_tokens` says how many
 //!   (a token is 4 bytes here);
 //! - **a rate limit**: at most `n` requests accepted per window (windows
@@ -265,24 +266,27 @@ async fn answer(shared: &Shared, body: &Value) -> Vec<u8> {
             &body,
         );
     }
+    // What of this prompt an answered one had is read on arrival (the
+    // provider reads its prompt first); its own blocks are cached once it
+    // is answered.
+    let block = shared.opts.block.max(1);
+    let prefixes: Vec<u64> = {
+        let mut h = shared.hasher.build_hasher();
+        prompt
+            .chunks_exact(block)
+            .map(|b| {
+                h.write(b);
+                h.finish()
+            })
+            .collect()
+    };
+    let cached_bytes = {
+        let st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+        block * prefixes.iter().take_while(|k| st.cache.contains(k)).count()
+    };
     tokio::time::sleep(shared.opts.latency).await;
     let mut st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-    // What of this prompt an answered one had, then this one is answered
-    // (its blocks are cached from now on).
-    let block = shared.opts.block.max(1);
-    let mut h = shared.hasher.build_hasher();
-    let mut cached_bytes = 0;
-    let mut hit = true;
-    for b in prompt.chunks_exact(block) {
-        h.write(b);
-        let key = h.finish();
-        if hit && st.cache.contains(&key) {
-            cached_bytes += block;
-        } else {
-            hit = false;
-            st.cache.insert(key);
-        }
-    }
+    st.cache.extend(prefixes);
     let cached = tokens(cached_bytes).min(input);
     st.in_flight -= 1;
     let answered = shared.started.elapsed();

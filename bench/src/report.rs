@@ -34,6 +34,9 @@ pub struct Figure {
     pub side: &'static str,
     pub dsh: Option<Stats>,
     pub peer: Option<Stats>,
+    /// Label of the second column's side ("node", or "baseline": the
+    /// same run without the feature measured).
+    pub peer_side: &'static str,
     /// What the peer measures here, or why it has no figure.
     pub peer_note: Option<String>,
     pub notes: Vec<String>,
@@ -52,6 +55,7 @@ impl Figure {
             side: "dsh",
             dsh: None,
             peer: None,
+            peer_side: "node",
             peer_note: None,
             notes: Vec::new(),
             targets: Vec::new(),
@@ -90,6 +94,7 @@ impl Figure {
             "node": self.peer.as_ref().map(Stats::to_json),
             "ratio": self.ratio(),
             "nodeNote": self.peer_note,
+            "peerSide": self.peer_side,
             "notes": self.notes,
             "unavailable": self.unavailable,
             "targets": self.targets.iter().map(|t| json!({
@@ -159,12 +164,14 @@ impl Report {
             out.push_str(&format!("  {:<9} {}\n", f.side, cell(&f.dsh)));
             match (&f.peer, &f.peer_note) {
                 (Some(_), note) => {
-                    out.push_str(&format!("  {:<9} {}\n", "node", cell(&f.peer)));
+                    out.push_str(&format!("  {:<9} {}\n", f.peer_side, cell(&f.peer)));
                     if let Some(note) = note {
                         out.push_str(&format!("  {:<9} ({note})\n", ""));
                     }
                 }
-                (None, Some(note)) => out.push_str(&format!("  {:<9} {note}\n", "node")),
+                (None, Some(note)) => {
+                    out.push_str(&format!("  {:<9} {note}\n", f.peer_side));
+                }
                 (None, None) => {}
             }
             if let (Some(r), Some(w)) = (f.ratio(), f.ratio_words()) {
@@ -215,6 +222,10 @@ impl Report {
                 (Some(_), None) => cell(&f.peer),
                 (None, Some(note)) => note.clone(),
                 (None, None) => "—".into(),
+            };
+            let peer = match f.peer_side {
+                "node" => peer,
+                side => format!("{side}: {peer}"),
             };
             let ratio = match (f.ratio(), f.ratio_words()) {
                 (Some(r), Some(w)) => format!("{} ({w})", num(r)),

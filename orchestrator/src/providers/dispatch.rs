@@ -1,6 +1,6 @@
 //! When an API provider's requests go out: the two rules that make a run
 //! cheaper, not only faster. One [`Dispatch`] per provider (its
-//! [`Endpoint`](super::http::Endpoint)) sees every request of every call.
+//! `Endpoint`) sees every request of every call.
 //!
 //! 1. **Prefix-cache holds.** Providers serve a prompt prefix they have
 //!    seen from cache at a fraction of the price, but only once a request
