@@ -523,7 +523,12 @@ async fn the_anthropic_provider_runs_the_same_loop() {
         ..AnthropicConfig::default()
     };
     let provider = Arc::new(AnthropicProvider::with_key("claude", &cfg, "sk-ant-e2e").expect("p"));
-    let script = format!("return await agent(\"Read the readme\", {{ schema: {FIX_SCHEMA} }});");
+    // The script says the first 5 characters are shared with other calls
+    // (Claude Code's sharedHeadLength): that head is its own block, marked
+    // for the prompt cache.
+    let script = format!(
+        "return await agent(\"Read the readme\", {{ schema: {FIX_SCHEMA}, sharedHeadLength: 5 }});"
+    );
     let run = start(request(&script).with_provider(provider)).expect("start");
     let (r, events) = finish(run).await;
     assert!(r.is_completed(), "{r:?}");
@@ -542,6 +547,15 @@ async fn the_anthropic_provider_runs_the_same_loop() {
             .contains("StructuredOutput")
     );
     assert_eq!(first["tools"][0]["name"], "Read");
+    let ephemeral = json!({ "type": "ephemeral" });
+    assert_eq!(
+        first["messages"][0]["content"],
+        json!([
+            { "type": "text", "text": "Read ", "cache_control": ephemeral },
+            // The end of the conversation is marked too (a loop turn).
+            { "type": "text", "text": "the readme", "cache_control": ephemeral },
+        ])
+    );
     assert!(first["tools"][0]["input_schema"].is_object());
     // The second turn carries the first one's tool use and its result.
     let second = seen[1].json();
@@ -557,6 +571,11 @@ async fn the_anthropic_provider_runs_the_same_loop() {
     assert_eq!(result["type"], "tool_result");
     assert_eq!(result["tool_use_id"], msgs[1]["content"][1]["id"]);
     assert_eq!(result["is_error"], false);
+    assert_eq!(
+        result["cache_control"], ephemeral,
+        "the last block is marked"
+    );
+    assert!(msgs[1]["content"][1].get("cache_control").is_none());
     assert_eq!(result["content"].as_str().unwrap_or("").trim(), "README.md");
     let read = &seen[2].json()["messages"][4]["content"][0];
     assert!(

@@ -31,7 +31,7 @@ pub use messages::*;
 /// ([`WorkerMsg::WorkflowLoad`]) and `stall_ms` and `disallowed_tools` in
 /// [`AgentOptions`] (a `ChildStart` frame of version 5 no longer decodes);
 /// version 7 added the cache tokens and the cost to [`Usage`].
-pub const PROTOCOL_VERSION: u32 = 7;
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// The worker's exit status when an allocation failed under the sandbox's
 /// data limit: the host reports such a death as `MEMORY`.

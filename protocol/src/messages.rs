@@ -399,6 +399,12 @@ pub struct AgentOptions {
     /// providers that have tools.
     #[serde(default)]
     pub disallowed_tools: Option<Vec<String>>,
+    /// The `sharedHeadLength` option: the prompt's first this many
+    /// characters (UTF-16 code units, as JavaScript counts) are shared with
+    /// other calls, a hint for the provider's prompt cache. Not part of the
+    /// journal's call key.
+    #[serde(default)]
+    pub shared_head_length: Option<u64>,
 }
 
 /// How a child settled.

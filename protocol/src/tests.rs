@@ -40,6 +40,7 @@ fn request() -> ChildRequest {
             isolation: None,
             stall_ms: None,
             disallowed_tools: None,
+            shared_head_length: Some(20_000),
         },
         workflow: None,
     }
@@ -51,7 +52,8 @@ fn request() -> ChildRequest {
 fn a_request_reads_from_the_preludes_json() {
     let json = r#"{"prompt":"Review a.rs","label":"a.rs","phase":"Review",
         "schema":"{\"type\":\"object\"}",
-        "options":{"model":"haiku","provider":null,"effort":"low","agentType":"x:y","isolation":null}}"#;
+        "options":{"model":"haiku","provider":null,"effort":"low","agentType":"x:y","isolation":null,
+        "sharedHeadLength":20000}}"#;
     let parsed: ChildRequest = serde_json::from_str(json).expect("prelude JSON");
     assert_eq!(parsed, request());
 }

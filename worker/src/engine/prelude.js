@@ -680,9 +680,9 @@
     isolation: true,
   };
   const SUPPORTED_LIST = "label, phase, schema, model, provider, effort, agentType, isolation";
-  // Options Claude Code knows, read apart from the others: stallMs and
-  // disallowedTools are sent to the host; bashCommandClamp and
-  // sharedHeadLength are checked and not acted on yet (docs/scripts.md).
+  // Options Claude Code knows, read apart from the others: stallMs,
+  // disallowedTools and sharedHeadLength are sent to the host;
+  // bashCommandClamp is checked and not acted on yet (docs/scripts.md).
   const ACCEPTED_OPTIONS = {
     __proto__: null,
     stallMs: true,
@@ -937,6 +937,7 @@
           isolation: "isolation" in plain ? plain.isolation : null,
           stallMs: readStallMs(accepted),
           disallowedTools: "disallowedTools" in accepted ? accepted.disallowedTools : null,
+          sharedHeadLength: "sharedHeadLength" in accepted ? accepted.sharedHeadLength : null,
         },
         workflow: child !== null ? child.name : null,
       };

@@ -66,6 +66,24 @@ pub struct Turn<'a> {
     /// The call's schema, for a model turn without tools (sent the API's
     /// own way); `None` when the schema travels as `StructuredOutput`.
     pub schema: Option<&'a Value>,
+    /// The bytes of the first message shared with other calls (the call's
+    /// `sharedHeadLength`), for APIs whose prompt cache is marked by the
+    /// request (Anthropic's `cache_control`).
+    pub shared_head: Option<usize>,
+}
+
+/// The byte length of the first `units` UTF-16 code units of `text` (as
+/// JavaScript counts a string's length), at a character boundary; `None`
+/// when that is none or all of it.
+pub fn shared_head(text: &str, units: u64) -> Option<usize> {
+    let mut seen = 0u64;
+    for (i, c) in text.char_indices() {
+        if seen >= units {
+            return (i > 0).then_some(i);
+        }
+        seen += c.len_utf16() as u64;
+    }
+    None
 }
 
 /// One API's way of running a turn (with its retries and streaming).
@@ -403,6 +421,10 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
             tools: &specs,
             effort: req.options.effort.as_deref(),
             schema: if specs.is_empty() { schema } else { None },
+            shared_head: req
+                .options
+                .shared_head_length
+                .and_then(|n| shared_head(&req.prompt, n)),
         };
         let reply = tokio::select! {
             biased;
@@ -702,6 +724,24 @@ mod tests {
     use super::*;
     use rstest::rstest;
     use serde_json::json;
+
+    #[rstest]
+    #[case::ascii("abcdef", 3, Some(3))]
+    #[case::none("abc", 0, None)]
+    #[case::all("abc", 3, None)]
+    #[case::beyond("abc", 10, None)]
+    // é is one UTF-16 unit and two bytes; 😀 two units and four bytes.
+    #[case::two_byte("éa", 1, Some(2))]
+    #[case::astral("😀ab", 2, Some(4))]
+    // Half of a surrogate pair: the cut goes after the whole character.
+    #[case::half_pair("😀ab", 1, Some(4))]
+    fn shared_heads_count_as_javascript_does(
+        #[case] text: &str,
+        #[case] units: u64,
+        #[case] want: Option<usize>,
+    ) {
+        assert_eq!(shared_head(text, units), want);
+    }
 
     fn schema() -> Value {
         json!({

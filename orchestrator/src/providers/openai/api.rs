@@ -390,6 +390,7 @@ mod tests {
             tools,
             effort: None,
             schema: None,
+            shared_head: None,
         }
     }
 
