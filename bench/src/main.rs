@@ -11,6 +11,7 @@
 //! Run it with `bench/run` (builds the release `dsh` and this bench first);
 //! see docs/performance.md.
 
+mod ccpeer;
 mod cheap;
 mod figures;
 mod machine;
@@ -60,6 +61,10 @@ const GROUPS: &[(&str, &str)] = &[
         "cancel → settled, the worker is SIGSTOPped (grace kill)",
     ),
     ("cli", "whole-process `dsh workflow run trivial.ts`"),
+    (
+        "cc_fanout50",
+        "a 50-agent fan-out beside Claude Code's own Workflow runtime (offline)",
+    ),
     (
         "cache16",
         "16 calls sharing a 20 KB preamble: cached input tokens, prefix holds on vs off",
@@ -124,6 +129,7 @@ fn counts(group: &str) -> (usize, usize, usize) {
         "cancel_stopped" => (10, 2, 1),
         "cli" => (50, 5, 3),
         "cache16" => (5, 1, 1),
+        "cc_fanout50" => (5, 1, 1),
         "ratelimit200" => (3, 1, 0),
         _ => (10, 2, 1),
     }
@@ -271,6 +277,7 @@ async fn run(args: &Args) -> Result<Report> {
             "cancel_stopped" => cancel_stopped(&mut bench, n, warm).await?,
             "cli" => cli(&mut bench, n, warm).await?,
             "cache16" => cache16(&mut bench, n, warm).await?,
+            "cc_fanout50" => cc_fanout50(&mut bench, n, warm, &repo, tmp.path()).await?,
             "ratelimit200" => ratelimit200(&mut bench, n, warm).await?,
             _ => {}
         }
@@ -894,6 +901,60 @@ fn median_of(figs: &[Figure], id: &str, peer: bool) -> Option<f64> {
 }
 
 /// The issue's targets, attached to their figures.
+async fn cc_fanout50(
+    b: &mut Bench<'_>,
+    n: usize,
+    warm: usize,
+    repo: &std::path::Path,
+    scratch: &std::path::Path,
+) -> Result<()> {
+    let mut f = Figure::new(
+        "cc_fanout50",
+        format!(
+            "{}-agent parallel() fan-out, concurrency 16, each agent one HTTP call to a loopback model",
+            ccpeer::AGENTS
+        ),
+        "ms",
+        Kind::Time,
+    );
+    f.peer_side = "claude";
+    let peer = ccpeer::CcPeer::find(repo, scratch);
+    let (mut d, mut p) = (Samples::default(), Samples::default());
+    for i in 0..warm + n {
+        d.add(i, warm, ccpeer::dsh_sample(&b.ctx.worker).await?);
+        if let Ok(peer) = &peer {
+            p.add(i, warm, peer.sample().await?);
+        }
+    }
+    f.dsh = d.stats();
+    f.peer = p.stats();
+    f.notes.push(
+        "dsh: start → result with the openai provider; Claude Code: its own durationMs \
+         (../shared/ccref/run_cc_workflow.py, its fake Anthropic server)"
+            .into(),
+    );
+    match &peer {
+        Ok(_) => f.peer_note = Some("Claude Code 2.1.332's Workflow runtime, offline".into()),
+        Err(why) => f.peer_note = Some(why.clone()),
+    }
+    let ratio = f.ratio();
+    f.targets.push(Target {
+        text: "50-agent fan-out ≤ 1/20 of Claude Code's".into(),
+        met: ratio.map(|r| r <= 0.05),
+        detail: match (&f.dsh, &f.peer) {
+            (Some(d), Some(c)) => format!(
+                "dsh {} ms ÷ Claude Code {} ms = {}",
+                num(d.median),
+                num(c.median),
+                num(d.median / c.median)
+            ),
+            _ => "Claude Code not run".into(),
+        },
+    });
+    b.push(f);
+    Ok(())
+}
+
 async fn cache16(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
     let (mut share, mut share_off, mut added) =
         (Samples::default(), Samples::default(), Samples::default());
