@@ -7,8 +7,10 @@ use dsh_protocol::ErrorCode;
 /// The longest a script may keep running synchronously after a cancel
 /// before the worker interrupts it. A spinning script cannot observe the
 /// cancel anyway (hooks throw `CANCELLED` as soon as it calls one), so
-/// waiting longer buys nothing and delays the settle.
-pub const CANCEL_INTERRUPT_MAX: Duration = Duration::from_millis(20);
+/// waiting longer buys nothing and delays the settle; one millisecond lets
+/// a script that reacts to `CANCELLED` unwind on its own (a catch, a
+/// finally) and stops one that spins.
+pub const CANCEL_INTERRUPT_MAX: Duration = Duration::from_millis(1);
 
 /// The deepest nesting of arrays and objects dsh keeps in `args` and in a
 /// return value: a run directory stores them two levels down (`run.json`'s
