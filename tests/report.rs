@@ -443,7 +443,9 @@ fn the_report_works_in_a_headless_chromium() {
         "the bar is marked selected"
     );
 
-    let shot = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/report-screenshot.png");
+    // Kept after the test for a human to look at, in the build's own
+    // scratch directory (wherever CARGO_TARGET_DIR puts it).
+    let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("report-screenshot.png");
     let _ = std::fs::remove_file(&shot);
     let (_, err) = browse(
         &browser,
