@@ -88,6 +88,18 @@ async fn run_hostile(script: &str, limits: Limits) -> (dsh_orchestrator::RunResu
     limits(),
     StopReason::Error, ErrorCode::ScriptError, &["gotcha"][..]
 )]
+// A request over the frame limit is refused in the script, never sent:
+// a plain prompt, and one whose JSON text is six times its length.
+#[case::a_prompt_over_the_request_limit(
+    "await agent(\"x\".repeat(17 * 1024 * 1024));",
+    limits(),
+    StopReason::Error, ErrorCode::InvalidArgument, &["bytes for one request", "send less"][..]
+)]
+#[case::a_prompt_whose_json_is_over_the_request_limit(
+    "await agent(\"\\u0001\".repeat(3 * 1024 * 1024));",
+    limits(),
+    StopReason::Error, ErrorCode::InvalidArgument, &["bytes for one request", "send less"][..]
+)]
 #[case::all_children_hang_under_a_wall_timeout(
     "await parallel([() => agent(\"a\", { label: \"hang\" }), () => agent(\"b\", { label: \"hang\" }), () => agent(\"c\", { label: \"hang\" })]);",
     Limits { wall_timeout: Some(Duration::from_millis(300)), ..limits() },

@@ -5,11 +5,38 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use dsh_protocol::{ChildRequest, EndOutcome, ErrorCode, WorkerMsg, WorkflowTarget, schema};
+use dsh_protocol::{
+    AgentOptions, ChildRequest, EndOutcome, ErrorCode, WorkerMsg, WorkflowTarget, schema,
+};
 use rquickjs::{Ctx, Function, Object};
 use serde_json::Value;
 
 use super::Shared;
+
+/// The wire request from the prelude's request object (null-prototype
+/// objects and arrays it built and filled itself: reading them runs no
+/// script code). Read field by field: no JSON text is built or parsed.
+fn child_request(r: &Object<'_>) -> rquickjs::Result<ChildRequest> {
+    let o: Object<'_> = r.get("options")?;
+    let whole = |v: Option<f64>| v.filter(|n| n.is_finite() && *n >= 0.0).map(|n| n as u64);
+    Ok(ChildRequest {
+        prompt: r.get("prompt")?,
+        label: r.get("label")?,
+        phase: r.get("phase")?,
+        schema_json: r.get("schema")?,
+        options: AgentOptions {
+            model: o.get("model")?,
+            provider: o.get("provider")?,
+            effort: o.get("effort")?,
+            agent_type: o.get("agentType")?,
+            isolation: o.get("isolation")?,
+            stall_ms: whole(o.get("stallMs")?),
+            disallowed_tools: o.get("disallowedTools")?,
+            shared_head_length: whole(o.get("sharedHeadLength")?),
+        },
+        workflow: r.get("workflow")?,
+    })
+}
 
 pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<Object<'js>> {
     let n = Object::new(ctx.clone())?;
@@ -61,11 +88,8 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
         "childStart",
         Function::new(
             ctx.clone(),
-            move |ctx: Ctx<'_>, id: f64, request: String| -> rquickjs::Result<()> {
-                // The prelude writes the wire struct's JSON spelling.
-                let request: ChildRequest = serde_json::from_str(&request).map_err(|e| {
-                    rquickjs::Exception::throw_internal(&ctx, &format!("bad agent request: {e}"))
-                })?;
+            move |id: f64, request: Object<'_>| -> rquickjs::Result<()> {
+                let request = child_request(&request)?;
                 s.send(&WorkerMsg::ChildStart {
                     call_id: id as u64,
                     request,

@@ -941,11 +941,16 @@
         },
         workflow: child !== null ? child.name : null,
       };
-      const requestJson = plainJson(request);
-      // UTF-16 length × 3 bounds the UTF-8 size; ask for the exact size only near the limit.
-      if (requestJson.length * 3 > maxRequestBytes && N.utf8Bytes(requestJson) > maxRequestBytes) {
-        throw fatal("INVALID_ARGUMENT", "agent(): the request (prompt, schema and options) is " + N.utf8Bytes(requestJson) +
-          " bytes, over the limit of " + maxRequestBytes + " bytes for one request; send less");
+      // The request goes to the native side as the object it is; its JSON
+      // text (what the limit is about) is built only when a bound says it
+      // could be near the limit: a UTF-16 unit is at most 6 bytes of JSON
+      // (a \u escape), the keys and punctuation well under 1 KiB.
+      if (requestUnits(request) * 6 + 1024 > maxRequestBytes) {
+        const requestJson = plainJson(request);
+        if (requestJson.length * 3 > maxRequestBytes && N.utf8Bytes(requestJson) > maxRequestBytes) {
+          throw fatal("INVALID_ARGUMENT", "agent(): the request (prompt, schema and options) is " + N.utf8Bytes(requestJson) +
+            " bytes, over the limit of " + maxRequestBytes + " bytes for one request; send less");
+        }
       }
       if (agentsStarted >= maxTotalAgents) {
         throw fatal("AGENT_CAP", "agent(): the run may start at most " + maxTotalAgents +
@@ -959,7 +964,7 @@
       const call = {
         __proto__: null,
         id,
-        requestJson,
+        request,
         resolve,
         reject,
         hasSchema: schemaJson !== null,
@@ -972,10 +977,27 @@
     });
   }
 
+  // The UTF-16 units of a request's strings (its options' included).
+  function requestUnits(r) {
+    let n = r.prompt.length + r.label.length;
+    if (r.phase !== null) n += r.phase.length;
+    if (r.schema !== null) n += r.schema.length;
+    if (r.workflow !== null) n += r.workflow.length;
+    const o = r.options;
+    for (let i = 0; i < STRING_OPTIONS.length; i++) {
+      const v = o[STRING_OPTIONS[i]];
+      if (typeof v === "string") n += v.length;
+    }
+    if (typeof o.isolation === "string") n += o.isolation.length;
+    const d = o.disallowedTools;
+    if (d !== null) for (let i = 0; i < d.length; i++) n += d[i].length + 3;
+    return n;
+  }
+
   function startCall(call) {
     running++;
     call.started = true;
-    N.childStart(call.id, call.requestJson);
+    N.childStart(call.id, call.request);
   }
 
   // A slot freed: start the oldest waiting call.
