@@ -117,19 +117,7 @@ pub async fn dsh_sample(worker: &WorkerCommand) -> Result<f64> {
         ..Options::default()
     })
     .await?;
-    let cfg = dsh_orchestrator::providers::openai::OpenAiConfig {
-        base_url: server.base_url(),
-        api_key_env: String::new(),
-        agent: dsh_orchestrator::providers::agent::LoopSettings {
-            tools: Some(Vec::new()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let provider = std::sync::Arc::new(
-        dsh_orchestrator::providers::openai::OpenAiProvider::with_key("bench", &cfg, "")
-            .context("the openai provider")?,
-    );
+    let provider = crate::cheap::provider(&server, |_| {})?;
     let req = StartRequest::new("fanout50.js", script())
         .with_provider(provider)
         .with_worker(worker.clone());

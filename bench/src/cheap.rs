@@ -31,7 +31,8 @@ pub const RATE_WINDOW: Duration = Duration::from_secs(1);
 pub const RATE_CALLS: u32 = 200;
 const RATE_LATENCY: Duration = Duration::from_millis(20);
 
-fn provider(
+/// The `openai` provider pointed at `server`, one completion per call.
+pub fn provider(
     server: &ModelServer,
     tweak: impl FnOnce(&mut OpenAiConfig),
 ) -> Result<Arc<OpenAiProvider>> {
