@@ -442,9 +442,23 @@ pub struct Usage {
     #[serde(default)]
     pub cache_write: u64,
     /// What the child's provider says the tokens cost, in US dollars
-    /// (agent CLIs that report it); `None` when it said nothing.
-    #[serde(default)]
+    /// (agent CLIs that report it); `None` when it said nothing. A cost
+    /// that is not a finite number of dollars, 0 or more, reads as `None`.
+    #[serde(default, deserialize_with = "dollars")]
     pub cost_usd: Option<f64>,
+}
+
+/// `cost_usd` as read: NaN, an infinity or a negative amount (which only a
+/// broken or hostile peer, or a tampered file, holds) is refused, so every
+/// decoded [`Usage`] sums and compares like a number and encodes back to
+/// the same bytes.
+fn dollars<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    match Option::<f64>::deserialize(d)? {
+        Some(c) if Usage::dollars(c).is_none() => Err(serde::de::Error::custom(format!(
+            "costUsd must be a finite number of US dollars, 0 or more; got {c}"
+        ))),
+        c => Ok(c),
+    }
 }
 
 impl Serialize for Usage {
@@ -510,7 +524,15 @@ impl Usage {
         }
     }
 
-    /// The sum of two usages (a cost when either reported one).
+    /// `c` as a cost a `Usage` may hold: a finite number of dollars, 0 or
+    /// more; `None` for anything else (what a provider reported that is no
+    /// cost at all).
+    pub fn dollars(c: f64) -> Option<f64> {
+        (c.is_finite() && c >= 0.0).then_some(c)
+    }
+
+    /// The sum of two usages (a cost when either reported one; a sum past
+    /// the largest `f64` stays at it).
     #[must_use]
     pub fn plus(self, other: Usage) -> Usage {
         Usage {
@@ -520,7 +542,7 @@ impl Usage {
             cache_write: self.cache_write.saturating_add(other.cache_write),
             cost_usd: match (self.cost_usd, other.cost_usd) {
                 (None, None) => None,
-                (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+                (a, b) => Some((a.unwrap_or(0.0) + b.unwrap_or(0.0)).min(f64::MAX)),
             },
         }
     }

@@ -299,3 +299,35 @@ fn usage_as_json_omits_what_is_zero_and_reads_older_json() {
         u
     );
 }
+
+/// A cost no figure can use (NaN, an infinity, a negative amount) is
+/// refused, on the wire and in JSON: the fuzzer's frame target found a NaN
+/// that decoded, then compared unequal to itself after a round trip.
+#[rstest]
+#[case::nan(f64::NAN)]
+#[case::infinite(f64::INFINITY)]
+#[case::negative(-0.5)]
+fn an_unusable_cost_is_refused(#[case] cost: f64) {
+    let sent = Usage {
+        cost_usd: Some(cost),
+        ..Usage::new(1, 2)
+    };
+    let body = postcard::to_allocvec(&sent).expect("encodes");
+    assert!(postcard::from_bytes::<Usage>(&body).is_err());
+    assert_eq!(Usage::dollars(cost), None);
+    let json = serde_json::from_str::<Usage>(r#"{"input":1,"output":2,"costUsd":-0.5}"#);
+    let e = json.expect_err("a negative cost").to_string();
+    assert!(e.contains("costUsd must be a finite number"), "{e}");
+    let zero = Usage {
+        cost_usd: Some(0.0),
+        ..sent
+    };
+    let back: Usage =
+        postcard::from_bytes(&postcard::to_allocvec(&zero).expect("encodes")).expect("decodes");
+    assert_eq!(back, zero);
+    let huge = Usage {
+        cost_usd: Some(f64::MAX),
+        ..sent
+    };
+    assert_eq!(huge.plus(huge).cost_usd, Some(f64::MAX));
+}

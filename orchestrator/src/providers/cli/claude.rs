@@ -289,13 +289,17 @@ fn result_usage(v: &Value) -> Option<Usage> {
                 cache_write: write,
                 cost_usd: None,
             });
-            cost += m.get("costUSD").and_then(Value::as_f64).unwrap_or(0.0);
+            cost += m
+                .get("costUSD")
+                .and_then(Value::as_f64)
+                .and_then(Usage::dollars)
+                .unwrap_or(0.0);
         }
-        total.cost_usd = Some(cost);
+        total.cost_usd = Usage::dollars(cost);
         return Some(total);
     }
     let mut u = usage_of(&v["usage"])?;
-    u.cost_usd = v["total_cost_usd"].as_f64();
+    u.cost_usd = v["total_cost_usd"].as_f64().and_then(Usage::dollars);
     Some(u)
 }
 
