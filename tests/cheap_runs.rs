@@ -118,7 +118,9 @@ async fn a_fan_out_sharing_a_preamble_sends_one_first_and_the_rest_hit_the_cache
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_holds_the_same_fan_out_misses_the_cache() {
     let server = ModelServer::start(Options {
-        latency: Duration::from_millis(100),
+        // Long enough that the sixteen requests, sent together, all
+        // arrive before the first answer even on a loaded machine.
+        latency: Duration::from_millis(500),
         ..Options::default()
     })
     .await
@@ -145,10 +147,12 @@ async fn without_holds_the_same_fan_out_misses_the_cache() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limit_is_met_by_adapting_the_concurrency_without_a_failed_call() {
-    // 12 requests per 400 ms; 60 calls need five windows.
+    // 20 requests per second; 60 calls need three windows. A window long
+    // enough that even a slow, loaded machine sends more than 20 in it, so
+    // the limit is certainly hit.
     let server = ModelServer::start(Options {
         latency: Duration::from_millis(10),
-        rate: Some((12, Duration::from_millis(400))),
+        rate: Some((20, Duration::from_secs(1))),
         ..Options::default()
     })
     .await
