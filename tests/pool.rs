@@ -159,3 +159,46 @@ async fn dropping_the_pool_leaves_no_process() {
         }
     }
 }
+
+/// A pool worker builds its engine (runtime, context, prelude) while it
+/// waits for its run, before the run's memory limit is known; the limit
+/// must still hold for everything the script allocates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepared_engine_still_obeys_the_runs_memory_limit() {
+    let pool = WorkerPool::prefilled(dsh(), 1).expect("pool");
+    let script =
+        "const a: string[] = []; let i = 0; while (true) a.push(\"x\".repeat(4096) + i++);";
+    let run = start(
+        request(script)
+            .with_limits(dsh_orchestrator::Limits {
+                memory_bytes: 16 << 20,
+                ..limits()
+            })
+            .with_pool(pool.clone()),
+    )
+    .expect("start");
+    let pid = run.worker_pid();
+    let r = result(&run).await;
+    run.dispose().await;
+    assert_eq!(r.stop_reason, StopReason::Error);
+    let err = r.error.as_ref().expect("an error");
+    assert_eq!(err.code, dsh_orchestrator::ErrorCode::Memory, "{err:?}");
+    assert!(err.message.contains("16777216"), "{}", err.message);
+    assert_process_gone_async(pid).await;
+}
+
+/// `dsh` (which is also the worker) is linked position-dependent on Linux
+/// (build.rs): a PIE's ~34,000 relocated pointers would make ~580 KiB of
+/// every worker private (docs/performance.md, round 3). An ELF header of
+/// type `ET_EXEC` (2), not `ET_DYN` (3), says the link flag took effect.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_dsh_binary_is_position_dependent() {
+    let bytes = std::fs::read(DSH).expect("read the dsh binary");
+    assert_eq!(&bytes[..4], b"\x7fELF", "not an ELF file");
+    let e_type = u16::from_le_bytes([bytes[16], bytes[17]]);
+    assert_eq!(
+        e_type, 2,
+        "dsh is not ET_EXEC (type {e_type}); the -no-pie link argument in build.rs did not apply"
+    );
+}

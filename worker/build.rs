@@ -15,6 +15,11 @@ mod bytecode;
 fn main() {
     println!("cargo::rerun-if-changed=src/engine/prelude.js");
     println!("cargo::rerun-if-changed=src/engine/bytecode.rs");
+    // Position-dependent, like `dsh` (see the root build.rs for why): the
+    // relocated pages of a PIE would be private to every worker.
+    if std::env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+        println!("cargo::rustc-link-arg-bin=dsh-worker=-no-pie");
+    }
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let source =
         std::fs::read_to_string("src/engine/prelude.js").expect("prelude.js is part of the crate");

@@ -112,6 +112,10 @@ fn serve(mut chan: Channel, landlock_abi_override: Option<u32>) -> Result<(), Ch
         protocol_version: PROTOCOL_VERSION,
         pid: std::process::id(),
     })?;
+    chan.flush()?;
+    // Built while the host prepares `Init` (or while a pool worker waits):
+    // see `engine::Engine`.
+    let engine = engine::Engine::prepare();
     let init = loop {
         chan.wait(None)?;
         match chan.pop() {
@@ -137,5 +141,5 @@ fn serve(mut chan: Channel, landlock_abi_override: Option<u32>) -> Result<(), Ch
             return chan.flush();
         }
     };
-    engine::run(chan, *init, sandbox)
+    engine::run(chan, *init, sandbox, engine)
 }

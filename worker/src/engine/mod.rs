@@ -22,7 +22,7 @@ use dsh_protocol::{
     Args, CancelReason, ChildOutcome, EndOutcome, EndResult, ErrorCode, HostMsg, Init,
     SandboxReport, WorkerMsg,
 };
-use rquickjs::{Context, Ctx, Function, Object, Runtime, context::EvalOptions};
+use rquickjs::{Context, Ctx, Function, Object, Persistent, Runtime, context::EvalOptions};
 
 use crate::channel::{Channel, ChannelError};
 use crate::clock::{Clock, Interrupted};
@@ -72,10 +72,43 @@ impl Shared {
     }
 }
 
+/// The engine built before `Init` arrives: a QuickJS runtime and context
+/// and the prelude function loaded from its bytecode (not yet called). None
+/// of it depends on the run, so a worker builds it right after `Hello`,
+/// while the host prepares `Init` or while it waits in a warm pool; the run
+/// then starts with the engine ready. Nothing of the script or the prelude
+/// runs before the sandbox is applied.
+pub(crate) struct Engine {
+    // Field order is drop order: the saved prelude before its context,
+    // the context before its runtime.
+    prelude: Option<Persistent<Function<'static>>>,
+    ctx: Context,
+    rt: Runtime,
+}
+
+impl Engine {
+    /// Builds the runtime and context and loads the prelude; the error
+    /// text says what failed (reported when the run would have started).
+    pub(crate) fn prepare() -> Result<Engine, String> {
+        let rt = Runtime::new().map_err(|e| format!("cannot create the engine: {e}"))?;
+        rt.set_max_stack_size(2 * 1024 * 1024);
+        let ctx = Context::full(&rt).map_err(|e| format!("cannot create the engine: {e}"))?;
+        // A prelude that does not load now is loaded (or its error
+        // reported) by `build`, as without a prepared engine.
+        let prelude = ctx.with(|ctx| load_prelude(&ctx).ok().map(|f| Persistent::save(&ctx, f)));
+        Ok(Engine { prelude, ctx, rt })
+    }
+}
+
 /// Runs the whole life of a worker after `Init`: build, Ready, wait for Go,
 /// run the body, End. Returns when `End` has been written (or the host is
 /// gone).
-pub(crate) fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(), ChannelError> {
+pub(crate) fn run(
+    chan: Channel,
+    init: Init,
+    sandbox: SandboxReport,
+    engine: Result<Engine, String>,
+) -> Result<(), ChannelError> {
     let limits = &init.limits;
     let shared = Rc::new(Shared {
         chan: RefCell::new(chan),
@@ -91,12 +124,15 @@ pub(crate) fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(
         ),
     });
 
-    let rt = match Runtime::new() {
-        Ok(rt) => rt,
-        Err(e) => return fail_before_start(&shared, format!("cannot create the engine: {e}")),
+    let Engine {
+        mut prelude,
+        ctx,
+        rt,
+    } = match engine {
+        Ok(engine) => engine,
+        Err(message) => return fail_before_start(&shared, message),
     };
     rt.set_memory_limit(usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX));
-    rt.set_max_stack_size(2 * 1024 * 1024);
     {
         let shared = shared.clone();
         let mut last_poll = Instant::now();
@@ -116,12 +152,11 @@ pub(crate) fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(
             shared.clock.should_interrupt()
         })));
     }
-    let ctx = match Context::full(&rt) {
-        Ok(c) => c,
-        Err(e) => return fail_before_start(&shared, format!("cannot create the engine: {e}")),
-    };
 
-    let outcome = ctx.with(|ctx| drive(&ctx, &shared, &init, sandbox));
+    let outcome = ctx.with(|ctx| {
+        let prelude = prelude.take().and_then(|p| p.restore(&ctx).ok());
+        drive(&ctx, &shared, &init, sandbox, prelude)
+    });
     let mut end = shared.end.borrow_mut().take();
     if let Some(end) = end.as_mut() {
         end.log_bytes_dropped = shared.log_budget.borrow().dropped();
@@ -157,7 +192,15 @@ pub(crate) fn run(chan: Channel, init: Init, sandbox: SandboxReport) -> Result<(
                     chan.send(&WorkerMsg::End { result: end })?;
                 }
             }
-            chan.flush()
+            chan.flush()?;
+            drop(chan);
+            // The process exits next: tearing the engine down (a full GC
+            // and a free of every object) would only delay the exit and
+            // take CPU from other runs (a tenth of a short run's worker
+            // time); the kernel takes the memory back at once.
+            std::mem::forget(ctx);
+            std::mem::forget(rt);
+            Ok(())
         }
         Err(e) => Err(e),
     }
@@ -237,6 +280,7 @@ fn build<'js>(
     ctx: &Ctx<'js>,
     shared: &Rc<Shared>,
     init: &Init,
+    prelude: Option<Function<'js>>,
 ) -> Result<(Internal<'js>, Function<'js>), String> {
     let describe = |e: rquickjs::Error| -> String {
         if e.is_exception() {
@@ -254,7 +298,10 @@ fn build<'js>(
         }
     };
     let natives = natives::install(ctx, shared).map_err(describe)?;
-    let prelude: Function = load_prelude(ctx).map_err(describe)?;
+    let prelude: Function = match prelude {
+        Some(f) => f,
+        None => load_prelude(ctx).map_err(describe)?,
+    };
     let init_obj = init_object(ctx, init).map_err(describe)?;
     let internal: Object = prelude.call((natives, init_obj)).map_err(describe)?;
     let get =
@@ -272,14 +319,15 @@ fn build<'js>(
     Ok((internal, body))
 }
 
-fn drive(
-    ctx: &Ctx<'_>,
+fn drive<'js>(
+    ctx: &Ctx<'js>,
     shared: &Rc<Shared>,
     init: &Init,
     sandbox: SandboxReport,
+    prelude: Option<Function<'js>>,
 ) -> Result<(), ChannelError> {
     shared.clock.start_slice();
-    let (internal, body) = match build(ctx, shared, init) {
+    let (internal, body) = match build(ctx, shared, init, prelude) {
         Ok(x) => x,
         Err(message) => {
             shared.set_end(EndOutcome::failed(
@@ -293,6 +341,14 @@ fn drive(
         }
     };
 
+    // Building the engine and evaluating the script leave freed memory
+    // in the C heap; give its whole pages back before the run starts, so
+    // an idle run holds only what it uses.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes no pointers; it only releases free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
     BASELINE_RSS.with(|b| b.set(peak_rss_bytes()));
     {
         let mut chan = shared.chan.borrow_mut();
