@@ -202,3 +202,22 @@ fn the_dsh_binary_is_position_dependent() {
         "dsh is not ET_EXEC (type {e_type}); the -no-pie link argument in build.rs did not apply"
     );
 }
+
+/// The replacement for a taken worker is asked for when the run's worker
+/// says `Ready`, or when the run ends before that: a worker killed at
+/// once (before or after its `Ready`, whichever the machine makes it)
+/// still leaves the pool full again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_worker_dies_at_once_still_refills_the_pool() {
+    let pool = WorkerPool::prefilled(dsh(), 1).expect("pool");
+    let run = start(request("return await agent(\"x\");").with_pool(pool.clone())).expect("start");
+    let pid = run.worker_pid();
+    // SAFETY: signalling the worker of our own run.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    let r = result(&run).await;
+    assert_ne!(r.stop_reason, StopReason::Completed, "{r:?}");
+    run.dispose().await;
+    assert_process_gone_async(pid).await;
+    wait_until("the pool is full again", || pool.idle() == 1).await;
+    assert!(!pool.idle_pids().contains(&pid));
+}

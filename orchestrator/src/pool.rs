@@ -35,6 +35,30 @@ pub(crate) struct Warm {
     pub spawned: Spawned,
 }
 
+/// A taken worker, and the request for its replacement.
+pub(crate) struct Taken {
+    pub spawned: Spawned,
+    pub refill: Refill,
+}
+
+/// Asks the pool to spawn a replacement when dropped. The run that took a
+/// worker holds it until its worker says `Ready` (or the run ends first):
+/// spawning the replacement at once would make the new worker's exec and
+/// engine build compete for the CPU with the very start the pool is there
+/// to speed up (on 2 cores: a warm trivial run 2.3–3.0 → 1.9–2.0 ms, p90
+/// 4.5 → 2.3 ms; docs/performance.md). A pool under steady use still
+/// refills about as fast: the run needs its `Ready` within a millisecond
+/// or two.
+pub(crate) struct Refill {
+    inner: Arc<Inner>,
+}
+
+impl Drop for Refill {
+    fn drop(&mut self) {
+        self.inner.wake.notify_one();
+    }
+}
+
 struct Inner {
     worker: WorkerCommand,
     size: usize,
@@ -103,8 +127,9 @@ impl WorkerPool {
             .unwrap_or_default()
     }
 
-    /// Takes a live warm worker, if there is one, and asks for a refill.
-    pub(crate) fn take(&self) -> Option<Warm> {
+    /// Takes a live warm worker, if there is one; its replacement is
+    /// spawned when the returned [`Refill`] is dropped.
+    pub(crate) fn take(&self) -> Option<Taken> {
         let taken = loop {
             let next = self.inner.idle.lock().ok().and_then(|mut q| q.pop_front());
             match next {
@@ -117,8 +142,19 @@ impl WorkerPool {
                 }
             }
         };
-        self.inner.wake.notify_one();
-        taken
+        match taken {
+            Some(w) => Some(Taken {
+                spawned: w.spawned,
+                refill: Refill {
+                    inner: self.inner.clone(),
+                },
+            }),
+            None => {
+                // Empty (or only dead ones): refill now.
+                self.inner.wake.notify_one();
+                None
+            }
+        }
     }
 }
 

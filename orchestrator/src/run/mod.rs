@@ -335,14 +335,14 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         .as_ref()
         .filter(|p| *p.worker() == worker)
         .and_then(|p| p.take());
-    let (spawned, hello) = match warm {
-        Some(w) => (w.spawned, Hello::Checked),
+    let (spawned, hello, refill) = match warm {
+        Some(w) => (w.spawned, Hello::Checked, Some(w.refill)),
         None => {
             let spawned = worker::spawn(&worker, &handle).map_err(|source| StartError::Spawn {
                 program: worker.program.display().to_string(),
                 source,
             })?;
-            (spawned, Hello::Expected)
+            (spawned, Hello::Expected, None)
         }
     };
     let worker::Spawned {
@@ -396,6 +396,7 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         socket,
         stderr,
         hello,
+        refill,
         cmds,
         result_tx,
         done_tx,

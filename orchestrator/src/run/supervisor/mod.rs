@@ -151,6 +151,9 @@ pub(crate) struct Parts {
     pub socket: tokio::net::UnixStream,
     pub stderr: Option<tokio::process::ChildStderr>,
     pub hello: Hello,
+    /// For a run on a pool worker: asks the pool for a replacement when
+    /// dropped (see [`crate::pool::Refill`]).
+    pub refill: Option<crate::pool::Refill>,
     pub cmds: mpsc::UnboundedReceiver<Command>,
     pub result_tx: watch::Sender<Option<RunResult>>,
     pub done_tx: watch::Sender<bool>,
@@ -183,6 +186,10 @@ pub(crate) struct Supervisor {
     narration: Narration,
     nested: nested::Nested,
     sandbox: Option<SandboxReport>,
+    /// Dropped at `Ready` (or with the supervisor, if the run ends first):
+    /// the pool spawns the replacement once this run no longer needs the
+    /// CPU for its start.
+    refill: Option<crate::pool::Refill>,
     wall_deadline: Option<Instant>,
     startup_deadline: Instant,
 }
@@ -221,6 +228,7 @@ impl Supervisor {
             narration: Narration::default(),
             nested: nested::Nested::default(),
             sandbox: None,
+            refill: p.refill,
         };
         if p.hello == Hello::Checked {
             sup.send_init();
@@ -395,6 +403,7 @@ impl Supervisor {
             }
             (Some(Handshake::AwaitReady), WorkerMsg::Ready { sandbox }) => {
                 self.sandbox = Some(sandbox);
+                drop(self.refill.take());
                 match &mut self.phase {
                     // Cancelled before Go: the body never runs.
                     Phase::Cancelling {
