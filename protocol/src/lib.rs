@@ -20,6 +20,7 @@ pub mod codes;
 pub mod frame;
 pub mod messages;
 pub mod schema;
+pub mod spin;
 
 pub use codes::ErrorCode;
 pub use frame::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, FrameError, decode, encode};

@@ -7,16 +7,23 @@
 //! into an inbox; [`Channel::poll_inbox`] may be called from the engine's
 //! interrupt handler, which is how a `Cancel` reaches a script that is
 //! spinning in a synchronous loop.
+//!
+//! A wait that follows a write spins briefly before it blocks (see
+//! [`dsh_protocol::spin`]): the host usually answers within microseconds,
+//! and waking a process that went to sleep costs more than that on a
+//! virtual machine.
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use dsh_protocol::spin::Spin;
 use dsh_protocol::{FrameBuffer, FrameError, HostMsg, WorkerMsg, encode};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::socket::{MsgFlags, recv};
 
 /// Why the connection to the host is unusable. The worker cannot report
 /// anything once this happens; it exits.
@@ -31,6 +38,8 @@ pub enum ChannelError {
 }
 
 const FLUSH_AT: usize = 64 * 1024;
+/// Bytes read from the socket at a time.
+const READ_CHUNK: usize = 64 * 1024;
 
 pub struct Channel {
     stream: UnixStream,
@@ -40,6 +49,7 @@ pub struct Channel {
     max_frame: usize,
     /// Set once the host side is gone; later sends are dropped.
     broken: Option<String>,
+    spin: Spin,
 }
 
 impl Channel {
@@ -51,6 +61,7 @@ impl Channel {
             out: Vec::with_capacity(4096),
             max_frame,
             broken: None,
+            spin: Spin::default(),
         }
     }
 
@@ -86,16 +97,55 @@ impl Channel {
     }
 
     /// Waits up to `timeout` (forever when `None`) for bytes and decodes
-    /// whatever arrived into the inbox.
+    /// whatever arrived into the inbox. A wait that wrote something first
+    /// spins for the host's answer before it blocks (see [`Spin`]).
     pub fn wait(&mut self, timeout: Option<Duration>) -> Result<(), ChannelError> {
         if !self.inbox.is_empty() {
             return Ok(());
         }
+        let wrote = !self.out.is_empty();
         self.flush()?;
+        let window = match timeout {
+            Some(t) => self.spin.window().min(t),
+            None => self.spin.window(),
+        };
+        if wrote && !window.is_zero() {
+            if self.spin_for(window)? {
+                self.spin.hit();
+                return Ok(());
+            }
+            self.spin.miss();
+        }
+        let blocked = Instant::now();
         if self.readable(timeout)? {
             self.read_available()?;
+            if wrote {
+                self.spin.blocked_for(blocked.elapsed());
+            }
         }
         Ok(())
+    }
+
+    /// Reads without blocking until bytes arrive or `window` has passed;
+    /// true when bytes arrived (they are decoded into the inbox).
+    fn spin_for(&mut self, window: Duration) -> Result<bool, ChannelError> {
+        let until = Instant::now() + window;
+        let mut chunk = [0u8; READ_CHUNK];
+        loop {
+            match recv(self.stream.as_raw_fd(), &mut chunk, MsgFlags::MSG_DONTWAIT) {
+                Ok(0) => return Err(ChannelError::Closed),
+                Ok(n) => {
+                    self.take(&chunk[..n])?;
+                    return Ok(true);
+                }
+                Err(Errno::EAGAIN | Errno::EINTR) => {}
+                Err(e) => return Err(std::io::Error::from(e).into()),
+            }
+            if Instant::now() >= until {
+                return Ok(false);
+            }
+            std::hint::spin_loop();
+        }
     }
 
     /// Non-blocking: decodes whatever bytes are already there. Returns true
@@ -127,7 +177,7 @@ impl Channel {
     }
 
     fn read_available(&mut self) -> Result<(), ChannelError> {
-        let mut chunk = [0u8; 64 * 1024];
+        let mut chunk = [0u8; READ_CHUNK];
         let n = loop {
             match self.stream.read(&mut chunk) {
                 Ok(n) => break n,
@@ -138,10 +188,98 @@ impl Channel {
         if n == 0 {
             return Err(ChannelError::Closed);
         }
-        self.frames.push(&chunk[..n]);
+        self.take(&chunk[..n])
+    }
+
+    /// Decodes `bytes` (and what was left of a frame before them).
+    fn take(&mut self, bytes: &[u8]) -> Result<(), ChannelError> {
+        self.frames.push(bytes);
         while let Some(msg) = self.frames.next_msg::<HostMsg>()? {
             self.inbox.push_back(msg);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use dsh_protocol::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, HostMsg, WorkerMsg, encode};
+
+    use super::*;
+
+    fn phase() -> WorkerMsg {
+        WorkerMsg::Phase {
+            title: "t".into(),
+            workflow: None,
+        }
+    }
+
+    /// A host on a thread: for each frame the worker sends, waits
+    /// `delay`, then answers `Go`; after `answers` frames it hangs up.
+    fn host(stream: UnixStream, delay: Duration, answers: usize) -> std::thread::JoinHandle<()> {
+        std::thread::spawn(move || {
+            let mut stream = stream;
+            let mut frames = FrameBuffer::new(DEFAULT_MAX_FRAME_BYTES);
+            let mut buf = [0u8; 4096];
+            let mut seen = 0;
+            while seen < answers {
+                let n = stream.read(&mut buf).unwrap_or(0);
+                if n == 0 {
+                    return;
+                }
+                frames.push(&buf[..n]);
+                while let Ok(Some(_)) = frames.next_msg::<WorkerMsg>() {
+                    seen += 1;
+                    std::thread::sleep(delay);
+                    let frame = encode(&HostMsg::Go, DEFAULT_MAX_FRAME_BYTES).expect("encodes");
+                    if stream.write_all(&frame).is_err() {
+                        return;
+                    }
+                }
+            }
+        })
+    }
+
+    #[test]
+    fn answers_arrive_whether_the_wait_spins_or_blocks() {
+        let (ours, theirs) = UnixStream::pair().expect("socketpair");
+        let host = host(theirs, Duration::ZERO, 20);
+        let mut chan = Channel::new(ours, DEFAULT_MAX_FRAME_BYTES);
+        for i in 0..20 {
+            chan.send(&phase()).expect("queued");
+            while chan.pop().is_none() {
+                chan.wait(None).expect("the host answers");
+            }
+            assert!(chan.pop().is_none(), "answer {i}: one Go per frame");
+        }
+        host.join().expect("host thread");
+        // The host hung up: a wait (spinning or not) says so.
+        chan.send(&phase()).expect("queued");
+        let end = (0..3).find_map(|_| chan.wait(None).err());
+        assert!(
+            matches!(end, Some(ChannelError::Closed | ChannelError::Io(_))),
+            "{end:?}"
+        );
+    }
+
+    #[test]
+    fn a_host_that_answers_late_closes_the_spin_window() {
+        let (ours, theirs) = UnixStream::pair().expect("socketpair");
+        // 20 ms per answer: no 50 µs spin can see it.
+        let host = host(theirs, Duration::from_millis(20), 5);
+        let mut chan = Channel::new(ours, DEFAULT_MAX_FRAME_BYTES);
+        for _ in 0..5 {
+            chan.send(&phase()).expect("queued");
+            while chan.pop().is_none() {
+                chan.wait(None).expect("the host answers");
+            }
+        }
+        assert_eq!(chan.spin.window(), Duration::ZERO, "four misses close it");
+        // A wait with nothing written never spins and leaves it alone.
+        let _ = chan.wait(Some(Duration::from_millis(1)));
+        assert_eq!(chan.spin.window(), Duration::ZERO);
+        drop(host.join());
     }
 }

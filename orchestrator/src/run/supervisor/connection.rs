@@ -5,7 +5,14 @@
 //! of the next (one write, one wake-up of the worker). A worker that stops
 //! reading never blocks the supervisor: what does not fit waits for the
 //! socket to become writable.
+//!
+//! After a write the supervisor may spin briefly for the worker's next
+//! frame ([`Inbound::spin_read`], bounded by [`dsh_protocol::spin::Spin`])
+//! instead of going back to the runtime to sleep: the worker's next
+//! `agent()` call often follows within microseconds, and waking a thread
+//! whose vCPU went idle costs more than that.
 
+use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use dsh_protocol::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, FrameError, HostMsg, WorkerMsg, encode};
@@ -105,12 +112,13 @@ impl Outbound {
         matches!(&self.outbox, Outbox::Open(out) if !out.is_empty())
     }
 
-    /// Writes queued frames without blocking. `Err` is a write failure
-    /// other than the worker being gone: a frame that cannot be delivered
-    /// would leave the script waiting forever, so the run must end.
-    pub(super) fn flush(&mut self) -> Result<(), String> {
+    /// Writes queued frames without blocking; true when bytes went out.
+    /// `Err` is a write failure other than the worker being gone: a frame
+    /// that cannot be delivered would leave the script waiting forever, so
+    /// the run must end.
+    pub(super) fn flush(&mut self) -> Result<bool, String> {
         let Outbox::Open(out) = &mut self.outbox else {
-            return Ok(());
+            return Ok(false);
         };
         let mut written = 0;
         let res = loop {
@@ -131,7 +139,7 @@ impl Outbound {
                     ) =>
                 {
                     out.clear();
-                    return Ok(());
+                    return Ok(false);
                 }
                 Err(e) => break Err(format!("writing to the worker failed: {e}")),
             }
@@ -141,7 +149,7 @@ impl Outbound {
         if res.is_err() {
             out.clear();
         }
-        res
+        res.map(|()| written > 0)
     }
 
     /// Resolves when the socket can take more of what is queued; never
@@ -165,6 +173,35 @@ impl Inbound {
                 Read::Data
             }
             Err(e) => Read::Failed(e),
+        }
+    }
+
+    /// Reads without blocking until bytes arrive or `window` has passed;
+    /// `None` when nothing came. The socket is read directly, not through
+    /// the runtime, whose readiness flag is only refreshed while the
+    /// thread sleeps in the reactor (data consumed here just makes its
+    /// next readiness report a spurious one, which the read handles).
+    pub(super) fn spin_read(&mut self, window: Duration) -> Option<Read> {
+        let fd = self.reader.as_ref().as_raw_fd();
+        let until = std::time::Instant::now() + window;
+        loop {
+            match nix::sys::socket::recv(
+                fd,
+                &mut self.buf,
+                nix::sys::socket::MsgFlags::MSG_DONTWAIT,
+            ) {
+                Ok(0) => return Some(Read::Eof),
+                Ok(n) => {
+                    self.frames.push(&self.buf[..n]);
+                    return Some(Read::Data);
+                }
+                Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => {}
+                Err(e) => return Some(Read::Failed(e.into())),
+            }
+            if std::time::Instant::now() >= until {
+                return None;
+            }
+            std::hint::spin_loop();
         }
     }
 

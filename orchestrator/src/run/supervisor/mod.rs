@@ -190,6 +190,12 @@ pub(crate) struct Supervisor {
     /// the pool spawns the replacement once this run no longer needs the
     /// CPU for its start.
     refill: Option<crate::pool::Refill>,
+    /// How long to wait for the worker's next frame after a write before
+    /// going back to the runtime.
+    spin: dsh_protocol::spin::Spin,
+    /// When the last write was made without spinning (the window was
+    /// closed), until the worker's next frame.
+    blocked_since: Option<std::time::Instant>,
     wall_deadline: Option<Instant>,
     startup_deadline: Instant,
 }
@@ -229,6 +235,8 @@ impl Supervisor {
             nested: nested::Nested::default(),
             sandbox: None,
             refill: p.refill,
+            spin: dsh_protocol::spin::Spin::default(),
+            blocked_since: None,
         };
         if p.hello == Hello::Checked {
             sup.send_init();
@@ -271,8 +279,15 @@ impl Supervisor {
 
     async fn main_loop(&mut self) -> Claim {
         loop {
-            if let Err(death) = self.conn.outbound.flush() {
-                return Claim::Death(death);
+            let wrote = match self.conn.outbound.flush() {
+                Ok(wrote) => wrote,
+                Err(death) => return Claim::Death(death),
+            };
+            if wrote
+                && matches!(self.phase, Phase::Running)
+                && let Some(claim) = self.spin_for_worker()
+            {
+                return claim;
             }
             let grace = match &self.phase {
                 Phase::Cancelling { deadline, .. } => Some(*deadline),
@@ -308,6 +323,9 @@ impl Supervisor {
                 }
                 read = self.conn.inbound.read() => match read {
                     Read::Data => {
+                        if let Some(since) = self.blocked_since.take() {
+                            self.spin.blocked_for(since.elapsed());
+                        }
                         if let Some(claim) = self.decode_frames() {
                             return claim;
                         }
@@ -325,6 +343,31 @@ impl Supervisor {
                     // The worker may have written its End just before exiting.
                     return self.drain_after_exit().await;
                 }
+            }
+        }
+    }
+
+    /// Right after a write, waits a moment for the worker's next frame
+    /// without leaving the thread (see [`dsh_protocol::spin`]); what came
+    /// is handled here, an end of stream on the next turn's read.
+    fn spin_for_worker(&mut self) -> Option<Claim> {
+        let window = self.spin.window();
+        if window.is_zero() {
+            // Blocking: how soon the worker answers decides whether to
+            // spin again (see `Spin::blocked_for`).
+            self.blocked_since = Some(std::time::Instant::now());
+            return None;
+        }
+        match self.conn.inbound.spin_read(window) {
+            Some(Read::Data) => {
+                self.spin.hit();
+                self.decode_frames()
+            }
+            // The reactor reports the same end again on the next read.
+            Some(Read::Eof | Read::Failed(_)) => None,
+            None => {
+                self.spin.miss();
+                None
             }
         }
     }
