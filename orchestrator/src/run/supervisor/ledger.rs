@@ -285,9 +285,13 @@ impl Supervisor {
                 self.emit_end(call_id, &live, kind, usage, reason);
                 let child = live.child;
                 let grace = self.limits.dispose_grace;
-                self.tasks.spawn(async move {
+                let mut disposed = Box::pin(async move {
                     let _ = tokio::time::timeout(grace, child.dispose()).await;
                 });
+                // Most children have nothing to dispose: no task for them.
+                if poll_once(&mut disposed).is_none() {
+                    self.tasks.spawn(disposed);
+                }
             }
         }
     }
