@@ -50,6 +50,11 @@ pub struct Channel {
     /// Set once the host side is gone; later sends are dropped.
     broken: Option<String>,
     spin: Spin,
+    /// Where reads land. On the heap and reused: a fresh 64 KiB array per
+    /// read was zeroed every time (measured: 40 % of a worker's
+    /// instructions over 1,000 `agent()` calls), and kept 64 KiB of stack
+    /// resident; untouched pages of this buffer cost nothing.
+    buf: Vec<u8>,
 }
 
 impl Channel {
@@ -62,6 +67,7 @@ impl Channel {
             max_frame,
             broken: None,
             spin: Spin::default(),
+            buf: vec![0u8; READ_CHUNK],
         }
     }
 
@@ -130,12 +136,16 @@ impl Channel {
     /// true when bytes arrived (they are decoded into the inbox).
     fn spin_for(&mut self, window: Duration) -> Result<bool, ChannelError> {
         let until = Instant::now() + window;
-        let mut chunk = [0u8; READ_CHUNK];
         loop {
-            match recv(self.stream.as_raw_fd(), &mut chunk, MsgFlags::MSG_DONTWAIT) {
+            match recv(
+                self.stream.as_raw_fd(),
+                &mut self.buf,
+                MsgFlags::MSG_DONTWAIT,
+            ) {
                 Ok(0) => return Err(ChannelError::Closed),
                 Ok(n) => {
-                    self.take(&chunk[..n])?;
+                    self.frames.push(&self.buf[..n]);
+                    self.decode()?;
                     return Ok(true);
                 }
                 Err(Errno::EAGAIN | Errno::EINTR) => {}
@@ -177,9 +187,8 @@ impl Channel {
     }
 
     fn read_available(&mut self) -> Result<(), ChannelError> {
-        let mut chunk = [0u8; READ_CHUNK];
         let n = loop {
-            match self.stream.read(&mut chunk) {
+            match self.stream.read(&mut self.buf) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e.into()),
@@ -188,12 +197,12 @@ impl Channel {
         if n == 0 {
             return Err(ChannelError::Closed);
         }
-        self.take(&chunk[..n])
+        self.frames.push(&self.buf[..n]);
+        self.decode()
     }
 
-    /// Decodes `bytes` (and what was left of a frame before them).
-    fn take(&mut self, bytes: &[u8]) -> Result<(), ChannelError> {
-        self.frames.push(bytes);
+    /// Moves every complete frame received so far into the inbox.
+    fn decode(&mut self) -> Result<(), ChannelError> {
         while let Some(msg) = self.frames.next_msg::<HostMsg>()? {
             self.inbox.push_back(msg);
         }

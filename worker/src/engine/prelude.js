@@ -969,7 +969,6 @@
         reject,
         hasSchema: schemaJson !== null,
         started: false,
-        childStarted: false,
       };
       calls[id] = call;
       if (running < maxConcurrentAgents) startCall(call);
@@ -1015,9 +1014,6 @@
   // calls are dropped: the host is trusted less than it seems.
   const deliverers = {
     __proto__: null,
-    started(call /*, childId */) {
-      call.childStarted = true;
-    },
     startError(call, code, message) {
       delete calls[call.id];
       release();
