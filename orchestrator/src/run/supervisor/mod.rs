@@ -285,7 +285,7 @@ impl Supervisor {
             };
             if wrote
                 && matches!(self.phase, Phase::Running)
-                && let Some(claim) = self.spin_for_worker()
+                && let Some(claim) = self.spin_for_worker().await
             {
                 return claim;
             }
@@ -321,22 +321,14 @@ impl Supervisor {
                         STARTUP_TIMEOUT.as_secs()
                     ));
                 }
-                read = self.conn.inbound.read() => match read {
-                    Read::Data => {
-                        if let Some(since) = self.blocked_since.take() {
-                            self.spin.blocked_for(since.elapsed());
-                        }
-                        if let Some(claim) = self.decode_frames() {
-                            return claim;
-                        }
+                read = self.conn.inbound.read() => {
+                    if let (Read::Data, Some(since)) = (&read, self.blocked_since.take()) {
+                        self.spin.blocked_for(since.elapsed());
                     }
-                    Read::Eof => return self.claim_eof().await,
-                    // A reset usually means the worker died: report how,
-                    // as for a clean end of stream.
-                    Read::Failed(e) => {
-                        return self.claim_broken(format!("the connection to the worker failed: {e}")).await;
+                    if let Some(claim) = self.on_read(read).await {
+                        return claim;
                     }
-                },
+                }
                 Some(ev) = self.internal_rx.recv() => self.on_internal(ev),
                 _ = self.conn.outbound.writable() => {}
                 _ = self.process.exited() => {
@@ -350,7 +342,7 @@ impl Supervisor {
     /// Right after a write, waits a moment for the worker's next frame
     /// without leaving the thread (see [`dsh_protocol::spin`]); what came
     /// is handled here, an end of stream on the next turn's read.
-    fn spin_for_worker(&mut self) -> Option<Claim> {
+    async fn spin_for_worker(&mut self) -> Option<Claim> {
         let window = self.spin.window();
         if window.is_zero() {
             // Blocking: how soon the worker answers decides whether to
@@ -359,16 +351,29 @@ impl Supervisor {
             return None;
         }
         match self.conn.inbound.spin_read(window) {
-            Some(Read::Data) => {
+            Some(read) => {
                 self.spin.hit();
-                self.decode_frames()
+                self.on_read(read).await
             }
-            // The reactor reports the same end again on the next read.
-            Some(Read::Eof | Read::Failed(_)) => None,
             None => {
                 self.spin.miss();
                 None
             }
+        }
+    }
+
+    /// What a read brought, whether the runtime woke us for it or a spin
+    /// found it: frames to handle, or the end of the connection.
+    async fn on_read(&mut self, read: Read) -> Option<Claim> {
+        match read {
+            Read::Data => self.decode_frames(),
+            Read::Eof => Some(self.claim_eof().await),
+            // A reset usually means the worker died: report how, as for a
+            // clean end of stream.
+            Read::Failed(e) => Some(
+                self.claim_broken(format!("the connection to the worker failed: {e}"))
+                    .await,
+            ),
         }
     }
 
