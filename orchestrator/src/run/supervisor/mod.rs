@@ -340,8 +340,9 @@ impl Supervisor {
     }
 
     /// Right after a write, waits a moment for the worker's next frame
-    /// without leaving the thread (see [`dsh_protocol::spin`]); what came
-    /// is handled here, an end of stream on the next turn's read.
+    /// without leaving the thread (see [`dsh_protocol::spin`]); whatever
+    /// the spin finds (frames, an end of stream, a reset) is handled here,
+    /// as the runtime's read would handle it.
     async fn spin_for_worker(&mut self) -> Option<Claim> {
         let window = self.spin.window();
         if window.is_zero() {
