@@ -224,3 +224,50 @@ async fn a_run_whose_worker_dies_at_once_still_refills_the_pool() {
     wait_until("the pool is full again", || pool.idle() == 1).await;
     assert!(!pool.idle_pids().contains(&pid));
 }
+
+/// A pool worker runs the prelude before it knows its run: each run's own
+/// args, script name, agent cap and budget must still be what the hooks
+/// see, run after run on the same pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_run_on_the_pool_sees_its_own_init_data() {
+    use dsh_orchestrator::ArgsInput;
+    let pool = WorkerPool::prefilled(dsh(), 2).expect("pool");
+    let script = "let capped = null;\n\
+                  try { await agent(\"a\"); await agent(\"b\"); } catch (e) { capped = e.code; }\n\
+                  let where = null;\n\
+                  try { null.x; } catch (e) { where = String(e.stack).includes(\"pool-\") ? \"named\" : String(e.stack); }\n\
+                  return { args, total: budget.total, capped, where };";
+    for (i, (cap, tokens)) in [(1u32, Some(500u64)), (5, None)].into_iter().enumerate() {
+        let mut l = limits();
+        l.max_total_agents = cap;
+        l.budget_tokens = tokens;
+        let name = format!("pool-{i}.ts");
+        let before = pool.idle_pids();
+        let req = request(script)
+            .with_limits(l)
+            .with_args(ArgsInput::Json(json!({ "run": i })))
+            .with_pool(pool.clone());
+        let req = StartRequest {
+            script_name: name,
+            ..req
+        };
+        let run = start(req).expect("start");
+        assert!(
+            before.contains(&run.worker_pid()),
+            "run {i} took a pool worker"
+        );
+        let r = result(&run).await;
+        run.dispose().await;
+        let capped = if cap == 1 {
+            json!("AGENT_CAP")
+        } else {
+            json!(null)
+        };
+        assert_eq!(
+            r.value,
+            json!({ "args": { "run": i }, "total": tokens, "capped": capped, "where": "named" }),
+            "run {i}: {r:?}"
+        );
+        wait_until("the pool is full again", || pool.idle() == 2).await;
+    }
+}

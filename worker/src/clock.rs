@@ -22,11 +22,11 @@ pub enum Interrupted {
 
 pub struct Clock {
     slice_start: Cell<Instant>,
-    sync_limit: Duration,
-    cancel_grace: Duration,
+    sync_limit: Cell<Duration>,
+    cancel_grace: Cell<Duration>,
     cancelled_at: Cell<Option<Instant>>,
     fired: Cell<Option<Interrupted>>,
-    compute: Option<Compute>,
+    compute: Compute,
 }
 
 /// The CPU budget: process CPU time is read only when it could have run
@@ -34,7 +34,7 @@ pub struct Clock {
 /// cannot grow faster than the clock on a single thread), so the handler
 /// stays cheap.
 struct Compute {
-    limit: Duration,
+    limit: Cell<Option<Duration>>,
     started: Cell<Option<Duration>>,
     next_check: Cell<Instant>,
 }
@@ -54,33 +54,47 @@ impl Clock {
     pub fn new(sync_limit: Duration, cancel_grace: Duration, compute: Option<Duration>) -> Self {
         Clock {
             slice_start: Cell::new(Instant::now()),
-            sync_limit,
-            cancel_grace,
+            sync_limit: Cell::new(sync_limit),
+            cancel_grace: Cell::new(cancel_grace),
             cancelled_at: Cell::new(None),
             fired: Cell::new(None),
-            compute: compute.map(|limit| Compute {
-                limit,
+            compute: Compute {
+                limit: Cell::new(compute),
                 started: Cell::new(None),
                 next_check: Cell::new(Instant::now()),
-            }),
+            },
         }
+    }
+
+    /// Sets the run's limits: the clock exists before `Init` says them
+    /// (the engine is built first), and nothing of the body has run yet.
+    pub fn configure(
+        &self,
+        sync_limit: Duration,
+        cancel_grace: Duration,
+        compute: Option<Duration>,
+    ) {
+        self.sync_limit.set(sync_limit);
+        self.cancel_grace.set(cancel_grace);
+        self.compute.limit.set(compute);
     }
 
     /// The body starts: CPU time counts from here.
     pub fn start_compute(&self) {
-        if let Some(c) = &self.compute {
-            c.started.set(Some(process_cpu_time()));
-            c.next_check.set(Instant::now() + c.limit);
+        if let Some(limit) = self.compute.limit.get() {
+            self.compute.started.set(Some(process_cpu_time()));
+            self.compute.next_check.set(Instant::now() + limit);
         }
     }
 
     /// The `computeMs` budget, when one is set.
     pub fn compute_limit(&self) -> Option<Duration> {
-        self.compute.as_ref().map(|c| c.limit)
+        self.compute.limit.get()
     }
 
     fn compute_exhausted(&self, now: Instant) -> bool {
-        let Some(c) = &self.compute else {
+        let c = &self.compute;
+        let Some(limit) = c.limit.get() else {
             return false;
         };
         let Some(started) = c.started.get() else {
@@ -90,10 +104,10 @@ impl Clock {
             return false;
         }
         let used = process_cpu_time().saturating_sub(started);
-        if used >= c.limit {
+        if used >= limit {
             return true;
         }
-        let left = (c.limit - used).max(Duration::from_millis(1));
+        let left = (limit - used).max(Duration::from_millis(1));
         c.next_check.set(now + left);
         false
     }
@@ -124,12 +138,12 @@ impl Clock {
         let slice_start = self.slice_start.get();
         if let Some(at) = self.cancelled_at.get() {
             let since = at.max(slice_start);
-            if now.saturating_duration_since(since) >= self.cancel_grace {
+            if now.saturating_duration_since(since) >= self.cancel_grace.get() {
                 self.fired.set(Some(Interrupted::Cancelled));
                 return true;
             }
         }
-        if now.saturating_duration_since(slice_start) >= self.sync_limit {
+        if now.saturating_duration_since(slice_start) >= self.sync_limit.get() {
             self.fired.set(Some(Interrupted::SyncTimeout));
             return true;
         }
@@ -147,6 +161,6 @@ impl Clock {
 
 impl Clock {
     pub fn sync_limit(&self) -> Duration {
-        self.sync_limit
+        self.sync_limit.get()
     }
 }

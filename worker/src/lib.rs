@@ -1,9 +1,10 @@
 //! `dsh-worker`: runs exactly one workflow script for a dsh host.
 //!
 //! The host spawns this program with one end of a private socket pair as an
-//! inherited file descriptor (`--fd N`). The worker says `Hello`, receives
-//! `Init`, builds a QuickJS engine with the script-facing hooks
-//! ([`engine`]), reports `Ready`, runs the body after `Go`, and ends with
+//! inherited file descriptor (`--fd N`). The worker says `Hello`, builds a
+//! QuickJS engine with the script-facing hooks ([`engine`]) while it waits,
+//! receives `Init`, applies its sandbox, hands the hooks the run's data and
+//! compiles the body, reports `Ready`, runs the body after `Go`, and ends with
 //! exactly one `End` frame. It owns no subagents: every `agent()` call is
 //! an RPC to the host.
 //!
@@ -115,8 +116,9 @@ fn serve(mut chan: Channel, landlock_abi_override: Option<u32>) -> Result<(), Ch
     chan.flush()?;
     // Built while the host prepares `Init` (or while a pool worker waits):
     // see `engine::Engine`.
-    let engine = engine::Engine::prepare();
+    let engine = engine::Engine::prepare(chan);
     let init = loop {
+        let mut chan = engine.channel();
         chan.wait(None)?;
         match chan.pop() {
             Some(HostMsg::Init(init)) => break init,
@@ -137,9 +139,10 @@ fn serve(mut chan: Channel, landlock_abi_override: Option<u32>) -> Result<(), Ch
                 0,
             );
             result.sandbox = Some(refused.reached);
+            let mut chan = engine.channel();
             chan.send(&WorkerMsg::End { result })?;
             return chan.flush();
         }
     };
-    engine::run(chan, *init, sandbox, engine)
+    engine::run(engine, *init, sandbox)
 }

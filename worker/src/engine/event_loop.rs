@@ -104,7 +104,7 @@ impl<'js> Loop<'_, 'js> {
                 ErrorCode::Memory,
                 format!(
                     "the script exceeded its memory limit of {} bytes (memoryBytes)",
-                    self.shared.memory_bytes
+                    self.shared.memory_bytes.get()
                 ),
             )
         } else {

@@ -45,7 +45,7 @@ pub(crate) struct Shared {
     end: RefCell<Option<EndResult>>,
     agents_started: Cell<u64>,
     clock: Clock,
-    memory_bytes: u64,
+    memory_bytes: Cell<u64>,
     log_budget: RefCell<LogBudget>,
 }
 
@@ -72,60 +72,108 @@ impl Shared {
     }
 }
 
-/// The engine built before `Init` arrives: a QuickJS runtime and context
-/// and the prelude function loaded from its bytecode (not yet called). None
-/// of it depends on the run, so a worker builds it right after `Hello`,
-/// while the host prepares `Init` or while it waits in a warm pool; the run
-/// then starts with the engine ready. Nothing of the script or the prelude
-/// runs before the sandbox is applied.
+/// The engine built before `Init` arrives: a QuickJS runtime and context,
+/// the natives, and the prelude run (its hooks made and installed on the
+/// global object), with the state they share around the host's channel.
+/// None of it depends on the run, so a worker builds it right after
+/// `Hello`, while the host prepares `Init` or while it waits in a warm pool;
+/// the run then starts with the engine ready. The prelude is dsh's own
+/// code, compiled into the binary: nothing of the script runs before the
+/// sandbox, and the run's limits (the heap cap among them) are set before
+/// the prelude's `configure` and the body do.
 pub(crate) struct Engine {
-    // Field order is drop order: the saved prelude before its context,
-    // the context before its runtime.
-    prelude: Option<Persistent<Function<'static>>>,
+    shared: Rc<Shared>,
+    /// The engine, or why it could not be built (reported when the run
+    /// would have started).
+    built: Result<Built, String>,
+}
+
+struct Built {
+    // Field order is drop order: the prelude's entry points before their
+    // context, the context before its runtime.
+    internal: Persistent<Object<'static>>,
     ctx: Context,
     rt: Runtime,
 }
 
 impl Engine {
-    /// Builds the runtime and context and loads the prelude; the error
-    /// text says what failed (reported when the run would have started).
-    pub(crate) fn prepare() -> Result<Engine, String> {
-        let rt = Runtime::new().map_err(|e| format!("cannot create the engine: {e}"))?;
-        rt.set_max_stack_size(2 * 1024 * 1024);
-        let ctx = Context::full(&rt).map_err(|e| format!("cannot create the engine: {e}"))?;
-        // A prelude that does not load now is loaded (or its error
-        // reported) by `build`, as without a prepared engine.
-        let prelude = ctx.with(|ctx| load_prelude(&ctx).ok().map(|f| Persistent::save(&ctx, f)));
-        Ok(Engine { prelude, ctx, rt })
+    /// Builds the runtime and context, installs the natives and runs the
+    /// prelude; `chan` is the host's channel, which the natives write to.
+    pub(crate) fn prepare(chan: Channel) -> Engine {
+        let shared = Rc::new(Shared {
+            chan: RefCell::new(chan),
+            timers: RefCell::new(Timers::default()),
+            end: RefCell::new(None),
+            agents_started: Cell::new(0),
+            // Placeholders until `Init` (see `Shared::configure`); no
+            // script code runs before then.
+            memory_bytes: Cell::new(0),
+            log_budget: RefCell::new(LogBudget::new(0)),
+            clock: Clock::new(Duration::MAX, Duration::MAX, None),
+        });
+        let built = build_engine(&shared);
+        Engine { shared, built }
+    }
+
+    /// The channel to the host, to wait for `Init` on.
+    pub(crate) fn channel(&self) -> std::cell::RefMut<'_, Channel> {
+        self.shared.chan.borrow_mut()
     }
 }
 
-/// Runs the whole life of a worker after `Init`: build, Ready, wait for Go,
-/// run the body, End. Returns when `End` has been written (or the host is
-/// gone).
-pub(crate) fn run(
-    chan: Channel,
-    init: Init,
-    sandbox: SandboxReport,
-    engine: Result<Engine, String>,
-) -> Result<(), ChannelError> {
-    let limits = &init.limits;
-    let shared = Rc::new(Shared {
-        chan: RefCell::new(chan),
-        timers: RefCell::new(Timers::default()),
-        end: RefCell::new(None),
-        agents_started: Cell::new(0),
-        memory_bytes: limits.memory_bytes,
-        log_budget: RefCell::new(LogBudget::new(limits.log_bytes)),
-        clock: Clock::new(
+fn build_engine(shared: &Rc<Shared>) -> Result<Built, String> {
+    let rt = Runtime::new().map_err(|e| format!("cannot create the engine: {e}"))?;
+    rt.set_max_stack_size(2 * 1024 * 1024);
+    let ctx = Context::full(&rt).map_err(|e| format!("cannot create the engine: {e}"))?;
+    let internal = ctx.with(|ctx| {
+        let natives = natives::install(&ctx, shared).map_err(|e| describe(&ctx, e))?;
+        let prelude = load_prelude(&ctx).map_err(|e| describe(&ctx, e))?;
+        let internal: Object = prelude.call((natives,)).map_err(|e| describe(&ctx, e))?;
+        Ok::<_, String>(Persistent::save(&ctx, internal))
+    })?;
+    Ok(Built { internal, ctx, rt })
+}
+
+impl Shared {
+    /// The run's limits, from `Init`, before any script code runs.
+    fn configure(&self, limits: &dsh_protocol::Limits) {
+        self.memory_bytes.set(limits.memory_bytes);
+        *self.log_budget.borrow_mut() = LogBudget::new(limits.log_bytes);
+        self.clock.configure(
             Duration::from_millis(limits.sync_timeout_ms),
             Duration::from_millis(limits.cancel_interrupt_ms),
             limits.compute_ms.map(Duration::from_millis),
-        ),
-    });
+        );
+    }
+}
 
-    let Engine { prelude, ctx, rt } = match engine {
-        Ok(engine) => engine,
+/// What an engine error says: an exception's message and stack, or the
+/// error itself.
+fn describe(ctx: &Ctx<'_>, e: rquickjs::Error) -> String {
+    if e.is_exception() {
+        let v = ctx.catch();
+        match v.as_exception() {
+            Some(ex) => format!(
+                "{}{}",
+                ex.message().unwrap_or_default(),
+                ex.stack().map(|s| format!("\n{s}")).unwrap_or_default()
+            ),
+            None => format!("{v:?}"),
+        }
+    } else {
+        e.to_string()
+    }
+}
+
+/// Runs the whole life of a worker after `Init` (and its sandbox): the
+/// run's limits, the body compiled, Ready, wait for Go, run the body, End.
+/// Returns when `End` has been written (or the host is gone).
+pub(crate) fn run(engine: Engine, init: Init, sandbox: SandboxReport) -> Result<(), ChannelError> {
+    let limits = &init.limits;
+    let Engine { shared, built } = engine;
+    shared.configure(limits);
+    let Built { internal, ctx, rt } = match built {
+        Ok(built) => built,
         Err(message) => return fail_before_start(&shared, message),
     };
     rt.set_memory_limit(usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX));
@@ -149,10 +197,7 @@ pub(crate) fn run(
         })));
     }
 
-    let outcome = ctx.with(|ctx| {
-        let prelude = prelude.and_then(|p| p.restore(&ctx).ok());
-        drive(&ctx, &shared, &init, sandbox, prelude)
-    });
+    let outcome = ctx.with(|ctx| drive(&ctx, &shared, &init, sandbox, internal));
     let mut end = shared.end.borrow_mut().take();
     if let Some(end) = end.as_mut() {
         end.log_bytes_dropped = shared.log_budget.borrow().dropped();
@@ -272,36 +317,22 @@ fn init_object<'js>(ctx: &Ctx<'js>, init: &Init) -> rquickjs::Result<Object<'js>
     Ok(o)
 }
 
+/// The run's part of the engine: the prelude's entry points, `configure`
+/// called with the run's init data, the body compiled.
 fn build<'js>(
     ctx: &Ctx<'js>,
-    shared: &Rc<Shared>,
     init: &Init,
-    prelude: Option<Function<'js>>,
+    internal: Persistent<Object<'static>>,
 ) -> Result<(Internal<'js>, Function<'js>), String> {
-    let describe = |e: rquickjs::Error| -> String {
-        if e.is_exception() {
-            let v = ctx.catch();
-            match v.as_exception() {
-                Some(ex) => format!(
-                    "{}{}",
-                    ex.message().unwrap_or_default(),
-                    ex.stack().map(|s| format!("\n{s}")).unwrap_or_default()
-                ),
-                None => format!("{v:?}"),
-            }
-        } else {
-            e.to_string()
-        }
+    let internal: Object = internal.restore(ctx).map_err(|e| describe(ctx, e))?;
+    let get = |name: &str| -> Result<Function<'js>, String> {
+        internal.get(name).map_err(|e| describe(ctx, e))
     };
-    let natives = natives::install(ctx, shared).map_err(describe)?;
-    let prelude: Function = match prelude {
-        Some(f) => f,
-        None => load_prelude(ctx).map_err(describe)?,
-    };
-    let init_obj = init_object(ctx, init).map_err(describe)?;
-    let internal: Object = prelude.call((natives, init_obj)).map_err(describe)?;
-    let get =
-        |name: &str| -> Result<Function<'js>, String> { internal.get(name).map_err(describe) };
+    let configure = get("configure")?;
+    let init_obj = init_object(ctx, init).map_err(|e| describe(ctx, e))?;
+    configure
+        .call::<_, ()>((init_obj,))
+        .map_err(|e| describe(ctx, e))?;
     let internal = Internal {
         run: get("run")?,
         deliver: get("deliver")?,
@@ -311,7 +342,7 @@ fn build<'js>(
     };
     let body: Function = ctx
         .eval_with_options(init.script_js.as_str(), eval_opts(&init.script_name))
-        .map_err(describe)?;
+        .map_err(|e| describe(ctx, e))?;
     Ok((internal, body))
 }
 
@@ -320,10 +351,10 @@ fn drive<'js>(
     shared: &Rc<Shared>,
     init: &Init,
     sandbox: SandboxReport,
-    prelude: Option<Function<'js>>,
+    internal: Persistent<Object<'static>>,
 ) -> Result<(), ChannelError> {
     shared.clock.start_slice();
-    let (internal, body) = match build(ctx, shared, init, prelude) {
+    let (internal, body) = match build(ctx, init, internal) {
         Ok(x) => x,
         Err(message) => {
             shared.set_end(EndOutcome::failed(

@@ -120,7 +120,7 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
     n.set(
         "heapNearLimit",
         Function::new(ctx.clone(), move |ctx: Ctx<'_>| -> bool {
-            let near = super::heap_near_limit(&ctx, s.memory_bytes);
+            let near = super::heap_near_limit(&ctx, s.memory_bytes.get());
             if near {
                 // Write the End here: the prelude may not have the memory
                 // left to build its own.
@@ -128,7 +128,7 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
                     ErrorCode::Memory,
                     format!(
                         "the script exceeded its memory limit of {} bytes (memoryBytes)",
-                        s.memory_bytes
+                        s.memory_bytes.get()
                     ),
                 ));
             }

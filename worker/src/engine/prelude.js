@@ -1,10 +1,12 @@
 // The script-facing hook layer of the dsh worker (contract §2–§6).
 //
-// Evaluated once per engine, before the script. It is a function of the
-// native bindings `N` (see engine/natives.rs) and the run's init data, and
-// returns the internal entry points the Rust loop drives: `run`, `deliver`,
-// `fireTimer`, `cancel`. Everything a script can reach is installed on
-// globalThis here; the natives themselves never are.
+// Evaluated once per engine, before the script and before the run is
+// known: a worker runs it while it waits for `Init`. It is a function of
+// the native bindings `N` (see engine/natives.rs) and returns the internal
+// entry points the Rust loop drives: `configure` (the run's init data, once,
+// before the body is compiled), `run`, `deliver`, `fireTimer`, `cancel`.
+// Everything a script can reach is installed on globalThis here; the
+// natives themselves never are.
 //
 // A script may tamper with any built-in before it calls a hook, and the
 // hooks must not notice. So, in this file:
@@ -30,7 +32,7 @@
 //   values at run time, is locked at the end of this file: `then` and
 //   `toJSON` on `Object.prototype` and `Array.prototype`, `constructor` on
 //   `Promise.prototype`.
-(function (N, init) {
+(function (N) {
   "use strict";
 
   // ---------------------------------------------------------------- intrinsics
@@ -143,16 +145,16 @@
     defineData(arr, arr.length, v);
   }
 
-  const limits = init.limits;
-  const maxConcurrentAgents = limits.maxConcurrentAgents;
-  const maxTotalAgents = limits.maxTotalAgents;
-  const maxItemsPerCall = limits.maxItemsPerCall;
-  const scriptName = init.scriptName;
+  // The run's limits and names: set once by `configure`, from `Init`,
+  // before the body is compiled (no script code runs before that).
+  let maxConcurrentAgents = 0;
+  let maxTotalAgents = 0;
+  let maxItemsPerCall = 0;
   // The run's script, then each nested workflow's file as it is loaded.
-  const scriptNames = [scriptName];
-  const maxRequestBytes = init.maxRequestBytes;
-  const budgetTotal = init.budget;
-  const memoryBytes = init.memoryBytes;
+  const scriptNames = [];
+  let maxRequestBytes = 0;
+  let budgetTotal = null;
+  let memoryBytes = 0;
 
   // ---------------------------------------------------------------- errors
 
@@ -1383,22 +1385,19 @@
 
   // ---------------------------------------------------------------- budget, args
 
-  const budget = freeze({
-    total: budgetTotal,
-    spent: function () {
-      return spent;
-    },
-    remaining: function () {
-      if (budgetTotal === null) return Infinity;
-      const left = budgetTotal - spent;
-      return left > 0 ? left : 0;
-    },
-  });
-
-  let args;
-  if (init.argsKind === "json") args = parse(init.argsText);
-  else if (init.argsKind === "text") args = init.argsText;
-  else args = undefined;
+  function budgetFor(total) {
+    return freeze({
+      total,
+      spent: function () {
+        return spent;
+      },
+      remaining: function () {
+        if (budgetTotal === null) return Infinity;
+        const left = budgetTotal - spent;
+        return left > 0 ? left : 0;
+      },
+    });
+  }
 
   // ---------------------------------------------------------------- globals
 
@@ -1410,8 +1409,9 @@
   install("pipeline", pipeline);
   install("phase", phase);
   install("log", log);
-  install("args", args);
-  install("budget", budget);
+  // Defined by `configure` (here only to keep the globals' order).
+  install("args", undefined);
+  install("budget", undefined);
   install("WorkflowError", WorkflowError);
   install("setTimeout", setTimeout);
   install("clearTimeout", clearTimeout);
@@ -1579,5 +1579,28 @@
   lock(ErrorCtor, "Error", "prepareStackTrace",
     "its call sites would hand the script the hooks' own functions", undefined);
 
-  return { run, deliver, fireTimer, cancel, isEnded, forceEnd };
+  // The run's init data (engine/mod.rs `init_object`), once, after `Init`
+  // and before the body is compiled: the limits the hooks check, the
+  // script's name, and the two globals that depend on the run.
+  let configured = false;
+  function configure(init) {
+    if (configured) return;
+    configured = true;
+    const limits = init.limits;
+    maxConcurrentAgents = limits.maxConcurrentAgents;
+    maxTotalAgents = limits.maxTotalAgents;
+    maxItemsPerCall = limits.maxItemsPerCall;
+    append(scriptNames, init.scriptName);
+    maxRequestBytes = init.maxRequestBytes;
+    budgetTotal = init.budget;
+    memoryBytes = init.memoryBytes;
+    let args;
+    if (init.argsKind === "json") args = parse(init.argsText);
+    else if (init.argsKind === "text") args = init.argsText;
+    else args = undefined;
+    install("args", args);
+    install("budget", budgetFor(budgetTotal));
+  }
+
+  return { configure, run, deliver, fireTimer, cancel, isEnded, forceEnd };
 });
