@@ -271,3 +271,48 @@ async fn each_run_on_the_pool_sees_its_own_init_data() {
         wait_until("the pool is full again", || pool.idle() == 2).await;
     }
 }
+
+/// A pool worker sandboxed itself for the pool's policy before it was
+/// taken: a run with another policy must start cold and get its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_with_another_sandbox_policy_starts_cold() {
+    use dsh_orchestrator::SandboxPolicy;
+    let pool = WorkerPool::prefilled(dsh(), 1).expect("pool");
+    assert_eq!(pool.sandbox(), SandboxPolicy::BestEffort);
+    let idle = pool.idle_pids();
+    let run = start(
+        request("return 1;")
+            .with_sandbox(SandboxPolicy::Off)
+            .with_pool(pool.clone()),
+    )
+    .expect("start");
+    assert!(
+        !idle.contains(&run.worker_pid()),
+        "an unsandboxed run took a sandboxed pool worker"
+    );
+    let r = result(&run).await;
+    run.dispose().await;
+    assert_eq!(r.value, json!(1));
+    let sandbox = r.sandbox.expect("a report");
+    assert_eq!(
+        sandbox.level,
+        dsh_orchestrator::SandboxLevel::None,
+        "{sandbox:?}"
+    );
+    assert_eq!(pool.idle_pids(), idle, "the pool's worker is still there");
+
+    // The pool's own policy takes the warm worker, sandboxed as a cold
+    // best-effort run is.
+    let cold = start(request("return 1;")).expect("cold");
+    let cold_sandbox = result(&cold).await.sandbox;
+    cold.dispose().await;
+    let warm = start(request("return 1;").with_pool(pool.clone())).expect("warm");
+    assert!(
+        idle.contains(&warm.worker_pid()),
+        "the run took the pool worker"
+    );
+    let warm_sandbox = result(&warm).await.sandbox;
+    warm.dispose().await;
+    assert_eq!(warm_sandbox, cold_sandbox);
+    assert!(warm_sandbox.is_some_and(|s| s.enforced.iter().any(|r| r == "rlimit:data")));
+}

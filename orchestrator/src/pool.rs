@@ -2,9 +2,12 @@
 //! their `Hello` already checked, waiting for `Init`. A run that takes one
 //! skips the exec, the dynamic linking and the first round trip.
 //!
-//! What does not change: the sandbox is applied by the worker after `Init`,
-//! exactly as for a cold worker, so a pool worker is no less confined; and
-//! a pool worker serves exactly one run, then exits. The pool refills in
+//! What does not change: a pool worker applies the same sandbox as a cold
+//! one, at the same point (right after `Hello`, every layer but the run's
+//! own limits, which follow `Init`), so it is no less confined; and a pool
+//! worker serves exactly one run, then exits. A pool is for one sandbox
+//! policy ([`WorkerPool::with_sandbox`]; best-effort by default): a run with
+//! another policy starts cold. The pool refills in
 //! the background; a run never waits for it (an empty pool means a cold
 //! start). Dropping the last handle stops the refilling and kills the idle
 //! workers.
@@ -19,13 +22,16 @@ use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dsh_protocol::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, WorkerMsg};
+use dsh_protocol::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, SandboxPolicy, WorkerMsg};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::run::WorkerCommand;
 use crate::run::handshake::check_hello;
 use crate::run::worker::{self, Spawned};
+
+/// The policy of a pool made with [`WorkerPool::new`]: a run's default.
+const DEFAULT_SANDBOX: SandboxPolicy = SandboxPolicy::BestEffort;
 
 /// How long a new pool worker may take to say `Hello`.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -61,6 +67,7 @@ impl Drop for Refill {
 
 struct Inner {
     worker: WorkerCommand,
+    sandbox: SandboxPolicy,
     size: usize,
     idle: Mutex<VecDeque<Warm>>,
     wake: Notify,
@@ -82,7 +89,21 @@ impl WorkerPool {
     /// # Panics
     /// Outside a tokio runtime.
     pub fn new(worker: WorkerCommand, size: usize) -> Arc<WorkerPool> {
-        let inner = Inner::new(worker, size, tokio::runtime::Handle::current());
+        Self::with_sandbox(worker, size, DEFAULT_SANDBOX)
+    }
+
+    /// Like [`WorkerPool::new`], for runs with the sandbox policy `sandbox`
+    /// (its workers apply it before they are taken; a run with another
+    /// policy does not take one).
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn with_sandbox(
+        worker: WorkerCommand,
+        size: usize,
+        sandbox: SandboxPolicy,
+    ) -> Arc<WorkerPool> {
+        let inner = Inner::new(worker, sandbox, size, tokio::runtime::Handle::current());
         inner.handle.spawn(refill(inner.clone()));
         Arc::new(WorkerPool { inner })
     }
@@ -96,13 +117,13 @@ impl WorkerPool {
         let handle = tokio::runtime::Handle::try_current().map_err(|_| {
             std::io::Error::other("a worker pool must be created inside a tokio runtime")
         })?;
-        let inner = Inner::new(worker, size, handle);
+        let inner = Inner::new(worker, DEFAULT_SANDBOX, size, handle);
         // A pool that fails half-way drops (and kills) what it spawned.
         let pool = Arc::new(WorkerPool {
             inner: inner.clone(),
         });
         for _ in 0..size {
-            inner.push(spawn_warm(&inner.worker, &inner.handle)?);
+            inner.push(spawn_warm(&inner.worker, inner.sandbox, &inner.handle)?);
         }
         inner.handle.spawn(refill(inner.clone()));
         Ok(pool)
@@ -111,6 +132,11 @@ impl WorkerPool {
     /// The worker command this pool runs.
     pub fn worker(&self) -> &WorkerCommand {
         &self.inner.worker
+    }
+
+    /// The sandbox policy of the runs this pool serves.
+    pub fn sandbox(&self) -> SandboxPolicy {
+        self.inner.sandbox
     }
 
     /// Idle workers right now.
@@ -170,9 +196,15 @@ impl Drop for WorkerPool {
 }
 
 impl Inner {
-    fn new(worker: WorkerCommand, size: usize, handle: tokio::runtime::Handle) -> Arc<Inner> {
+    fn new(
+        worker: WorkerCommand,
+        sandbox: SandboxPolicy,
+        size: usize,
+        handle: tokio::runtime::Handle,
+    ) -> Arc<Inner> {
         Arc::new(Inner {
             worker,
+            sandbox,
             size,
             idle: Mutex::new(VecDeque::new()),
             wake: Notify::new(),
@@ -200,7 +232,9 @@ async fn refill(inner: Arc<Inner>) {
         while inner.missing() > 0 && !inner.closed.is_cancelled() {
             let worker = inner.worker.clone();
             let handle = inner.handle.clone();
-            let res = tokio::task::spawn_blocking(move || spawn_warm(&worker, &handle)).await;
+            let sandbox = inner.sandbox;
+            let res =
+                tokio::task::spawn_blocking(move || spawn_warm(&worker, sandbox, &handle)).await;
             match res {
                 Ok(Ok(warm)) => {
                     if inner.closed.is_cancelled() {
@@ -231,8 +265,12 @@ async fn refill(inner: Arc<Inner>) {
 }
 
 /// Spawns one worker and waits (blocking, bounded) for its `Hello`.
-fn spawn_warm(worker: &WorkerCommand, handle: &tokio::runtime::Handle) -> std::io::Result<Warm> {
-    let mut spawned = worker::spawn(worker, handle)?;
+fn spawn_warm(
+    worker: &WorkerCommand,
+    sandbox: SandboxPolicy,
+    handle: &tokio::runtime::Handle,
+) -> std::io::Result<Warm> {
+    let mut spawned = worker::spawn(worker, sandbox, handle)?;
     // On an error the worker is dropped, which kills it.
     read_hello(&mut spawned)?;
     Ok(Warm { spawned })

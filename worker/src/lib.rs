@@ -33,7 +33,8 @@ use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
 
 use dsh_protocol::{
-    DEFAULT_MAX_FRAME_BYTES, EndOutcome, EndResult, ErrorCode, HostMsg, PROTOCOL_VERSION, WorkerMsg,
+    DEFAULT_MAX_FRAME_BYTES, EndOutcome, EndResult, ErrorCode, HostMsg, PROTOCOL_VERSION,
+    SandboxPolicy, WorkerMsg,
 };
 
 use channel::{Channel, ChannelError};
@@ -60,6 +61,7 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
     }
     let mut fd: Option<i32> = None;
     let mut landlock_abi_override: Option<u32> = None;
+    let mut early_policy = SandboxPolicy::Off;
     while let Some(a) = it.next() {
         match a.as_str() {
             "--fd" => fd = it.next().and_then(|v| v.parse().ok()),
@@ -68,6 +70,19 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
                 Some(n) => landlock_abi_override = Some(n),
                 None => {
                     eprintln!("dsh-worker: --landlock-abi needs a number");
+                    return EXIT_USAGE;
+                }
+            },
+            // The run's sandbox policy, applied before `Init` (see
+            // `sandbox::early`); without it, all of it after `Init`.
+            "--sandbox" => match it.next().map(|v| v.parse::<SandboxPolicy>()) {
+                Some(Ok(p)) => early_policy = p,
+                Some(Err(e)) => {
+                    eprintln!("dsh-worker: --sandbox: {e}");
+                    return EXIT_USAGE;
+                }
+                None => {
+                    eprintln!("dsh-worker: --sandbox needs a policy");
                     return EXIT_USAGE;
                 }
             },
@@ -99,6 +114,7 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
     match serve(
         Channel::new(stream, DEFAULT_MAX_FRAME_BYTES),
         landlock_abi_override,
+        early_policy,
     ) {
         Ok(()) => 0,
         Err(e) => {
@@ -108,12 +124,18 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
     }
 }
 
-fn serve(mut chan: Channel, landlock_abi_override: Option<u32>) -> Result<(), ChannelError> {
+fn serve(
+    mut chan: Channel,
+    landlock_abi_override: Option<u32>,
+    early_policy: SandboxPolicy,
+) -> Result<(), ChannelError> {
     chan.send(&WorkerMsg::Hello {
         protocol_version: PROTOCOL_VERSION,
         pid: std::process::id(),
     })?;
     chan.flush()?;
+    // Before the engine: nothing of it runs unconfined longer than it must.
+    let early = sandbox::early(early_policy, landlock_abi_override);
     // Built while the host prepares `Init` (or while a pool worker waits):
     // see `engine::Engine`.
     let engine = engine::Engine::prepare(chan);
@@ -131,7 +153,7 @@ fn serve(mut chan: Channel, landlock_abi_override: Option<u32>) -> Result<(), Ch
         compute_ms: init.limits.compute_ms,
         landlock_abi_override,
     };
-    let sandbox = match sandbox::apply(init.sandbox, &inputs) {
+    let sandbox = match sandbox::finish(early, init.sandbox, &inputs) {
         Ok(report) => report,
         Err(refused) => {
             let mut result = EndResult::new(

@@ -151,7 +151,7 @@ const ITEM_NINE: [&str; 13] = [
 /// The attempts only the seccomp allow-list denies (Landlock governs none
 /// of them): processes, io_uring, and item 9.
 fn seccomp_only() -> Vec<&'static str> {
-    let mut v = vec!["fork()", "io_uring_setup()"];
+    let mut v = vec!["fork()", "prlimit() the test process", "io_uring_setup()"];
     v.extend(ITEM_NINE);
     v
 }
@@ -167,6 +167,7 @@ fn every_probe() -> Vec<&'static str> {
         "TCP bind",
         "connect to an abstract unix socket",
         "kill() the test process",
+        "prlimit() the test process",
         "io_uring_setup()",
     ];
     v.extend(ITEM_NINE);

@@ -330,17 +330,20 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         (None, None) => WorkerCommand::resolve()?,
     };
     // A warm worker already said Hello; a cold one is spawned now.
+    // A pool worker sandboxed itself for the pool's policy before `Init`.
     let warm = request
         .pool
         .as_ref()
-        .filter(|p| *p.worker() == worker)
+        .filter(|p| *p.worker() == worker && p.sandbox() == request.sandbox)
         .and_then(|p| p.take());
     let (spawned, hello, refill) = match warm {
         Some(w) => (w.spawned, Hello::Checked, Some(w.refill)),
         None => {
-            let spawned = worker::spawn(&worker, &handle).map_err(|source| StartError::Spawn {
-                program: worker.program.display().to_string(),
-                source,
+            let spawned = worker::spawn(&worker, request.sandbox, &handle).map_err(|source| {
+                StartError::Spawn {
+                    program: worker.program.display().to_string(),
+                    source,
+                }
             })?;
             (spawned, Hello::Expected, None)
         }

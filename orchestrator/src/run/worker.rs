@@ -12,6 +12,8 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::process::Stdio;
 
+use dsh_protocol::SandboxPolicy;
+
 use crate::process::{ProcessGroup, spawner};
 
 /// Descriptor number of the socket in the worker.
@@ -116,8 +118,15 @@ impl Spawned {
 }
 
 /// Spawns the worker in `/` with an empty environment, stdin and stdout null,
-/// stderr piped, in a new process group, with a parent-death signal.
-pub fn spawn(worker: &WorkerCommand, handle: &tokio::runtime::Handle) -> std::io::Result<Spawned> {
+/// stderr piped, in a new process group, with a parent-death signal. The
+/// worker applies `sandbox` (all but the run's own limits) right after its
+/// `Hello`, before `Init` (`--sandbox`; see docs/sandbox.md): a run given
+/// this worker must have that policy.
+pub fn spawn(
+    worker: &WorkerCommand,
+    sandbox: SandboxPolicy,
+    handle: &tokio::runtime::Handle,
+) -> std::io::Result<Spawned> {
     // CLOEXEC on both ends: only the dup2'ed descriptor 3 reaches the worker.
     let (host_end, worker_end) = std::os::unix::net::UnixStream::pair()?;
     let child_fd = worker_end.as_raw_fd();
@@ -131,6 +140,8 @@ pub fn spawn(worker: &WorkerCommand, handle: &tokio::runtime::Handle) -> std::io
     };
     let mut cmd = std::process::Command::new(&program);
     cmd.args(&worker.args)
+        .arg("--sandbox")
+        .arg(sandbox.as_str())
         .arg("--fd")
         .arg(WORKER_FD.to_string())
         .env_clear()

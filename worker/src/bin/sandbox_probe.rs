@@ -263,6 +263,9 @@ mod linux {
             }
         };
         dsh_worker::alloc::exit_on_failure();
+        // Another process of the same user (the one that started the probe),
+        // for the prlimit() attempt below.
+        let parent = std::os::unix::process::parent_id() as i32;
         if o.only_landlock {
             // Landlock alone (with the no_new_privs it needs), to show that
             // its network and scope rules bite without seccomp's help.
@@ -348,6 +351,26 @@ mod linux {
                     .map_err(Into::into),
             );
         }
+        // The allow-list lets the worker set its own limits (after `Init`),
+        // and no one else's: not even read them (the parent's here).
+        say("prlimit() the test process", {
+            let mut old = std::mem::MaybeUninit::<libc::rlimit>::uninit();
+            // SAFETY: a null new limit and a pointer to writable space for
+            // the old one, as prlimit(2) asks.
+            let rc = unsafe {
+                libc::prlimit(
+                    parent,
+                    libc::RLIMIT_NOFILE,
+                    std::ptr::null(),
+                    old.as_mut_ptr(),
+                )
+            };
+            if rc == 0 {
+                Ok("read its limit".into())
+            } else {
+                Err(last_err())
+            }
+        });
         if o.spin {
             // Burn CPU until the kernel's CPU limit stops the process.
             let mut x = 0u64;

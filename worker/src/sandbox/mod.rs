@@ -1,14 +1,16 @@
 //! The worker's sandbox: what a script that escaped the JavaScript engine
 //! could still do is bounded by the kernel, not by our good intentions.
 //!
-//! [`apply`] runs once, after `Init` and before the engine exists, while the
-//! worker is still single-threaded. It stacks independent layers, each of
-//! which reports what it actually enforced (in the spirit of rust-landlock:
-//! best effort, never pretending):
+//! It is applied once, while the worker is still single-threaded and before
+//! any line of the script exists in it: [`early`] right after `Hello` (for
+//! the policy the host named with `--sandbox`), [`finish`] after `Init`
+//! (the run's own limits and the verdict), or both at once with [`apply`].
+//! It stacks independent layers, each of which reports what it actually
+//! enforced (in the spirit of rust-landlock: best effort, never pretending):
 //!
 //! - `rlimits`: no core dumps, no file writes, few descriptors, no new
-//!   processes, a data-segment cap derived from `memoryBytes`, a CPU-time
-//!   backstop derived from `computeMs`;
+//!   processes; after `Init`, a data-segment cap derived from
+//!   `memoryBytes` and a CPU-time backstop derived from `computeMs`;
 //! - `no_new_privs`;
 //! - [`landlock`]: every filesystem right handled and none granted, TCP bind
 //!   and connect denied (ABI ≥ 4), abstract unix sockets and signals scoped
@@ -129,35 +131,80 @@ pub struct SandboxUnavailable {
     pub reached: SandboxReport,
 }
 
-/// Applies `policy` to the calling process. Under `strict`, anything short
-/// of full confinement is [`SandboxUnavailable`]; the body must then not run.
-pub fn apply(policy: SandboxPolicy, inputs: &Inputs) -> Result<SandboxReport, SandboxUnavailable> {
-    if policy == SandboxPolicy::Off {
-        return Ok(Tally::default().into_report());
+/// The layers applied before the run is known (see [`early`]).
+#[derive(Debug)]
+pub struct Early {
+    policy: SandboxPolicy,
+    tally: Tally,
+}
+
+/// Applies every layer that does not depend on the run — the fixed
+/// rlimits, `no_new_privs`, Landlock, the capability drop, the
+/// working-directory check and seccomp, in that order — for `policy`
+/// (nothing for `off`). A worker the host starts with `--sandbox` calls it
+/// right after `Hello`, before it builds its engine and long before `Init`:
+/// a run on a warm worker then only sets its own limits ([`finish`]).
+pub fn early(policy: SandboxPolicy, landlock_abi_override: Option<u32>) -> Early {
+    let mut tally = Tally::default();
+    if policy != SandboxPolicy::Off {
+        apply_layers(landlock_abi_override, &mut tally);
     }
-    let report = apply_layers(inputs);
+    Early { policy, tally }
+}
+
+/// After `Init`: the run's `policy` and limits. What [`early`] did not
+/// apply is applied now (a worker started without `--sandbox`), then the
+/// rlimits derived from `memoryBytes` and `computeMs` (seccomp lets the
+/// worker lower its own limits, nothing else). Under `strict`, anything
+/// short of full confinement is [`SandboxUnavailable`]; the body must then
+/// not run. The host only gives a run a worker sandboxed early for that
+/// run's policy; a worker sandboxed early for another one reports what it
+/// has.
+pub fn finish(
+    early: Early,
+    policy: SandboxPolicy,
+    inputs: &Inputs,
+) -> Result<SandboxReport, SandboxUnavailable> {
+    let Early {
+        policy: applied,
+        mut tally,
+    } = early;
+    if applied == SandboxPolicy::Off {
+        if policy == SandboxPolicy::Off {
+            return Ok(tally.into_report());
+        }
+        apply_layers(inputs.landlock_abi_override, &mut tally);
+    }
+    #[cfg(target_os = "linux")]
+    rlimits::apply_run(inputs, &mut tally);
+    let report = tally.into_report();
     if policy == SandboxPolicy::Strict && report.level != SandboxLevel::Full {
         return Err(SandboxUnavailable { reached: report });
     }
     Ok(report)
 }
 
+/// Applies `policy` to the calling process in one step ([`early`], then
+/// [`finish`]). Under `strict`, anything short of full confinement is
+/// [`SandboxUnavailable`]; the body must then not run.
+pub fn apply(policy: SandboxPolicy, inputs: &Inputs) -> Result<SandboxReport, SandboxUnavailable> {
+    finish(early(policy, inputs.landlock_abi_override), policy, inputs)
+}
+
 #[cfg(target_os = "linux")]
-fn apply_layers(inputs: &Inputs) -> SandboxReport {
-    let mut t = Tally::default();
-    rlimits::apply(inputs, &mut t);
+fn apply_layers(landlock_abi_override: Option<u32>, t: &mut Tally) {
+    rlimits::apply_fixed(t);
     match nix::sys::prctl::set_no_new_privs() {
         Ok(()) => t.enforced("no_new_privs"),
         Err(e) => t.missing("no_new_privs", std::io::Error::from(e)),
     }
-    landlock::apply(inputs.landlock_abi_override, &mut t);
-    caps::drop_all(&mut t);
+    landlock::apply(landlock_abi_override, t);
+    caps::drop_all(t);
     // Before seccomp: it checks Landlock, and the allow-list has no openat.
-    check_cwd(&mut t);
+    check_cwd(t);
     // Last: the allow-list has neither prctl nor capset, which the layers
     // above use.
-    seccomp::apply(&mut t);
-    t.into_report()
+    seccomp::apply(t);
 }
 
 /// A self-check rather than a promise: the host starts the worker in `/`,
@@ -174,13 +221,11 @@ fn check_cwd(t: &mut Tally) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn apply_layers(_inputs: &Inputs) -> SandboxReport {
-    let mut t = Tally::default();
+fn apply_layers(_landlock_abi_override: Option<u32>, t: &mut Tally) {
     t.missing(
         "all layers",
         "the worker sandbox is implemented for Linux only",
     );
-    t.into_report()
 }
 
 #[cfg(test)]

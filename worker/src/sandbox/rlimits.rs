@@ -30,18 +30,26 @@ pub fn cpu_limit_secs(compute_ms: u64) -> u64 {
     compute_ms.div_ceil(1000).saturating_add(CPU_HEADROOM_SECS)
 }
 
-pub fn apply(inputs: &Inputs, t: &mut Tally) {
-    let mut set = |rule: &str, resource, soft: u64, hard: u64| match setrlimit(resource, soft, hard)
-    {
+fn set(t: &mut Tally, rule: &str, resource: Resource, soft: u64, hard: u64) {
+    match setrlimit(resource, soft, hard) {
         Ok(()) => t.enforced(rule),
         Err(e) => t.missing(rule, std::io::Error::from(e)),
-    };
-    set("rlimit:core=0", Resource::RLIMIT_CORE, 0, 0);
-    set("rlimit:fsize=0", Resource::RLIMIT_FSIZE, 0, 0);
-    set("rlimit:nofile", Resource::RLIMIT_NOFILE, NOFILE, NOFILE);
+    }
+}
+
+/// The limits every run gets, whatever its `Init` says.
+pub fn apply_fixed(t: &mut Tally) {
+    set(t, "rlimit:core=0", Resource::RLIMIT_CORE, 0, 0);
+    set(t, "rlimit:fsize=0", Resource::RLIMIT_FSIZE, 0, 0);
+    set(t, "rlimit:nofile", Resource::RLIMIT_NOFILE, NOFILE, NOFILE);
     // Stops fork for ordinary users; root is exempt from this one, which
     // is why the seccomp allow-list has no fork/clone either.
-    set("rlimit:nproc=0", Resource::RLIMIT_NPROC, 0, 0);
+    set(t, "rlimit:nproc=0", Resource::RLIMIT_NPROC, 0, 0);
+}
+
+/// The limits derived from the run's `memoryBytes` and `computeMs`.
+pub fn apply_run(inputs: &Inputs, t: &mut Tally) {
+    let mut set = |rule: &str, resource, soft: u64, hard: u64| set(t, rule, resource, soft, hard);
     let data = data_limit(inputs.memory_bytes);
     set("rlimit:data", Resource::RLIMIT_DATA, data, data);
     if let Some(ms) = inputs.compute_ms {

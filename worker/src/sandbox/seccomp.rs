@@ -55,6 +55,9 @@ pub enum Allowed {
     NoExec,
     /// The first argument is the worker's own pid.
     OwnPid,
+    /// The first argument is 0, "this process" (`prlimit64`: the C
+    /// library's `setrlimit`).
+    Itself,
 }
 
 /// A group of allowed calls and why the worker needs them.
@@ -123,7 +126,7 @@ pub fn allowed() -> Vec<Group> {
         },
         Group {
             name: "the process itself",
-            why: "locks, randomness for hash seeds and Math.random, signal return and masks, and ending: exit, or abort(), which raises SIGABRT at itself",
+            why: "locks, randomness for hash seeds and Math.random, signal return and masks, its own resource limits (set once Init says them), and ending: exit, or abort(), which raises SIGABRT at itself",
             calls: vec![
                 ("futex", libc::SYS_futex, Always),
                 ("getrandom", libc::SYS_getrandom, Always),
@@ -138,6 +141,11 @@ pub fn allowed() -> Vec<Group> {
                 ("kill", libc::SYS_kill, OwnPid),
                 ("tgkill", libc::SYS_tgkill, OwnPid),
                 ("tkill", libc::SYS_tkill, OwnPid),
+                // The run's own limits: the filter goes on before `Init`
+                // says the data and CPU rlimits (sandbox/mod.rs). Its own
+                // limits only; the hard ones equal the soft ones and the
+                // capabilities are gone, so a limit can only go down.
+                ("prlimit64", libc::SYS_prlimit64, Itself),
                 ("exit", libc::SYS_exit, Always),
                 ("exit_group", libc::SYS_exit_group, Always),
             ],
@@ -191,6 +199,12 @@ fn rules(allowed: Allowed, pid: u32) -> Result<Vec<SeccompRule>, seccompiler::Ba
             SeccompCmpArgLen::Dword,
             SeccompCmpOp::Eq,
             u64::from(pid),
+        )?])?],
+        Allowed::Itself => vec![SeccompRule::new(vec![SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Eq,
+            0,
         )?])?],
     })
 }
