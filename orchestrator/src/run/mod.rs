@@ -269,6 +269,23 @@ impl StartError {
 
 /// Prepares a script without running it (what `dsh workflow check` does).
 pub fn prepare(request: &StartRequest) -> Result<(PreparedScript, Meta), StartError> {
+    check_size(request)?;
+    let prepared = script::prepare(&request.script_name, &request.source, request.kind)?;
+    let meta = resolve_meta(&prepared, request)?;
+    Ok((prepared, meta))
+}
+
+/// [`prepare`] for [`start`]: the same checks, the script served from the
+/// cache of scripts this process prepared lately (`script::prepare_cached`).
+fn prepare_for_start(request: &StartRequest) -> Result<(Arc<PreparedScript>, Meta), StartError> {
+    check_size(request)?;
+    let prepared = script::prepare_cached(&request.script_name, &request.source, request.kind)?;
+    let meta = resolve_meta(&prepared, request)?;
+    Ok((prepared, meta))
+}
+
+/// A source over `maxScriptBytes` is refused before it is parsed.
+fn check_size(request: &StartRequest) -> Result<(), StartError> {
     if request.source.len() > request.limits.max_script_bytes {
         return Err(StartError::TooLarge {
             name: request.script_name.clone(),
@@ -276,7 +293,11 @@ pub fn prepare(request: &StartRequest) -> Result<(PreparedScript, Meta), StartEr
             limit: request.limits.max_script_bytes,
         });
     }
-    let prepared = script::prepare(&request.script_name, &request.source, request.kind)?;
+    Ok(())
+}
+
+/// The run's meta: the request's, else the script's, else the fallback.
+fn resolve_meta(prepared: &PreparedScript, request: &StartRequest) -> Result<Meta, StartError> {
     let meta = match (&prepared.meta, &request.meta) {
         (_, Some(m)) => m.clone(),
         (Some(m), None) => m.clone(),
@@ -289,7 +310,7 @@ pub fn prepare(request: &StartRequest) -> Result<(PreparedScript, Meta), StartEr
             }
         },
     };
-    Ok((prepared, meta))
+    Ok(meta)
 }
 
 pub(crate) fn new_run_id() -> String {
@@ -306,7 +327,7 @@ pub(crate) fn new_run_id() -> String {
 pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
     let handle = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
     request.limits.validate()?;
-    let (prepared, meta) = prepare(&request)?;
+    let (prepared, meta) = prepare_for_start(&request)?;
     if let ArgsInput::Json(v) = &request.args {
         let depth = crate::limits::json_depth(v);
         if depth > crate::limits::MAX_JSON_DEPTH {
@@ -384,7 +405,7 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
     let sup = Supervisor::new(Parts {
         run_id: run_id.clone(),
         hub: hub.clone(),
-        prepared: Arc::new(prepared),
+        prepared,
         meta_json,
         args,
         provider: match (request.provider, request.limits.budget_usd) {

@@ -37,6 +37,7 @@
 //! errors (`with`, legacy octal literals, …) are therefore `SCRIPT_PARSE`
 //! even though the body itself runs in sloppy mode inside the async function.
 
+mod cache;
 mod diagnostic;
 mod forbidden;
 mod literal;
@@ -53,6 +54,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub(crate) use cache::prepare_cached;
 use diagnostic::Located;
 use positions::{LineIndex, SourceMapping};
 
