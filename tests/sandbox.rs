@@ -358,3 +358,20 @@ fn invalid_compute_timeouts_are_usage_errors(#[case] flags: &[&str], #[case] men
     assert!(out.stderr.starts_with("error[USAGE]: "), "{}", out.stderr);
     assert!(out.stderr.contains(mention), "{}", out.stderr);
 }
+
+/// The worker's `--sandbox` names a policy; anything else is a usage error
+/// that says what was wrong and what is accepted, before any socket is used.
+#[rstest::rstest]
+#[case::unknown(&["--sandbox", "lax", "--fd", "3"], "unknown sandbox policy \"lax\": expected one of strict, best-effort, off")]
+#[case::missing(&["--fd", "3", "--sandbox"], "--sandbox needs a policy")]
+fn a_bad_sandbox_argument_is_a_usage_error(#[case] args: &[&str], #[case] says: &str) {
+    let out = std::process::Command::new(DSH)
+        .arg("__worker")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run the worker");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(says), "{stderr}");
+}
