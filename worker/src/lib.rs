@@ -1,10 +1,12 @@
 //! `dsh-worker`: runs exactly one workflow script for a dsh host.
 //!
 //! The host spawns this program with one end of a private socket pair as an
-//! inherited file descriptor (`--fd N`). The worker says `Hello`, builds a
-//! QuickJS engine with the script-facing hooks ([`engine`]) while it waits,
-//! receives `Init`, applies its sandbox, hands the hooks the run's data and
-//! compiles the body, reports `Ready`, runs the body after `Go`, and ends with
+//! inherited file descriptor (`--fd N`). The worker says `Hello`, applies
+//! its sandbox for the policy named by `--sandbox` (all but the run's own
+//! limits, [`sandbox::early`]) and builds a QuickJS engine with the
+//! script-facing hooks ([`engine`]) while it waits, receives `Init`, sets
+//! the run's limits, hands the hooks the run's data and compiles the body,
+//! reports `Ready`, runs the body after `Go`, and ends with
 //! exactly one `End` frame. It owns no subagents: every `agent()` call is
 //! an RPC to the host.
 //!
