@@ -26,12 +26,9 @@ use dsh_protocol::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, SandboxPolicy, WorkerMs
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::run::WorkerCommand;
 use crate::run::handshake::check_hello;
 use crate::run::worker::{self, Spawned};
-
-/// The policy of a pool made with [`WorkerPool::new`]: a run's default.
-const DEFAULT_SANDBOX: SandboxPolicy = SandboxPolicy::BestEffort;
+use crate::run::{DEFAULT_SANDBOX, WorkerCommand};
 
 /// How long a new pool worker may take to say `Hello`.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);

@@ -40,6 +40,11 @@ pub enum ArgsInput {
     Text(String),
 }
 
+/// The sandbox policy of a [`StartRequest`] that names none (and of a
+/// [`crate::WorkerPool`] made with `new`).
+pub(crate) const DEFAULT_SANDBOX: dsh_protocol::SandboxPolicy =
+    dsh_protocol::SandboxPolicy::BestEffort;
+
 /// Everything a run needs. Build with [`StartRequest::new`] or
 /// [`StartRequest::from_path`] and the `with_*` methods.
 #[derive(Clone)]
@@ -89,7 +94,7 @@ impl StartRequest {
             meta: None,
             meta_fallback: None,
             args: ArgsInput::None,
-            sandbox: dsh_protocol::SandboxPolicy::BestEffort,
+            sandbox: DEFAULT_SANDBOX,
             limits: Limits::default(),
             provider: None,
             worker: None,
