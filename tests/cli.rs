@@ -355,6 +355,36 @@ fn fatal_hook_errors_settle_error_with_exit_1(
     }
 }
 
+/// An exhausted heap is `MEMORY` wherever the allocation that failed
+/// falls, including when QuickJS cannot even allocate its out-of-memory
+/// error and throws a bare `null` (which one happens depends on sizes and
+/// layout, so the table varies both); a script's own `throw null` after
+/// using a little memory stays a script error.
+#[rstest]
+#[case::bytes_1_of_8(1, "8MiB", "MEMORY")]
+#[case::bytes_10_of_8(10, "8MiB", "MEMORY")]
+#[case::bytes_100_of_16(100, "16MiB", "MEMORY")]
+#[case::bytes_1000_of_16(1000, "16MiB", "MEMORY")]
+#[case::bytes_1003_of_16(1003, "16MiB", "MEMORY")]
+#[case::bytes_4000_of_32(4000, "32MiB", "MEMORY")]
+#[case::throw_null_after_a_little(0, "16MiB", "SCRIPT_ERROR")]
+fn an_exhausted_heap_is_memory_however_it_fails(
+    #[case] bytes: usize,
+    #[case] limit: &str,
+    #[case] code: &str,
+) {
+    let script = if bytes == 0 {
+        "const a: string[] = []; for (let i = 0; i < 1000; i++) a.push(\"x\".repeat(1000) + i); throw null;".to_string()
+    } else {
+        format!(
+            "const a: string[] = []; let i = 0; while (true) a.push(\"x\".repeat({bytes}) + i++);"
+        )
+    };
+    let ws = Workspace::new("wf.ts", &script, None);
+    let out = ws.run(&["--memory", limit]);
+    assert_error_run(&out, code);
+}
+
 #[test]
 fn uncaught_fatal_error_prints_null_on_stdout() {
     let out = run_ts(r#"await agent("x", 5 as any);"#, &std_fixture(), &[]);

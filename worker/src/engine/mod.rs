@@ -369,7 +369,7 @@ fn drive<'js>(
     };
 
     release_free_heap();
-    BASELINE_RSS.with(|b| b.set(peak_rss_bytes()));
+    BASELINE.with(|b| b.set(Baseline::now()));
     {
         let mut chan = shared.chan.borrow_mut();
         chan.send(&WorkerMsg::Ready { sandbox })?;
@@ -417,12 +417,36 @@ fn drive<'js>(
 /// script leave freed memory behind, and an idle run should hold only what
 /// it uses. (Doing it at the run's first wait instead was measured: it
 /// kept ~28 KiB more per idle worker and was no faster.)
+///
+/// From then on the heap is never trimmed again and allocations up to
+/// 32 MiB come from it rather than from their own mappings, so its size
+/// is the run's high-water mark: what [`heap_near_limit`] reads to tell an
+/// exhausted heap, freed again by the time anyone asks, from a script's
+/// own `throw null`. The memory a run frees stays with its worker until
+/// the run ends; the run's limit bounds it.
 fn release_free_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim takes no pointers; it only releases free memory.
+    // SAFETY: malloc_trim and mallopt take no pointers; they only release
+    // free memory and set two of the allocator's thresholds.
     unsafe {
         libc::malloc_trim(0);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, libc::c_int::MAX);
+        // glibc's largest accepted value on 64-bit targets.
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
     }
+}
+
+/// The bytes the C heap holds from the kernel (glibc's main arena and its
+/// own mappings); `None` where that is not known.
+fn c_heap_bytes() -> Option<u64> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 takes no arguments and returns a plain struct.
+        let info = unsafe { libc::mallinfo2() };
+        Some(u64::try_from(info.arena.saturating_add(info.hblkhd)).unwrap_or(u64::MAX))
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    None
 }
 
 /// The code and message a cancelled run settles with.
@@ -442,9 +466,10 @@ fn cancel_text(reason: &CancelReason) -> (ErrorCode, String) {
     }
 }
 
-/// True when the engine's heap is within 10% of its limit: how a bare
-/// `null` exception (QuickJS could not even allocate the out-of-memory
-/// error) is told apart from a script's own `throw null`.
+/// True when the engine's heap is within 10% of its limit, or was since
+/// `Ready`: how a bare `null` exception (QuickJS could not even allocate
+/// the out-of-memory error) is told apart from a script's own `throw
+/// null`.
 pub(crate) fn heap_near_limit(ctx: &Ctx<'_>, limit: u64) -> bool {
     let mut usage = std::mem::MaybeUninit::<rquickjs::qjs::JSMemoryUsage>::uninit();
     // SAFETY: the context is live (we run inside `Context::with`) and
@@ -455,16 +480,42 @@ pub(crate) fn heap_near_limit(ctx: &Ctx<'_>, limit: u64) -> bool {
         usage.assume_init()
     };
     let used = u64::try_from(usage.malloc_size).unwrap_or(0);
-    // The heap may already be freed again by the time anyone asks; the
-    // process's peak RSS above its start-up level remembers that it filled.
-    let grown = peak_rss_bytes().saturating_sub(BASELINE_RSS.with(|b| b.get()));
+    // The heap is usually freed again by the time anyone asks (the frames
+    // that held it have unwound). The C heap, never trimmed after `Ready`,
+    // remembers that it filled; so does the process's peak RSS, for blocks
+    // too large for the heap, though its baseline is the peak of the
+    // engine's build, which may lie well above what the run started with.
+    let baseline = BASELINE.with(Cell::get);
+    let heap_grown = c_heap_bytes().map_or(0, |now| now.saturating_sub(baseline.heap));
+    let rss_grown = peak_rss_bytes().saturating_sub(baseline.peak_rss);
     used.saturating_mul(10) >= limit.saturating_mul(9)
-        || grown.saturating_mul(10) >= limit.saturating_mul(8)
+        || heap_grown.saturating_mul(10) >= limit.saturating_mul(8)
+        || rss_grown.saturating_mul(10) >= limit.saturating_mul(8)
+}
+
+/// What the process held when the run's script was about to start.
+#[derive(Clone, Copy)]
+struct Baseline {
+    /// The C heap's size ([`c_heap_bytes`]; 0 where unknown).
+    heap: u64,
+    /// The process's peak RSS.
+    peak_rss: u64,
+}
+
+impl Baseline {
+    fn now() -> Baseline {
+        Baseline {
+            heap: c_heap_bytes().unwrap_or(0),
+            peak_rss: peak_rss_bytes(),
+        }
+    }
 }
 
 thread_local! {
-    /// Peak RSS when the engine was built, before the script ran.
-    static BASELINE_RSS: Cell<u64> = const { Cell::new(0) };
+    /// Taken at `Ready`, after the heap was trimmed.
+    static BASELINE: Cell<Baseline> = const {
+        Cell::new(Baseline { heap: 0, peak_rss: 0 })
+    };
 }
 
 /// The process's peak resident set size in bytes (getrusage).
