@@ -582,16 +582,17 @@ async fn a_worker_death_after_a_cancel_reports_cancelled() {
 }
 
 #[rstest]
-#[case::garbage("printf 'garbage-bytes-here' >&3; exec /bin/sleep 30", &["protocol violation"])]
-#[case::oversized_frame("printf '\\377\\377\\377\\377' >&3; exec /bin/sleep 30", &["protocol violation", "exceeds the limit", "16777216"])]
-#[case::undecodable_frame("printf '\\001\\000\\000\\000\\377' >&3; exec /bin/sleep 30", &["protocol violation", "undecodable"])]
+#[case::garbage("printf 'garbage-bytes-here' >&0; exec /bin/sleep 30", &["protocol violation"])]
+#[case::oversized_frame("printf '\\377\\377\\377\\377' >&0; exec /bin/sleep 30", &["protocol violation", "exceeds the limit", "16777216"])]
+#[case::undecodable_frame("printf '\\001\\000\\000\\000\\377' >&0; exec /bin/sleep 30", &["protocol violation", "undecodable"])]
 // Whether the truncation or the exit is noticed first is a race; either is right.
-#[case::truncated_frame("printf '\\010\\000\\000\\000ab' >&3; exit 0", &["stream ended inside a frame|exited with status 0"])]
+#[case::truncated_frame("printf '\\010\\000\\000\\000ab' >&0; exit 0", &["stream ended inside a frame|exited with status 0"])]
 #[case::exits_at_once("exit 7", &["exited with status 7"])]
-#[case::closes_the_socket("exec 3>&-; exec /bin/sleep 30", &["closed its connection"])]
+#[case::closes_the_socket("exec 0<&-; exec /bin/sleep 30", &["closed its connection"])]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_worker_settles_worker_exited(#[case] shell: &str, #[case] mentions: &[&str]) {
-    // The host appends `--fd 3`, which become $1 and $2 of the shell.
+    // The host appends `--sandbox <policy> --fd 0 --parent <pid>`, which
+    // become $1 to $6 of the shell; the socket is the shell's stdin.
     let req = request("log(\"never\");\nreturn 1;").with_worker(WorkerCommand {
         program: "/bin/sh".into(),
         args: vec!["-c".into(), shell.into(), "sh".into()],

@@ -375,3 +375,59 @@ fn a_bad_sandbox_argument_is_a_usage_error(#[case] args: &[&str], #[case] says: 
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains(says), "{stderr}");
 }
+
+/// `--parent` must be a process id; anything else is a usage error.
+#[rstest::rstest]
+#[case::garbage(&["--fd", "0", "--parent", "host"])]
+#[case::zero(&["--fd", "0", "--parent", "0"])]
+#[case::missing(&["--fd", "0", "--parent"])]
+fn a_bad_parent_argument_is_a_usage_error(#[case] args: &[&str]) {
+    let out = std::process::Command::new(DSH)
+        .arg("__worker")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run the worker");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--parent needs the host's process id"),
+        "{stderr}"
+    );
+}
+
+/// The worker arms its own parent-death signal (the host spawns it with
+/// nothing run between fork and exec). A host that died before that was
+/// armed would never send it, so a worker whose `--parent` is already gone
+/// exits at once (status 111) instead of waiting on a socket forever.
+#[test]
+fn a_worker_whose_host_is_already_gone_exits_at_once() {
+    let mut gone = std::process::Command::new("/bin/true")
+        .spawn()
+        .expect("spawn /bin/true");
+    let gone_pid = gone.id();
+    gone.wait().expect("reap /bin/true");
+    // Its end of a socket the test keeps open: a worker that did not
+    // notice would block reading `Init` from it, not fail on a closed one.
+    let (_ours, theirs) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+    let mut worker = std::process::Command::new(DSH)
+        .args(["__worker", "--fd", "0", "--parent", &gone_pid.to_string()])
+        .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            theirs,
+        )))
+        .spawn()
+        .expect("run the worker");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = worker.try_wait().expect("wait for the worker") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = worker.kill();
+            let _ = worker.wait();
+            panic!("the worker outlived its dead host by 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(111), "{status}");
+}

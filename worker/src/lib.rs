@@ -1,7 +1,10 @@
 //! `dsh-worker`: runs exactly one workflow script for a dsh host.
 //!
 //! The host spawns this program with one end of a private socket pair as an
-//! inherited file descriptor (`--fd N`). The worker says `Hello`, applies
+//! inherited file descriptor (`--fd N`; the host passes its stdin, 0) and
+//! its own pid (`--parent PID`: the worker arms its parent-death signal
+//! itself, so the host can spawn it without running code between fork and
+//! exec). The worker says `Hello`, applies
 //! its sandbox for the policy named by `--sandbox` (all but the run's own
 //! limits, [`sandbox::early`]) and builds a QuickJS engine with the
 //! script-facing hooks ([`engine`]) while it waits, receives `Init`, sets
@@ -62,11 +65,13 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
         return reap::main(&rest);
     }
     let mut fd: Option<i32> = None;
+    let mut parent: Option<Option<i32>> = None;
     let mut landlock_abi_override: Option<u32> = None;
     let mut early_policy = SandboxPolicy::Off;
     while let Some(a) = it.next() {
         match a.as_str() {
             "--fd" => fd = it.next().and_then(|v| v.parse().ok()),
+            "--parent" => parent = Some(it.next().and_then(|v| v.parse().ok())),
             // Testing only: pretend the kernel's Landlock ABI is N.
             "--landlock-abi" => match it.next().and_then(|v| v.parse().ok()) {
                 Some(n) => landlock_abi_override = Some(n),
@@ -96,12 +101,22 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
             }
         }
     }
-    let Some(fd) = fd.filter(|fd| *fd > 2) else {
+    // 0 (stdin) or any descriptor past stderr: never the two a message
+    // to the user goes through.
+    let Some(fd) = fd.filter(|fd| *fd == 0 || *fd > 2) else {
         eprintln!(
-            "dsh-worker: missing --fd N (the host's socket); this program is started by dsh, not by hand"
+            "dsh-worker: missing --fd N (the host's socket: 0, or 3 and above); this program is started by dsh, not by hand"
         );
         return EXIT_USAGE;
     };
+    match parent {
+        None => {}
+        Some(Some(pid)) if pid > 0 => die_with_parent(pid),
+        Some(_) => {
+            eprintln!("dsh-worker: --parent needs the host's process id");
+            return EXIT_USAGE;
+        }
+    }
     // SAFETY: `--fd` names the descriptor the host left open for us (its end
     // of the socket pair, moved to that number just before exec), and
     // nothing else in this process owns it: the stream takes it over. std
@@ -124,6 +139,34 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
             EXIT_HOST_GONE
         }
     }
+}
+
+/// Exit status when the host was gone before the parent-death signal was
+/// armed (the status the host gives a child whose signal it arms itself).
+const EXIT_PARENT_GONE: i32 = 111;
+
+/// Arms SIGKILL for when the host (the thread that spawned this process)
+/// dies, then checks it had not died already: a process reparented before
+/// the signal was armed would otherwise never get it. A parent that is
+/// alive but not `parent` is a wrapper that forked this process (a
+/// `DSH_WORKER` script); it is left alone.
+fn die_with_parent(parent: i32) {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::errno::Errno;
+        use nix::sys::signal::{Signal, kill};
+        use nix::unistd::{Pid, getppid};
+        if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
+            eprintln!("dsh-worker: cannot arm the parent-death signal: {e}");
+        }
+        if getppid() != Pid::from_raw(parent)
+            && kill(Pid::from_raw(parent), None) == Err(Errno::ESRCH)
+        {
+            std::process::exit(EXIT_PARENT_GONE);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = parent;
 }
 
 fn serve(

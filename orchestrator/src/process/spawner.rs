@@ -1,10 +1,13 @@
-//! Forking children from one long-lived thread.
+//! Spawning children from one long-lived thread.
 //!
 //! The parent-death signal (`PR_SET_PDEATHSIG`) fires when the *thread*
 //! that forked the child exits, so spawning from a short-lived
 //! blocking-pool thread could kill a healthy child; a dedicated thread that
 //! lives as long as the process avoids that. Every child is also put in a
-//! process group of its own and handed back as a [`ProcessGroup`].
+//! process group of its own and handed back as a [`ProcessGroup`]. A
+//! program that is not ours gets the signal armed between fork and exec
+//! ([`own_group`]); the worker arms it itself ([`own_group_self_armed`]),
+//! which lets std use `posix_spawn` instead of a full fork.
 
 use std::os::unix::process::CommandExt;
 use std::sync::{Mutex, OnceLock, mpsc};
@@ -66,6 +69,15 @@ pub(crate) fn own_group(
     }
 }
 
+/// Puts `cmd` in a process group of its own for a child that arms its
+/// parent-death signal itself, first thing after exec (the worker's
+/// `--parent`). With no closure to run between fork and exec, std spawns
+/// it with `posix_spawn`, whose vfork semantics do not copy the host's
+/// page tables only for the exec to throw them away.
+pub(crate) fn own_group_self_armed(cmd: &mut std::process::Command) {
+    cmd.process_group(0);
+}
+
 /// Spawns `cmd` on the spawner thread (see the module docs) inside
 /// `handle`'s runtime, and hands the result to `reply` there.
 fn on_spawner_thread(
@@ -85,7 +97,8 @@ fn on_spawner_thread(
         .map_err(|_| gone())
 }
 
-/// Spawns `cmd` (prepared with [`own_group`]) and waits for it, blocking
+/// Spawns `cmd` (prepared with [`own_group`] or
+/// [`own_group_self_armed`]) and waits for it, blocking
 /// the calling thread.
 pub(crate) fn spawn_blocking(
     cmd: std::process::Command,

@@ -2,13 +2,13 @@
 //! ([`spawn`]).
 //!
 //! The host and the worker talk over an anonymous `socketpair`: the worker
-//! inherits its end as descriptor 3, so there is no socket file, no temp
+//! inherits its end as its standard input, so there is no socket file, no temp
 //! directory and no listener that anyone else could connect to (see
 //! docs/architecture.md for why this replaced a named local socket). The
 //! process itself is spawned and ended like every child of the host
 //! ([`crate::process`]).
 
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::Stdio;
 
@@ -16,20 +16,17 @@ use dsh_protocol::SandboxPolicy;
 
 use crate::process::{ProcessGroup, spawner};
 
-/// Descriptor number of the socket in the worker.
-const WORKER_FD: RawFd = 3;
-
-/// How to start a worker: a program and the arguments before `--fd 3`.
+/// How to start a worker: a program and the arguments before `--fd 0`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerCommand {
     /// The executable to run.
     pub program: PathBuf,
-    /// Arguments given before `--fd 3` (`__worker` for a `dsh` binary).
+    /// Arguments given before `--fd 0` (`__worker` for a `dsh` binary).
     pub args: Vec<String>,
 }
 
 impl WorkerCommand {
-    /// Runs `program` with no arguments before `--fd 3` (a `dsh-worker`
+    /// Runs `program` with no arguments before `--fd 0` (a `dsh-worker`
     /// executable).
     pub fn new(program: impl Into<PathBuf>) -> Self {
         WorkerCommand {
@@ -117,19 +114,22 @@ impl Spawned {
     }
 }
 
-/// Spawns the worker in `/` with an empty environment, stdin and stdout null,
-/// stderr piped, in a new process group, with a parent-death signal. The
-/// worker applies `sandbox` (all but the run's own limits) right after its
-/// `Hello`, before `Init` (`--sandbox`; see docs/sandbox.md): a run given
-/// this worker must have that policy.
+/// Spawns the worker in `/` with an empty environment, its end of the
+/// socket as stdin, stdout null, stderr piped, in a new process group. The
+/// worker arms its own parent-death signal (`--parent`), so nothing runs
+/// between fork and exec and std spawns it with `posix_spawn`: the host's
+/// page tables are not copied for a process that execs at once (in a
+/// burst of 100 runs that copy was about 15 % of all CPU;
+/// docs/performance.md). The worker applies `sandbox` (all but the run's
+/// own limits) right after its `Hello`, before `Init` (`--sandbox`; see
+/// docs/sandbox.md): a run given this worker must have that policy.
 pub fn spawn(
     worker: &WorkerCommand,
     sandbox: SandboxPolicy,
     handle: &tokio::runtime::Handle,
 ) -> std::io::Result<Spawned> {
-    // CLOEXEC on both ends: only the dup2'ed descriptor 3 reaches the worker.
+    // CLOEXEC on both ends: only the worker's stdin copy reaches it.
     let (host_end, worker_end) = std::os::unix::net::UnixStream::pair()?;
-    let child_fd = worker_end.as_raw_fd();
 
     // The worker starts in `/`, so a relative path must be made absolute
     // here (a bare name is still looked up in PATH by exec).
@@ -143,44 +143,23 @@ pub fn spawn(
         .arg("--sandbox")
         .arg(sandbox.as_str())
         .arg("--fd")
-        .arg(WORKER_FD.to_string())
+        .arg("0")
+        .arg("--parent")
+        .arg(std::process::id().to_string())
         .env_clear()
         // Not the user's project directory: the worker holds no handle on
         // it, and under Landlock it cannot even list `/`.
         .current_dir("/")
-        .stdin(Stdio::null())
+        // Moved into the command: dropped (closed here) with it once the
+        // child holds its own copy.
+        .stdin(Stdio::from(OwnedFd::from(worker_end)))
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    spawner::own_group(&mut cmd, move || inherit_as_worker_fd(child_fd));
+    spawner::own_group_self_armed(&mut cmd);
     let process = spawner::spawn_blocking(cmd, handle)?;
-    // The worker holds its own copy now; ours must not keep the pair alive.
-    drop(worker_end);
     host_end.set_nonblocking(true)?;
     Ok(Spawned {
         process,
         socket: host_end,
     })
-}
-
-/// In the forked child: makes `fd` the worker's descriptor 3, inherited
-/// across exec. Only async-signal-safe calls (fcntl, dup2).
-fn inherit_as_worker_fd(fd: RawFd) -> std::io::Result<()> {
-    let rc = if fd == WORKER_FD {
-        // SAFETY: fcntl on a descriptor this process owns, no pointers.
-        let flags = unsafe { libc::fcntl(WORKER_FD, libc::F_GETFD) };
-        if flags < 0 {
-            flags
-        } else {
-            // SAFETY: as above.
-            unsafe { libc::fcntl(WORKER_FD, libc::F_SETFD, flags & !libc::FD_CLOEXEC) }
-        }
-    } else {
-        // SAFETY: dup2 between descriptors this process owns; the new one
-        // is left without CLOEXEC, so it is inherited.
-        unsafe { libc::dup2(fd, WORKER_FD) }
-    };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
 }

@@ -30,7 +30,7 @@
 //! [`tools`] is a different profile, for one tool call of the agent loop
 //! (`dsh-worker tool`): access beneath a workspace instead of none.
 //!
-//! Not in here: the empty environment, null stdin and `/` as the working
+//! Not in here: the empty environment, the socket as stdin and `/` as the working
 //! directory are set by the host when it spawns the worker.
 
 #[cfg(target_os = "linux")]

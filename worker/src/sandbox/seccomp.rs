@@ -104,7 +104,7 @@ pub fn allowed() -> Vec<Group> {
     vec![
         Group {
             name: "the host's socket and stderr",
-            why: "frames to and from the host over the inherited socket (fd 3), waiting for them with a timeout, diagnostics on stderr; no call here can open anything new",
+            why: "frames to and from the host over the inherited socket (stdin), waiting for them with a timeout, diagnostics on stderr; no call here can open anything new",
             calls: socket,
         },
         Group {
