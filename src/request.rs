@@ -17,8 +17,8 @@ use dsh_orchestrator::providers::dry_run::DryRunProvider;
 use dsh_orchestrator::providers::router::{self, AgentTypeGate, Router};
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::{
-    ArgsInput, ErrorCode, Limits, Meta, SandboxPolicy, StartRequest, SubagentProvider,
-    WorkerCommand,
+    ArgsInput, ErrorCode, Limits, Meta, SandboxPolicy, SpawnedWorker, StartRequest,
+    SubagentProvider, WorkerCommand,
 };
 use serde_json::Value;
 
@@ -66,6 +66,12 @@ pub fn build(a: &RunArgs) -> Result<(StartRequest, ProviderSpec), CliError> {
         .map(|a| a.0)
         .or(config.workflow.sandbox)
         .unwrap_or(SandboxPolicy::BestEffort);
+    // The worker is spawned now, so that its exec, sandbox and engine
+    // build run beside the rest of this preparation, the run directory
+    // and the script's parse (docs/performance.md). Should this spawn
+    // fail, start() spawns again and reports why.
+    let worker = worker()?;
+    let ahead = SpawnedWorker::spawn(&worker, sandbox).ok();
     let limits = limits(a, config.workflow.limits())?;
     let args = args(a)?;
 
@@ -76,8 +82,11 @@ pub fn build(a: &RunArgs) -> Result<(StartRequest, ProviderSpec), CliError> {
         .with_limits(limits)
         .with_args(args)
         .with_meta_fallback(Meta::default_for(&script))
-        .with_worker(worker()?)
+        .with_worker(worker)
         .with_sandbox(sandbox);
+    if let Some(ahead) = ahead {
+        req = req.with_spawned_worker(ahead);
+    }
     let spec = if a.dry_run {
         let items = a
             .dry_run_items

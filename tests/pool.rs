@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use common::lib::{collect_events, limits, meta, result};
 use common::{DSH, assert_event_guarantees, assert_process_gone_async, events_of, process_alive};
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
-use dsh_orchestrator::{StartRequest, StopReason, WorkerCommand, WorkerPool, start};
+use dsh_orchestrator::{
+    SandboxPolicy, SpawnedWorker, StartRequest, StopReason, WorkerCommand, WorkerPool, start,
+};
 use serde_json::json;
 
 fn dsh() -> WorkerCommand {
@@ -315,4 +317,60 @@ async fn a_run_with_another_sandbox_policy_starts_cold() {
     warm.dispose().await;
     assert_eq!(warm_sandbox, cold_sandbox);
     assert!(warm_sandbox.is_some_and(|s| s.enforced.iter().any(|r| r == "rlimit:data")));
+}
+
+// ------------------------------------------------------------ spawned ahead
+
+/// A worker spawned ahead of its run (what the CLI does while it reads the
+/// configuration and opens the journal) is the one the run talks to, and
+/// the run behaves as a cold one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_uses_the_worker_spawned_ahead_for_it() {
+    let req = request("log(\"ahead\");\nreturn await agent(\"x\");");
+    let ahead = SpawnedWorker::spawn(&dsh(), req.sandbox).expect("spawn ahead");
+    let pid = ahead.pid().expect("spawned");
+    assert!(!ahead.is_taken());
+    let run = start(req.with_spawned_worker(ahead.clone())).expect("start");
+    assert_eq!(run.worker_pid(), pid);
+    assert!(ahead.is_taken());
+    let r = result(&run).await;
+    assert!(r.is_completed(), "{r:?}");
+    assert_eq!(r.value, json!("echoed"));
+    assert_event_guarantees(&collect_events(&run).await);
+    assert_eq!(ahead.pid(), None, "taken: nothing left to report");
+}
+
+/// Spawned for another sandbox policy: the run starts its own worker, and
+/// the one spawned ahead is killed rather than left waiting for an `Init`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_spawned_ahead_for_another_policy_is_killed_and_the_run_starts_cold() {
+    let req = request("return 1;");
+    assert_ne!(req.sandbox, SandboxPolicy::Off);
+    let ahead = SpawnedWorker::spawn(&dsh(), SandboxPolicy::Off).expect("spawn ahead");
+    let pid = ahead.pid().expect("spawned");
+    let run = start(req.with_spawned_worker(ahead)).expect("start");
+    assert_ne!(run.worker_pid(), pid);
+    assert_eq!(result(&run).await.value, json!(1));
+    assert_process_gone_async(pid).await;
+}
+
+/// Never used: dropping the last handle kills the worker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_spawned_ahead_and_never_used_is_killed_when_dropped() {
+    let ahead = SpawnedWorker::spawn(&dsh(), SandboxPolicy::BestEffort).expect("spawn ahead");
+    let pid = ahead.pid().expect("spawned");
+    assert!(process_alive(pid));
+    drop(ahead);
+    assert_process_gone_async(pid).await;
+}
+
+/// A start that fails (a script that does not parse) kills the worker
+/// spawned ahead for it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_that_fails_kills_the_worker_spawned_ahead() {
+    let req = request("return (;");
+    let ahead = SpawnedWorker::spawn(&dsh(), req.sandbox).expect("spawn ahead");
+    let pid = ahead.pid().expect("spawned");
+    assert!(start(req.with_spawned_worker(ahead)).is_err());
+    assert_process_gone_async(pid).await;
 }

@@ -51,6 +51,7 @@ pub use provider::{
 };
 pub use result::{RunError, RunResult};
 pub use run::{
-    ArgsInput, StartError, StartRequest, WorkerCommand, WorkerMissing, WorkflowRun, prepare, start,
+    ArgsInput, SpawnedWorker, StartError, StartRequest, WorkerCommand, WorkerMissing, WorkflowRun,
+    prepare, start,
 };
 pub use script::Meta;

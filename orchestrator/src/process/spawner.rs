@@ -97,13 +97,15 @@ fn on_spawner_thread(
         .map_err(|_| gone())
 }
 
-/// Spawns `cmd` (prepared with [`own_group`] or
-/// [`own_group_self_armed`]) and waits for it, blocking
-/// the calling thread.
-pub(crate) fn spawn_blocking(
+/// Hands `cmd` (prepared with [`own_group`] or [`own_group_self_armed`])
+/// to the spawner thread
+/// and returns at once; the child, or why it could not be spawned, arrives
+/// on the receiver. A child whose receiver is gone by then is dropped,
+/// which kills its group.
+pub(crate) fn spawn_later(
     cmd: std::process::Command,
     handle: &tokio::runtime::Handle,
-) -> std::io::Result<ProcessGroup> {
+) -> std::io::Result<mpsc::Receiver<std::io::Result<ProcessGroup>>> {
     let (tx, rx) = mpsc::channel();
     on_spawner_thread(
         cmd,
@@ -112,8 +114,7 @@ pub(crate) fn spawn_blocking(
             let _ = tx.send(res);
         }),
     )?;
-    rx.recv()
-        .map_err(|_| std::io::Error::other("the spawner thread is gone"))?
+    Ok(rx)
 }
 
 /// Spawns `cmd` (prepared with [`own_group`]) in the current runtime. A

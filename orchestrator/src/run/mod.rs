@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 pub(crate) use supervisor::handshake;
 use supervisor::handshake::Hello;
 use supervisor::{Command, Parts, Supervisor};
-pub use worker::{WorkerCommand, WorkerMissing};
+pub use worker::{SpawnedWorker, WorkerCommand, WorkerMissing};
 
 use crate::events::{EventKind, EventStream, Hub};
 use crate::limits::{LimitError, Limits};
@@ -74,6 +74,9 @@ pub struct StartRequest {
     /// A warm pool to take the worker from (used when its worker command
     /// is the run's; a cold start when it is empty).
     pub pool: Option<Arc<crate::pool::WorkerPool>>,
+    /// A worker spawned ahead of the run (used when its command and
+    /// policy are the run's, before the pool; killed otherwise).
+    pub spawned_worker: Option<SpawnedWorker>,
     /// The run's id; a fresh one is made when `None`.
     pub run_id: Option<String>,
     /// Where `workflow()` finds nested workflows; with `None` every
@@ -99,6 +102,7 @@ impl StartRequest {
             provider: None,
             worker: None,
             pool: None,
+            spawned_worker: None,
             run_id: None,
             catalog: None,
         }
@@ -183,6 +187,13 @@ impl StartRequest {
     /// Takes workers from `pool` when it has one ready (docs/performance.md).
     pub fn with_pool(mut self, pool: Arc<crate::pool::WorkerPool>) -> Self {
         self.pool = Some(pool);
+        self
+    }
+
+    /// Runs in `worker`, spawned ahead of time ([`SpawnedWorker`]), when
+    /// it was spawned for this request's worker command and sandbox.
+    pub fn with_spawned_worker(mut self, worker: SpawnedWorker) -> Self {
+        self.spawned_worker = Some(worker);
         self
     }
 
@@ -355,16 +366,25 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         (None, Some(pool)) => pool.worker().clone(),
         (None, None) => WorkerCommand::resolve()?,
     };
-    // A warm worker already said Hello; a cold one is spawned now.
-    // A pool worker sandboxed itself for the pool's policy before `Init`.
-    let warm = request
-        .pool
+    // One spawned ahead for this run is used first; a warm pool worker
+    // already said Hello; otherwise one is spawned now. A pool worker
+    // sandboxed itself for the pool's policy before `Init`.
+    let ahead = request
+        .spawned_worker
         .as_ref()
-        .filter(|p| *p.worker() == worker && p.sandbox() == request.sandbox)
-        .and_then(|p| p.take());
-    let (spawned, hello, refill) = match warm {
-        Some(w) => (w.spawned, Hello::Checked, Some(w.refill)),
-        None => {
+        .and_then(|s| s.take_for(&worker, request.sandbox));
+    let warm = match ahead {
+        Some(_) => None,
+        None => request
+            .pool
+            .as_ref()
+            .filter(|p| *p.worker() == worker && p.sandbox() == request.sandbox)
+            .and_then(|p| p.take()),
+    };
+    let (spawned, hello, refill) = match (ahead, warm) {
+        (Some(spawned), _) => (spawned, Hello::Expected, None),
+        (None, Some(w)) => (w.spawned, Hello::Checked, Some(w.refill)),
+        (None, None) => {
             let spawned = worker::spawn(&worker, request.sandbox, &handle).map_err(|source| {
                 StartError::Spawn {
                     program: worker.program.display().to_string(),

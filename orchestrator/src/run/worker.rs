@@ -128,6 +128,42 @@ pub fn spawn(
     sandbox: SandboxPolicy,
     handle: &tokio::runtime::Handle,
 ) -> std::io::Result<Spawned> {
+    begin_spawn(worker, sandbox, handle)?.wait()
+}
+
+/// A spawn handed to the spawner thread: the caller goes on meanwhile.
+///
+/// Why not wait at once: a thread that sleeps while the spawner thread
+/// starts the worker is woken, on a 2-core machine, onto the core the new
+/// worker just took, and can wait there behind the worker's whole start
+/// (measured: 2.5 ms, the other core idle; docs/performance.md).
+pub(crate) struct PendingSpawn {
+    process: std::sync::mpsc::Receiver<std::io::Result<ProcessGroup>>,
+    socket: std::os::unix::net::UnixStream,
+}
+
+impl PendingSpawn {
+    /// The spawned worker, once the spawner thread has it (blocking until
+    /// then), or why it could not be spawned.
+    pub(crate) fn wait(self) -> std::io::Result<Spawned> {
+        let process = self
+            .process
+            .recv()
+            .map_err(|_| std::io::Error::other("the spawner thread is gone"))??;
+        self.socket.set_nonblocking(true)?;
+        Ok(Spawned {
+            process,
+            socket: self.socket,
+        })
+    }
+}
+
+/// Starts spawning the worker (see [`spawn`]) and returns at once.
+pub(crate) fn begin_spawn(
+    worker: &WorkerCommand,
+    sandbox: SandboxPolicy,
+    handle: &tokio::runtime::Handle,
+) -> std::io::Result<PendingSpawn> {
     // CLOEXEC on both ends: only the worker's stdin copy reaches it.
     let (host_end, worker_end) = std::os::unix::net::UnixStream::pair()?;
 
@@ -156,10 +192,127 @@ pub fn spawn(
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     spawner::own_group_self_armed(&mut cmd);
-    let process = spawner::spawn_blocking(cmd, handle)?;
-    host_end.set_nonblocking(true)?;
-    Ok(Spawned {
-        process,
+    Ok(PendingSpawn {
+        process: spawner::spawn_later(cmd, handle)?,
         socket: host_end,
     })
+}
+
+/// A worker spawned ahead of its run, so that its exec, sandbox and engine
+/// build overlap with the caller's own preparation of the run (reading the
+/// configuration, the run directory, the journal, parsing the script).
+/// Give it to one [`crate::StartRequest::with_spawned_worker`]: `start()`
+/// then sends it `Init` instead of spawning one. A run whose worker
+/// command or sandbox policy differs from this one's starts as usual, and
+/// this worker is killed.
+///
+/// Unlike a [`crate::WorkerPool`], nothing is kept or refilled: one
+/// worker, for one run. The CLI spawns one as soon as it knows the
+/// policy (docs/performance.md: it takes about 1.5 ms off `dsh workflow
+/// run`). Clones share the one worker; the first run to start takes it.
+/// Dropping the last clone before a run took it kills the worker (its
+/// process group, SIGKILL), like an idle pool worker.
+#[derive(Clone)]
+pub struct SpawnedWorker {
+    inner: std::sync::Arc<SpawnedInner>,
+}
+
+struct SpawnedInner {
+    worker: WorkerCommand,
+    sandbox: SandboxPolicy,
+    /// Taken (left `None`) by the run that uses it.
+    slot: std::sync::Mutex<Option<Ahead>>,
+}
+
+/// Where a worker spawned ahead is.
+enum Ahead {
+    /// On the spawner thread, or done there and not looked at yet.
+    Pending(PendingSpawn),
+    /// Spawned, waiting for its run ([`SpawnedWorker::pid`] asked).
+    Spawned(Box<Spawned>),
+}
+
+impl Ahead {
+    fn spawned(self) -> std::io::Result<Spawned> {
+        match self {
+            Ahead::Pending(p) => p.wait(),
+            Ahead::Spawned(s) => Ok(*s),
+        }
+    }
+}
+
+impl SpawnedWorker {
+    /// Starts spawning `worker` for a run with the sandbox policy
+    /// `sandbox` and returns at once: the spawn itself happens on the
+    /// spawner thread, and the worker says `Hello` to the run that takes
+    /// it. Must be called inside a tokio runtime, the one its run will
+    /// start in. A spawn that fails is not reported here: the run that
+    /// would have taken the worker spawns its own and reports why.
+    pub fn spawn(
+        worker: &WorkerCommand,
+        sandbox: SandboxPolicy,
+    ) -> Result<SpawnedWorker, super::StartError> {
+        let handle =
+            tokio::runtime::Handle::try_current().map_err(|_| super::StartError::NoRuntime)?;
+        let pending =
+            begin_spawn(worker, sandbox, &handle).map_err(|source| super::StartError::Spawn {
+                program: worker.program.display().to_string(),
+                source,
+            })?;
+        Ok(SpawnedWorker {
+            inner: std::sync::Arc::new(SpawnedInner {
+                worker: worker.clone(),
+                sandbox,
+                slot: std::sync::Mutex::new(Some(Ahead::Pending(pending))),
+            }),
+        })
+    }
+
+    /// Whether a run has taken the worker yet.
+    pub fn is_taken(&self) -> bool {
+        self.inner.slot.lock().map_or(true, |s| s.is_none())
+    }
+
+    /// The worker's pid, waiting for the spawner thread if it is not
+    /// spawned yet; `None` once a run took it or if it could not be
+    /// spawned.
+    pub fn pid(&self) -> Option<u32> {
+        let mut slot = self.inner.slot.lock().ok()?;
+        let spawned = slot.take()?.spawned().ok()?;
+        let pid = spawned.pid();
+        *slot = Some(Ahead::Spawned(Box::new(spawned)));
+        Some(pid)
+    }
+
+    /// The worker, for a run of `worker` under `sandbox`; `None` when it
+    /// was made for another command or policy, already taken, or could
+    /// not be spawned. A worker not used is killed: nothing else could
+    /// use it.
+    pub(crate) fn take_for(
+        &self,
+        worker: &WorkerCommand,
+        sandbox: SandboxPolicy,
+    ) -> Option<Spawned> {
+        let pending = self.inner.slot.lock().ok()?.take()?;
+        if self.inner.worker != *worker || self.inner.sandbox != sandbox {
+            return None;
+        }
+        match pending.spawned() {
+            Ok(spawned) => Some(spawned),
+            Err(e) => {
+                tracing::debug!("the worker spawned ahead did not start ({e}); spawning another");
+                None
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for SpawnedWorker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpawnedWorker")
+            .field("worker", &self.inner.worker)
+            .field("sandbox", &self.inner.sandbox)
+            .field("taken", &self.is_taken())
+            .finish()
+    }
 }
