@@ -208,7 +208,7 @@ pub(crate) fn begin_spawn(
 ///
 /// Unlike a [`crate::WorkerPool`], nothing is kept or refilled: one
 /// worker, for one run. The CLI spawns one as soon as it knows the
-/// policy (docs/performance.md: it takes about 1.5 ms off `dsh workflow
+/// policy (docs/performance.md: it took about 0.9 ms off `dsh workflow
 /// run`). Clones share the one worker; the first run to start takes it.
 /// Dropping the last clone before a run took it kills the worker (its
 /// process group, SIGKILL), like an idle pool worker.
