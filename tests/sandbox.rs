@@ -359,12 +359,16 @@ fn invalid_compute_timeouts_are_usage_errors(#[case] flags: &[&str], #[case] men
     assert!(out.stderr.contains(mention), "{}", out.stderr);
 }
 
-/// The worker's `--sandbox` names a policy; anything else is a usage error
-/// that says what was wrong and what is accepted, before any socket is used.
+/// The worker's `--sandbox` names a policy and `--parent` a process id;
+/// anything else is a usage error that says what was wrong and what is
+/// accepted, before any socket is used.
 #[rstest::rstest]
 #[case::unknown(&["--sandbox", "lax", "--fd", "3"], "unknown sandbox policy \"lax\": expected one of strict, best-effort, off")]
 #[case::missing(&["--fd", "3", "--sandbox"], "--sandbox needs a policy")]
-fn a_bad_sandbox_argument_is_a_usage_error(#[case] args: &[&str], #[case] says: &str) {
+#[case::parent_garbage(&["--fd", "0", "--parent", "host"], "--parent needs the host's process id")]
+#[case::parent_zero(&["--fd", "0", "--parent", "0"], "--parent needs the host's process id")]
+#[case::parent_missing(&["--fd", "0", "--parent"], "--parent needs the host's process id")]
+fn a_bad_worker_argument_is_a_usage_error(#[case] args: &[&str], #[case] says: &str) {
     let out = std::process::Command::new(DSH)
         .arg("__worker")
         .args(args)
@@ -374,26 +378,6 @@ fn a_bad_sandbox_argument_is_a_usage_error(#[case] args: &[&str], #[case] says: 
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains(says), "{stderr}");
-}
-
-/// `--parent` must be a process id; anything else is a usage error.
-#[rstest::rstest]
-#[case::garbage(&["--fd", "0", "--parent", "host"])]
-#[case::zero(&["--fd", "0", "--parent", "0"])]
-#[case::missing(&["--fd", "0", "--parent"])]
-fn a_bad_parent_argument_is_a_usage_error(#[case] args: &[&str]) {
-    let out = std::process::Command::new(DSH)
-        .arg("__worker")
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run the worker");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("--parent needs the host's process id"),
-        "{stderr}"
-    );
 }
 
 /// The worker arms its own parent-death signal (the host spawns it with
