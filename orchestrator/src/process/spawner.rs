@@ -6,7 +6,7 @@
 //! lives as long as the process avoids that. Every child is also put in a
 //! process group of its own and handed back as a [`ProcessGroup`]. A
 //! program that is not ours gets the signal armed between fork and exec
-//! ([`own_group`]); the worker arms it itself ([`own_group_self_armed`]),
+//! (`own_group`); the worker arms it itself (`own_group_self_armed`),
 //! which lets std use `posix_spawn` instead of a full fork.
 
 use std::os::unix::process::CommandExt;
