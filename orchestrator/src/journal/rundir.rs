@@ -321,7 +321,13 @@ fn lock(dir: &Path, id: &str) -> Result<std::fs::File, JournalError> {
             Err(std::fs::TryLockError::Error(err)) => return Err(JournalError::io(&path, err)),
         }
     }
-    let _ = f.set_len(0);
+    // Emptied only when it holds an earlier holder's pid: on ext4 a file
+    // truncated to zero is flushed to disk when it is closed (the
+    // `auto_da_alloc` heuristic), a write the exit of every CLI run would
+    // otherwise wait for.
+    if f.metadata().map_or(true, |m| m.len() > 0) {
+        let _ = f.set_len(0);
+    }
     let _ = writeln!(f, "{}", std::process::id());
     Ok(f)
 }
@@ -440,6 +446,27 @@ fn remove_stale_temps(dir: &Path, name: &str) {
 mod tests {
     use super::*;
     use std::os::unix::fs::FileTypeExt;
+
+    /// The lock file holds its holder's pid and nothing else, whether it
+    /// is new (not truncated: see `lock`) or left by an earlier holder
+    /// with a longer pid.
+    #[test]
+    fn the_lock_file_holds_exactly_its_holders_pid() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mine = format!("{}\n", std::process::id());
+        let first = lock(dir.path(), "r").expect("lock a new file");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(LOCK_FILE)).expect("read"),
+            mine
+        );
+        drop(first);
+        std::fs::write(dir.path().join(LOCK_FILE), "2147483646000\n").expect("stale pid");
+        let _again = lock(dir.path(), "r").expect("lock again");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(LOCK_FILE)).expect("read"),
+            mine
+        );
+    }
 
     #[test]
     fn a_write_removes_the_temporary_files_of_dead_writers_only() {
