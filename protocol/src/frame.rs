@@ -50,16 +50,46 @@ pub enum FrameError {
 /// would exceed `max` bytes, so a sender never produces a frame its peer must
 /// reject.
 pub fn encode<T: Serialize>(msg: &T, max: usize) -> Result<Vec<u8>, FrameError> {
-    let mut out = vec![0u8; HEADER];
-    let mut out = postcard::to_extend(msg, std::mem::take(&mut out))
-        .map_err(|e| FrameError::Decode(e.to_string()))?;
-    let len = out.len() - HEADER;
-    if len > max {
-        return Err(FrameError::TooLargeToSend { len, max });
-    }
-    let header = u32::try_from(len).map_err(|_| FrameError::TooLargeToSend { len, max })?;
-    out[..HEADER].copy_from_slice(&header.to_le_bytes());
+    let mut out = Vec::new();
+    encode_into(msg, max, &mut out)?;
     Ok(out)
+}
+
+/// [`encode`], appending the frame to `out` (a sender's buffer of frames
+/// not yet written: no buffer of its own per frame). On an error `out` is
+/// left as it was.
+pub fn encode_into<T: Serialize>(msg: &T, max: usize, out: &mut Vec<u8>) -> Result<(), FrameError> {
+    let start = out.len();
+    out.extend_from_slice(&[0u8; HEADER]);
+    let header = match postcard::to_extend(msg, Append(out)) {
+        Ok(_) => {
+            let len = out.len() - start - HEADER;
+            u32::try_from(len)
+                .ok()
+                .filter(|_| len <= max)
+                .ok_or(FrameError::TooLargeToSend { len, max })
+        }
+        Err(e) => Err(FrameError::Decode(e.to_string())),
+    };
+    match header {
+        Ok(header) => {
+            out[start..start + HEADER].copy_from_slice(&header.to_le_bytes());
+            Ok(())
+        }
+        Err(e) => {
+            out.truncate(start);
+            Err(e)
+        }
+    }
+}
+
+/// A buffer postcard appends to in place (it takes its writer by value).
+struct Append<'a>(&'a mut Vec<u8>);
+
+impl Extend<u8> for Append<'_> {
+    fn extend<I: IntoIterator<Item = u8>>(&mut self, iter: I) {
+        self.0.extend(iter);
+    }
 }
 
 /// Decodes one frame body (without header).

@@ -23,7 +23,7 @@ pub mod schema;
 pub mod spin;
 
 pub use codes::ErrorCode;
-pub use frame::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, FrameError, decode, encode};
+pub use frame::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, FrameError, decode, encode, encode_into};
 pub use messages::*;
 
 /// Version of this protocol. The worker announces it in [`WorkerMsg::Hello`];

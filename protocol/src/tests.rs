@@ -331,3 +331,45 @@ fn an_unusable_cost_is_refused(#[case] cost: f64) {
     };
     assert_eq!(huge.plus(huge).cost_usd, Some(f64::MAX));
 }
+
+#[test]
+fn frames_appended_to_one_buffer_decode_in_order_and_a_refused_one_leaves_it_as_it_was() {
+    let mut out = Vec::new();
+    encode_into(
+        &WorkerMsg::ChildStart {
+            call_id: 1,
+            request: request(),
+        },
+        DEFAULT_MAX_FRAME_BYTES,
+        &mut out,
+    )
+    .expect("encode");
+    encode_into(
+        &WorkerMsg::ChildStart {
+            call_id: 2,
+            request: request(),
+        },
+        DEFAULT_MAX_FRAME_BYTES,
+        &mut out,
+    )
+    .expect("encode");
+    let before = out.clone();
+    let big = WorkerMsg::Log {
+        message: "x".repeat(2000),
+        workflow: None,
+    };
+    assert!(matches!(
+        encode_into(&big, 1000, &mut out),
+        Err(FrameError::TooLargeToSend { .. })
+    ));
+    assert_eq!(out, before, "a refused frame left bytes behind");
+    let mut frames = FrameBuffer::new(DEFAULT_MAX_FRAME_BYTES);
+    frames.push(&out);
+    for want in [1, 2] {
+        match frames.next_msg::<WorkerMsg>().expect("decodes") {
+            Some(WorkerMsg::ChildStart { call_id, .. }) => assert_eq!(call_id, want),
+            other => panic!("expected call {want}, got {other:?}"),
+        }
+    }
+    assert!(frames.next_msg::<WorkerMsg>().expect("decodes").is_none());
+}

@@ -4,6 +4,22 @@
 
 use super::*;
 
+/// The numbers the prelude's `deliver(kind, callId, …)` takes (its
+/// `DELIVER_*` and `OUTCOME_*` constants): numbers, so no string is made
+/// and compared per reply.
+mod deliver {
+    pub(super) const START_ERROR: u8 = 0;
+    pub(super) const SETTLED: u8 = 1;
+    pub(super) const FAILED: u8 = 2;
+    pub(super) const WORKFLOW_LOADED: u8 = 3;
+    pub(super) const WORKFLOW_ERROR: u8 = 4;
+    /// A settled call's outcome.
+    pub(super) const TEXT: u8 = 0;
+    pub(super) const STRUCTURED: u8 = 1;
+    pub(super) const FAILED_OUTCOME: u8 = 2;
+    pub(super) const CANCELLED: u8 = 3;
+}
+
 pub(super) enum Job<'js> {
     Ran,
     Idle,
@@ -223,7 +239,7 @@ impl<'js> Loop<'_, 'js> {
                 message,
             } => {
                 self.slice(|| {
-                    d.call::<_, ()>(("startError", call_id as f64, code.as_str(), message))
+                    d.call::<_, ()>((deliver::START_ERROR, call_id as f64, code.as_str(), message))
                 });
             }
             HostMsg::ChildSettled {
@@ -233,15 +249,17 @@ impl<'js> Loop<'_, 'js> {
             } => {
                 let out = usage.map(|u| u.output as f64).unwrap_or(0.0);
                 let (kind, payload) = match outcome {
-                    ChildOutcome::Text(t) => ("text", t),
-                    ChildOutcome::Structured(j) => ("structured", j),
-                    ChildOutcome::Failed(r) => ("failed", r),
-                    ChildOutcome::Cancelled => ("cancelled", String::new()),
+                    ChildOutcome::Text(t) => (deliver::TEXT, t),
+                    ChildOutcome::Structured(j) => (deliver::STRUCTURED, j),
+                    ChildOutcome::Failed(r) => (deliver::FAILED_OUTCOME, r),
+                    ChildOutcome::Cancelled => (deliver::CANCELLED, String::new()),
                 };
-                self.slice(|| d.call::<_, ()>(("settled", call_id as f64, kind, payload, out)));
+                self.slice(|| {
+                    d.call::<_, ()>((deliver::SETTLED, call_id as f64, kind, payload, out))
+                });
             }
             HostMsg::ChildFailed { call_id, message } => {
-                self.slice(|| d.call::<_, ()>(("failed", call_id as f64, message)));
+                self.slice(|| d.call::<_, ()>((deliver::FAILED, call_id as f64, message)));
             }
             HostMsg::WorkflowLoaded { call_id, workflow } => {
                 // The host prepared the child, so its code compiles; if the
@@ -253,7 +271,7 @@ impl<'js> Loop<'_, 'js> {
                 match compiled {
                     Ok(outer) => self.slice(|| {
                         d.call::<_, ()>((
-                            "workflowLoaded",
+                            deliver::WORKFLOW_LOADED,
                             call_id as f64,
                             outer,
                             workflow.name,
@@ -272,7 +290,7 @@ impl<'js> Loop<'_, 'js> {
                         );
                         self.slice(|| {
                             d.call::<_, ()>((
-                                "workflowError",
+                                deliver::WORKFLOW_ERROR,
                                 call_id as f64,
                                 ErrorCode::ScriptParse.as_str(),
                                 message,
@@ -287,7 +305,12 @@ impl<'js> Loop<'_, 'js> {
                 message,
             } => {
                 self.slice(|| {
-                    d.call::<_, ()>(("workflowError", call_id as f64, code.as_str(), message))
+                    d.call::<_, ()>((
+                        deliver::WORKFLOW_ERROR,
+                        call_id as f64,
+                        code.as_str(),
+                        message,
+                    ))
                 });
             }
             // Out of place here; a confused host is not a reason to crash.

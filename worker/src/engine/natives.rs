@@ -13,29 +13,41 @@ use serde_json::Value;
 
 use super::Shared;
 
-/// The wire request from the prelude's request object (null-prototype
-/// objects and arrays it built and filled itself: reading them runs no
-/// script code). Read field by field: no JSON text is built or parsed.
-fn child_request(r: &Object<'_>) -> rquickjs::Result<ChildRequest> {
-    let o: Object<'_> = r.get("options")?;
+/// A call's options from the object the prelude built and filled itself
+/// (null-prototype objects and arrays: reading them runs no script code),
+/// read field by field: no JSON text is built or parsed. `None` (a call
+/// without options) is every option absent.
+fn agent_options(o: Option<Object<'_>>) -> rquickjs::Result<AgentOptions> {
+    let Some(o) = o else {
+        return Ok(AgentOptions::default());
+    };
     let whole = |v: Option<f64>| v.filter(|n| n.is_finite() && *n >= 0.0).map(|n| n as u64);
-    Ok(ChildRequest {
-        prompt: r.get("prompt")?,
-        label: r.get("label")?,
-        phase: r.get("phase")?,
-        schema_json: r.get("schema")?,
-        options: AgentOptions {
-            model: o.get("model")?,
-            provider: o.get("provider")?,
-            effort: o.get("effort")?,
-            agent_type: o.get("agentType")?,
-            isolation: o.get("isolation")?,
-            stall_ms: whole(o.get("stallMs")?),
-            disallowed_tools: o.get("disallowedTools")?,
-            shared_head_length: whole(o.get("sharedHeadLength")?),
-        },
-        workflow: r.get("workflow")?,
+    Ok(AgentOptions {
+        model: o.get("model")?,
+        provider: o.get("provider")?,
+        effort: o.get("effort")?,
+        agent_type: o.get("agentType")?,
+        isolation: o.get("isolation")?,
+        stall_ms: whole(o.get("stallMs")?),
+        disallowed_tools: o.get("disallowedTools")?,
+        shared_head_length: whole(o.get("sharedHeadLength")?),
     })
+}
+
+/// The label of a call that names none: the prompt's first line (without a
+/// trailing carriage return), cut to 47 code points and "…" when it has
+/// more than 48. The prelude's `defaultLabel` is the same rule, for the
+/// request's size check; here it costs no script code per call.
+pub(crate) fn default_label(prompt: &str) -> String {
+    let line = prompt.split('\n').next().unwrap_or("");
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    match line.char_indices().nth(48) {
+        None => line.to_owned(),
+        Some(_) => {
+            let cut = line.char_indices().nth(47).map_or(line.len(), |(i, _)| i);
+            format!("{}…", &line[..cut])
+        }
+    }
 }
 
 pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<Object<'js>> {
@@ -88,8 +100,26 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
         "childStart",
         Function::new(
             ctx.clone(),
-            move |id: f64, request: Object<'_>| -> rquickjs::Result<()> {
-                let request = child_request(&request)?;
+            // The request's parts, positional: a call without options
+            // sends a null label (the default is taken from the prompt)
+            // and null options.
+            move |id: f64,
+                  prompt: String,
+                  label: Option<String>,
+                  phase: Option<String>,
+                  schema_json: Option<String>,
+                  workflow: Option<String>,
+                  options: Option<Object<'_>>|
+                  -> rquickjs::Result<()> {
+                let label = label.unwrap_or_else(|| default_label(&prompt));
+                let request = ChildRequest {
+                    prompt,
+                    label,
+                    phase,
+                    schema_json,
+                    options: agent_options(options)?,
+                    workflow,
+                };
                 s.send(&WorkerMsg::ChildStart {
                     call_id: id as u64,
                     request,
@@ -223,4 +253,30 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
 /// `SCRIPT_ERROR` rather than failing the run's report.
 fn code_from_prelude(code: &str) -> ErrorCode {
     ErrorCode::parse(code).unwrap_or(ErrorCode::ScriptError)
+}
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::default_label;
+
+    #[rstest]
+    #[case::short("q 0 0", "q 0 0")]
+    #[case::empty("", "")]
+    #[case::first_line_only("plan\nthe rest", "plan")]
+    #[case::carriage_return("plan\r\nthe rest", "plan")]
+    #[case::one_carriage_return_only("plan\r\r\nx", "plan\r")]
+    #[case::forty_eight_kept(&"x".repeat(48), &"x".repeat(48))]
+    #[case::forty_nine_cut(&"x".repeat(49), &format!("{}…", "x".repeat(47)))]
+    #[case::code_points_not_bytes(&"é".repeat(48), &"é".repeat(48))]
+    #[case::astral_counts_once(&format!("{}😀yz", "x".repeat(45)), &format!("{}😀yz", "x".repeat(45)))]
+    #[case::astral_cut_whole(&format!("{}😀😀yz", "x".repeat(46)), &format!("{}😀…", "x".repeat(46)))]
+    #[case::long_second_line_ignored(&format!("a\n{}", "y".repeat(100)), "a")]
+    fn a_default_label_is_the_first_line_cut_to_48_code_points(
+        #[case] prompt: &str,
+        #[case] want: &str,
+    ) {
+        assert_eq!(default_label(prompt), want);
+    }
 }

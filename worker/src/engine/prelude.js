@@ -918,19 +918,24 @@
         prompt = ccText(prompt);
       }
       if (prompt.length === 0) warn("agent(): the prompt is empty; sent as it is", "prompt");
-      const read = readOptions(options);
-      const plain = read.plain;
-      const schemaJson = read.schemaJson;
-      const accepted = read.accepted === undefined ? create(null) : read.accepted;
-      const request = {
-        __proto__: null,
-        prompt,
-        label: "label" in plain ? plain.label : defaultLabel(prompt),
-        // A nested workflow's calls are grouped under it, as Claude Code
-        // groups them, whatever phase the child names.
-        phase: child !== null ? child.phase : "phase" in plain ? plain.phase : currentPhase,
-        schema: schemaJson,
-        options: {
+      // A nested workflow's calls are grouped under it, as Claude Code
+      // groups them, whatever phase the child names.
+      let phase = child !== null ? child.phase : currentPhase;
+      const workflow = child !== null ? child.name : null;
+      // Without options (the common call) nothing more is built: the label
+      // is left null for the native side to take from the prompt (the
+      // same rule as defaultLabel), and no options object is sent.
+      let label = null;
+      let schemaJson = null;
+      let opts = null;
+      if (options !== undefined) {
+        const read = readOptions(options);
+        const plain = read.plain;
+        schemaJson = read.schemaJson;
+        const accepted = read.accepted === undefined ? create(null) : read.accepted;
+        if ("label" in plain) label = plain.label;
+        if (child === null && "phase" in plain) phase = plain.phase;
+        opts = {
           __proto__: null,
           model: "model" in plain ? plain.model : null,
           provider: "provider" in plain ? plain.provider : null,
@@ -940,15 +945,28 @@
           stallMs: readStallMs(accepted),
           disallowedTools: "disallowedTools" in accepted ? accepted.disallowedTools : null,
           sharedHeadLength: "sharedHeadLength" in accepted ? accepted.sharedHeadLength : null,
-        },
-        workflow: child !== null ? child.name : null,
-      };
-      // The request goes to the native side as the object it is; its JSON
-      // text (what the limit is about) is built only when a bound says it
-      // could be near the limit: a UTF-16 unit is at most 6 bytes of JSON
-      // (a \u escape), the keys and punctuation well under 1 KiB.
-      if (requestUnits(request) * 6 + 1024 > maxRequestBytes) {
-        const requestJson = plainJson(request);
+        };
+      }
+      // The request goes to the native side as its parts; its JSON text
+      // (what the limit is about) is built only when a bound says it could
+      // be near the limit: a UTF-16 unit is at most 6 bytes of JSON (a \u
+      // escape), the keys and punctuation well under 1 KiB. A default
+      // label is a prefix of the prompt's first line and one "…".
+      let units = prompt.length + (label !== null ? label.length : prompt.length + 1);
+      if (phase !== null) units += phase.length;
+      if (schemaJson !== null) units += schemaJson.length;
+      if (workflow !== null) units += workflow.length;
+      if (opts !== null) units += optionUnits(opts);
+      if (units * 6 + 1024 > maxRequestBytes) {
+        const requestJson = plainJson({
+          __proto__: null,
+          prompt,
+          label: label !== null ? label : defaultLabel(prompt),
+          phase,
+          schema: schemaJson,
+          options: opts !== null ? opts : NO_OPTIONS,
+          workflow,
+        });
         if (requestJson.length * 3 > maxRequestBytes && N.utf8Bytes(requestJson) > maxRequestBytes) {
           throw fatal("INVALID_ARGUMENT", "agent(): the request (prompt, schema and options) is " + N.utf8Bytes(requestJson) +
             " bytes, over the limit of " + maxRequestBytes + " bytes for one request; send less");
@@ -963,28 +981,28 @@
       }
       const id = N.admit(); // the host-visible seq: 1, 2, 3 … in admission order
       agentsStarted = id;
-      const call = {
-        __proto__: null,
-        id,
-        request,
-        resolve,
-        reject,
-        hasSchema: schemaJson !== null,
-        started: false,
-      };
+      const call = { __proto__: null, id, resolve, reject, started: false, parts: null };
       calls[id] = call;
-      if (running < maxConcurrentAgents) startCall(call);
-      else queue[queueTail++] = call;
+      if (running < maxConcurrentAgents) {
+        running++;
+        call.started = true;
+        N.childStart(id, prompt, label, phase, schemaJson, workflow, opts);
+      } else {
+        call.parts = [prompt, label, phase, schemaJson, workflow, opts];
+        queue[queueTail++] = call;
+      }
     });
   }
 
-  // The UTF-16 units of a request's strings (its options' included).
-  function requestUnits(r) {
-    let n = r.prompt.length + r.label.length;
-    if (r.phase !== null) n += r.phase.length;
-    if (r.schema !== null) n += r.schema.length;
-    if (r.workflow !== null) n += r.workflow.length;
-    const o = r.options;
+  // What the JSON of a call without options holds in their place.
+  const NO_OPTIONS = freeze({
+    __proto__: null, model: null, provider: null, effort: null, agentType: null, isolation: null,
+    stallMs: null, disallowedTools: null, sharedHeadLength: null,
+  });
+
+  // The UTF-16 units of the options' strings.
+  function optionUnits(o) {
+    let n = 0;
     for (let i = 0; i < STRING_OPTIONS.length; i++) {
       const v = o[STRING_OPTIONS[i]];
       if (typeof v === "string") n += v.length;
@@ -995,10 +1013,13 @@
     return n;
   }
 
+  // A queued call's turn.
   function startCall(call) {
     running++;
     call.started = true;
-    N.childStart(call.id, call.request);
+    const p = call.parts;
+    call.parts = null;
+    N.childStart(call.id, p[0], p[1], p[2], p[3], p[4], p[5]);
   }
 
   // A slot freed: start the oldest waiting call.
@@ -1012,53 +1033,59 @@
     }
   }
 
-  // Host replies, routed by the Rust loop. Replies for unknown or settled
-  // calls are dropped: the host is trusted less than it seems.
-  const deliverers = {
-    __proto__: null,
-    startError(call, code, message) {
-      delete calls[call.id];
-      release();
-      call.reject(fatal(code, message));
-    },
-    settled(call, kind, payload, outputTokens) {
-      delete calls[call.id];
-      spent += outputTokens;
-      release();
-      if (kind === "text") {
-        call.resolve(payload);
-      } else if (kind === "structured") {
-        let value = null;
-        try {
-          value = parse(payload);
-        } catch (e) {
-          call.reject(fatal("AGENT_RESULT", "agent(): the structured answer was not JSON: " + describeThrown(e)));
-          return;
-        }
-        call.resolve(value);
-      } else if (kind === "cancelled" && cancelled) {
-        call.reject(cancelledError());
-      } else {
-        call.resolve(null); // failed, or cancelled for its own reasons
-      }
-    },
-    failed(call, message) {
-      delete calls[call.id];
-      release();
-      call.reject(fatal("AGENT_RESULT", message));
-    },
-  };
+  // Host replies, routed by the Rust loop (event_loop.rs). `kind` is a
+  // number, as is a settled call's outcome (numbers, not strings: no string
+  // is made and compared per reply). Replies for unknown or settled calls
+  // are dropped: the host is trusted less than it seems.
+  const DELIVER_START_ERROR = 0;
+  const DELIVER_SETTLED = 1;
+  const DELIVER_FAILED = 2;
+  const DELIVER_WORKFLOW_LOADED = 3;
+  const DELIVER_WORKFLOW_ERROR = 4;
+  const OUTCOME_TEXT = 0;
+  const OUTCOME_STRUCTURED = 1;
+  const OUTCOME_CANCELLED = 3; // 2 is failed: resolves null, as any other
 
   function deliver(kind, callId, a, b, c) {
-    if (typeof callId !== "number" || typeof kind !== "string") return;
-    if (kind === "workflowLoaded" || kind === "workflowError") {
+    if (typeof callId !== "number") return;
+    if (kind === DELIVER_WORKFLOW_LOADED || kind === DELIVER_WORKFLOW_ERROR) {
       deliverLoad(kind, callId, a, b, c);
       return;
     }
     const call = calls[callId];
     if (call === undefined || !call.started) return;
-    const f = deliverers[kind];
-    if (f !== undefined) f(call, a, b, c);
+    if (kind === DELIVER_SETTLED) settled(call, a, b, c);
+    else if (kind === DELIVER_FAILED) {
+      delete calls[call.id];
+      release();
+      call.reject(fatal("AGENT_RESULT", a));
+    } else if (kind === DELIVER_START_ERROR) {
+      delete calls[call.id];
+      release();
+      call.reject(fatal(a, b));
+    }
+  }
+
+  function settled(call, outcome, payload, outputTokens) {
+    delete calls[call.id];
+    spent += outputTokens;
+    release();
+    if (outcome === OUTCOME_TEXT) {
+      call.resolve(payload);
+    } else if (outcome === OUTCOME_STRUCTURED) {
+      let value = null;
+      try {
+        value = parse(payload);
+      } catch (e) {
+        call.reject(fatal("AGENT_RESULT", "agent(): the structured answer was not JSON: " + describeThrown(e)));
+        return;
+      }
+      call.resolve(value);
+    } else if (outcome === OUTCOME_CANCELLED && cancelled) {
+      call.reject(cancelledError());
+    } else {
+      call.resolve(null); // failed, or cancelled for its own reasons
+    }
   }
 
   // ---------------------------------------------------------------- combinators (§4)
@@ -1285,7 +1312,7 @@
     const load = loads[id];
     if (load === undefined) return;
     delete loads[id];
-    if (kind === "workflowError") {
+    if (kind === DELIVER_WORKFLOW_ERROR) {
       load.reject(fatal(typeof a === "string" ? a : "INVALID_ARGUMENT", safeString(b)));
       return;
     }

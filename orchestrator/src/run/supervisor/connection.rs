@@ -15,7 +15,9 @@
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use dsh_protocol::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, FrameError, HostMsg, WorkerMsg, encode};
+use dsh_protocol::{
+    DEFAULT_MAX_FRAME_BYTES, FrameBuffer, FrameError, HostMsg, WorkerMsg, encode_into,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
@@ -80,7 +82,7 @@ impl Outbound {
     /// Queues `msg` (dropped once the outbox is closed).
     pub(super) fn send(&mut self, msg: &HostMsg) -> Result<(), FrameError> {
         if let Outbox::Open(out) = &mut self.outbox {
-            out.extend_from_slice(&encode(msg, DEFAULT_MAX_FRAME_BYTES)?);
+            encode_into(msg, DEFAULT_MAX_FRAME_BYTES, out)?;
         }
         Ok(())
     }
