@@ -211,3 +211,40 @@ fn a_log_flood_leaves_one_marker_and_the_host_memory_bounded() {
         peak >> 20
     );
 }
+
+/// A lone surrogate (half of an emoji cut by `slice`) cannot be UTF-8:
+/// wherever a script's string leaves the engine it becomes U+FFFD, as
+/// JavaScript's own UTF-8 writers make it, and the run goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lone_surrogates_become_replacement_characters_and_the_run_goes_on() {
+    let (res, events) = run_hostile(
+        "const half = \"😀\".slice(0, 1);\n\
+         log(`log ${half}`);\n\
+         phase(`phase ${half}`);\n\
+         const a = await agent(`prompt ${half} end`);\n\
+         const b = await agent(\"p\", { label: `label ${half}`, model: `m${half}` });\n\
+         return { a, b, half, pair: \"😀\", key: { [half]: 1 } };",
+        limits(),
+    )
+    .await;
+    assert_eq!(res.stop_reason, StopReason::Completed, "{res:?}");
+    assert_eq!(
+        res.value,
+        json!({ "a": "echoed", "b": "echoed", "half": "\u{FFFD}", "pair": "😀", "key": { "\u{FFFD}": 1 } })
+    );
+    let field = |kind: &str, key: &str| -> Vec<String> {
+        events_of(&events, kind)
+            .iter()
+            .filter_map(|e| e[key].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(field("workflow/log", "message"), ["log \u{FFFD}"]);
+    assert!(
+        field("workflow/phase", "title").contains(&"phase \u{FFFD}".to_owned()),
+        "{events:?}"
+    );
+    assert_eq!(
+        field("workflow/agent-start", "label"),
+        ["prompt \u{FFFD} end", "label \u{FFFD}"]
+    );
+}

@@ -11,6 +11,7 @@
 pub mod bytecode;
 mod event_loop;
 mod natives;
+mod text;
 
 use event_loop::Loop;
 

@@ -12,6 +12,7 @@ use rquickjs::{Ctx, Function, Object};
 use serde_json::Value;
 
 use super::Shared;
+use super::text::{Text, opt, well_formed_json};
 
 /// A call's options from the object the prelude built and filled itself
 /// (null-prototype objects and arrays: reading them runs no script code),
@@ -22,14 +23,17 @@ fn agent_options(o: Option<Object<'_>>) -> rquickjs::Result<AgentOptions> {
         return Ok(AgentOptions::default());
     };
     let whole = |v: Option<f64>| v.filter(|n| n.is_finite() && *n >= 0.0).map(|n| n as u64);
+    let text = |key: &str| o.get::<_, Option<Text>>(key).map(opt);
     Ok(AgentOptions {
-        model: o.get("model")?,
-        provider: o.get("provider")?,
-        effort: o.get("effort")?,
-        agent_type: o.get("agentType")?,
-        isolation: o.get("isolation")?,
+        model: text("model")?,
+        provider: text("provider")?,
+        effort: text("effort")?,
+        agent_type: text("agentType")?,
+        isolation: text("isolation")?,
         stall_ms: whole(o.get("stallMs")?),
-        disallowed_tools: o.get("disallowedTools")?,
+        disallowed_tools: o
+            .get::<_, Option<Vec<Text>>>("disallowedTools")?
+            .map(|tools| tools.into_iter().map(|t| t.0).collect()),
         shared_head_length: whole(o.get("sharedHeadLength")?),
     })
 }
@@ -56,32 +60,35 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
     let s = shared.clone();
     n.set(
         "phase",
-        Function::new(
-            ctx.clone(),
-            move |title: String, workflow: Option<String>| {
-                s.send(&WorkerMsg::Phase { title, workflow });
-            },
-        )?,
+        Function::new(ctx.clone(), move |title: Text, workflow: Option<Text>| {
+            s.send(&WorkerMsg::Phase {
+                title: title.0,
+                workflow: opt(workflow),
+            });
+        })?,
     )?;
 
     let s = shared.clone();
     n.set(
         "log",
-        Function::new(
-            ctx.clone(),
-            move |message: String, workflow: Option<String>| {
-                if let Some(message) = s.log_budget.borrow_mut().admit(message) {
-                    s.send(&WorkerMsg::Log { message, workflow });
-                }
-            },
-        )?,
+        Function::new(ctx.clone(), move |message: Text, workflow: Option<Text>| {
+            if let Some(message) = s.log_budget.borrow_mut().admit(message.0) {
+                s.send(&WorkerMsg::Log {
+                    message,
+                    workflow: opt(workflow),
+                });
+            }
+        })?,
     )?;
 
     let s = shared.clone();
     n.set(
         "warn",
-        Function::new(ctx.clone(), move |message: String, path: Option<String>| {
-            s.send(&WorkerMsg::Warning { message, path });
+        Function::new(ctx.clone(), move |message: Text, path: Option<Text>| {
+            s.send(&WorkerMsg::Warning {
+                message: message.0,
+                path: opt(path),
+            });
         })?,
     )?;
 
@@ -104,21 +111,22 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
             // sends a null label (the default is taken from the prompt)
             // and null options.
             move |id: f64,
-                  prompt: String,
-                  label: Option<String>,
-                  phase: Option<String>,
-                  schema_json: Option<String>,
-                  workflow: Option<String>,
+                  prompt: Text,
+                  label: Option<Text>,
+                  phase: Option<Text>,
+                  schema_json: Option<Text>,
+                  workflow: Option<Text>,
                   options: Option<Object<'_>>|
                   -> rquickjs::Result<()> {
-                let label = label.unwrap_or_else(|| default_label(&prompt));
+                let prompt = prompt.0;
+                let label = opt(label).unwrap_or_else(|| default_label(&prompt));
                 let request = ChildRequest {
                     prompt,
                     label,
-                    phase,
-                    schema_json,
+                    phase: opt(phase),
+                    schema_json: opt(schema_json).map(well_formed_json),
                     options: agent_options(options)?,
-                    workflow,
+                    workflow: opt(workflow),
                 };
                 s.send(&WorkerMsg::ChildStart {
                     call_id: id as u64,
@@ -134,8 +142,9 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
     let s = shared.clone();
     n.set(
         "workflowLoad",
-        Function::new(ctx.clone(), move |id: f64, kind: String, value: String| {
-            let target = match kind.as_str() {
+        Function::new(ctx.clone(), move |id: f64, kind: Text, value: Text| {
+            let value = value.0;
+            let target = match kind.0.as_str() {
                 "path" => WorkflowTarget::ScriptPath(value),
                 _ => WorkflowTarget::Name(value),
             };
@@ -168,8 +177,8 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
 
     n.set(
         "utf8Bytes",
-        Function::new(ctx.clone(), move |text: String| -> f64 {
-            text.len() as f64
+        Function::new(ctx.clone(), move |text: Text| -> f64 {
+            text.0.len() as f64
         })?,
     )?;
 
@@ -178,7 +187,8 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
     // setter planted on Array.prototype by the script would intercept.
     n.set(
         "checkSchema",
-        Function::new(ctx.clone(), move |json: String, path: String| -> String {
+        Function::new(ctx.clone(), move |json: Text, path: Text| -> String {
+            let (json, path) = (well_formed_json(json.0), path.0);
             match serde_json::from_str::<Value>(&json) {
                 Ok(v) => schema::check_schema(&v, &path)
                     .into_iter()
@@ -223,24 +233,24 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
     let s = shared.clone();
     n.set(
         "endCompleted",
-        Function::new(ctx.clone(), move |value_json: String| {
-            s.set_end(EndOutcome::completed(value_json));
+        Function::new(ctx.clone(), move |value_json: Text| {
+            s.set_end(EndOutcome::completed(well_formed_json(value_json.0)));
         })?,
     )?;
 
     let s = shared.clone();
     n.set(
         "endFailed",
-        Function::new(ctx.clone(), move |code: String, message: String| {
-            s.set_end(EndOutcome::failed(code_from_prelude(&code), message));
+        Function::new(ctx.clone(), move |code: Text, message: Text| {
+            s.set_end(EndOutcome::failed(code_from_prelude(&code.0), message.0));
         })?,
     )?;
 
     let s = shared.clone();
     n.set(
         "endCancelled",
-        Function::new(ctx.clone(), move |code: String, message: String| {
-            s.set_end(EndOutcome::cancelled(code_from_prelude(&code), message));
+        Function::new(ctx.clone(), move |code: Text, message: Text| {
+            s.set_end(EndOutcome::cancelled(code_from_prelude(&code.0), message.0));
         })?,
     )?;
 
