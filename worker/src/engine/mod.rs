@@ -39,6 +39,9 @@ const PRELUDE: &str = include_str!("prelude.js");
 /// within a couple of milliseconds.
 const CANCEL_POLL_EVERY: Duration = Duration::from_millis(1);
 
+/// QuickJS's own first collection threshold (`JS_NewRuntime`).
+const GC_FIRST_THRESHOLD: usize = 256 * 1024;
+
 /// State shared by the loop, the natives and the interrupt handler.
 pub(crate) struct Shared {
     chan: RefCell<Channel>,
@@ -125,6 +128,11 @@ impl Engine {
 fn build_engine(shared: &Rc<Shared>) -> Result<Built, String> {
     let rt = Runtime::new().map_err(|e| format!("cannot create the engine: {e}"))?;
     rt.set_max_stack_size(2 * 1024 * 1024);
+    // No collection while the engine is built: the intrinsics and the
+    // prelude pass QuickJS's first threshold (256 KiB) and a full GC there
+    // would find almost nothing to free (a percent of a short run's
+    // worker). The threshold is then what that GC would have left.
+    rt.set_gc_threshold(usize::MAX);
     let ctx = Context::full(&rt).map_err(|e| format!("cannot create the engine: {e}"))?;
     let internal = ctx.with(|ctx| {
         let natives = natives::install(&ctx, shared).map_err(|e| describe(&ctx, e))?;
@@ -132,6 +140,8 @@ fn build_engine(shared: &Rc<Shared>) -> Result<Built, String> {
         let internal: Object = prelude.call((natives,)).map_err(|e| describe(&ctx, e))?;
         Ok::<_, String>(Persistent::save(&ctx, internal))
     })?;
+    let built = usize::try_from(rt.memory_usage().malloc_size).unwrap_or(0);
+    rt.set_gc_threshold(GC_FIRST_THRESHOLD.max(built.saturating_add(built / 2)));
     Ok(Built { internal, ctx, rt })
 }
 

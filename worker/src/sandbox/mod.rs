@@ -42,6 +42,8 @@ pub(crate) mod rlimits;
 #[cfg(target_os = "linux")]
 pub mod seccomp;
 #[cfg(target_os = "linux")]
+mod seccomp_tree;
+#[cfg(target_os = "linux")]
 pub mod tools;
 
 use dsh_protocol::{SandboxLevel, SandboxPolicy, SandboxReport};

@@ -31,14 +31,12 @@
 //! The filter is installed last, after the capability drop and the
 //! working-directory check, so that neither needs a rule of its own.
 
-use std::collections::BTreeMap;
-
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule,
 };
 
 use super::Tally;
+use super::seccomp_tree::{self, Call};
 
 /// The rule name in the sandbox report.
 pub const RULE: &str = "seccomp:allow-list";
@@ -162,12 +160,13 @@ pub enum FilterError {
     /// The kernel refused it.
     #[error("the kernel refused the filter: {0}")]
     Install(#[from] seccompiler::Error),
+    /// The search over the call numbers could not be encoded.
+    #[error("{0}")]
+    Search(#[from] super::seccomp_tree::TooFar),
+    /// A call number that does not fit the filter's 32 bits.
+    #[error("the call number of {0} is out of range")]
+    Number(&'static str),
 }
-
-#[cfg(target_arch = "x86_64")]
-const ARCH: TargetArch = TargetArch::x86_64;
-#[cfg(target_arch = "aarch64")]
-const ARCH: TargetArch = TargetArch::aarch64;
 
 fn masked(arg: u8, mask: u64, value: u64) -> Result<SeccompCondition, seccompiler::BackendError> {
     SeccompCondition::new(
@@ -209,9 +208,37 @@ fn rules(allowed: Allowed, pid: u32) -> Result<Vec<SeccompRule>, seccompiler::Ba
     })
 }
 
-/// The compiled filter for a worker whose pid is `pid`.
+/// The compiled filter for a worker whose pid is `pid`: the rules above,
+/// found by a binary search on the call number (`seccomp_tree`).
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub fn program(pid: u32) -> Result<BpfProgram, FilterError> {
+    let mut calls = Vec::new();
+    for group in allowed() {
+        for (name, nr, allowed) in group.calls {
+            let nr = u32::try_from(nr).map_err(|_| FilterError::Number(name))?;
+            calls.push(Call {
+                nr,
+                rules: rules(allowed, pid)?,
+            });
+        }
+    }
+    Ok(seccomp_tree::compile(
+        calls,
+        u32::from(SeccompAction::Allow),
+        u32::from(SeccompAction::Errno(libc::EPERM as u32)),
+    )?)
+}
+
+/// The same rules as `seccompiler` lays them out (one test per call in
+/// turn): what the search must agree with.
+#[cfg(all(test, any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn linear_program(pid: u32) -> Result<BpfProgram, FilterError> {
+    use seccompiler::{SeccompFilter, TargetArch};
+    use std::collections::BTreeMap;
+    #[cfg(target_arch = "x86_64")]
+    const ARCH: TargetArch = TargetArch::x86_64;
+    #[cfg(target_arch = "aarch64")]
+    const ARCH: TargetArch = TargetArch::aarch64;
     let mut map: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for group in allowed() {
         for (_, nr, allowed) in group.calls {
@@ -261,6 +288,96 @@ mod tests {
                 assert!(seen.insert(nr), "{name} is listed twice");
             }
         }
+    }
+
+    /// The search answers exactly as `seccompiler`'s one-by-one layout for
+    /// every call number (both tables, x32's too) and every argument the
+    /// rules look at.
+    #[test]
+    fn the_search_decides_every_call_as_the_linear_filter_does() {
+        use crate::sandbox::seccomp_tree::{AUDIT_ARCH, interpret};
+        let pid = 4321;
+        let tree = program(pid).expect("compiles");
+        let linear = linear_program(pid).expect("compiles");
+        assert!(
+            tree.len() < linear.len(),
+            "{} vs {}",
+            tree.len(),
+            linear.len()
+        );
+        let prot = [
+            (libc::PROT_READ | libc::PROT_WRITE) as u64,
+            (libc::PROT_READ | libc::PROT_EXEC) as u64,
+            // Only the low 32 bits are compared.
+            (1 << 32) | libc::PROT_READ as u64,
+        ];
+        let flags = [
+            (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64,
+            libc::MAP_SHARED as u64,
+            libc::MAP_SHARED_VALIDATE as u64,
+            0,
+        ];
+        let first = [
+            u64::from(pid),
+            u64::from(pid) + 1,
+            0,
+            (1 << 32) | u64::from(pid),
+        ];
+        let (mut calls, mut allowed) = (0, 0);
+        for arch in [AUDIT_ARCH, 0x4000_0003] {
+            for nr in (0..1024).chain([0x4000_0000, 0x4000_0001, 0x4000_00ff, u32::MAX]) {
+                for a0 in first {
+                    for a2 in prot {
+                        for a3 in flags {
+                            let d = interpret::Data {
+                                nr,
+                                arch,
+                                args: [a0, 0, a2, a3, 0, 0],
+                            };
+                            let want = interpret::run(&linear, &d);
+                            assert_eq!(
+                                interpret::run(&tree, &d),
+                                want,
+                                "nr {nr} arch {arch:#x} args {:?}",
+                                d.args
+                            );
+                            calls += 1;
+                            allowed += usize::from(want == libc::SECCOMP_RET_ALLOW);
+                        }
+                    }
+                }
+            }
+        }
+        // Both answers were seen, so the comparison covered something.
+        assert!(allowed > 0 && allowed < calls, "{allowed} of {calls}");
+    }
+
+    #[rstest::rstest]
+    #[case::read(libc::SYS_read, [0, 0, 0, 0], libc::SECCOMP_RET_ALLOW)]
+    #[case::openat(libc::SYS_openat, [0, 0, 0, 0], libc::SECCOMP_RET_ERRNO | libc::EPERM as u32)]
+    #[case::mmap_private(libc::SYS_mmap, [0, 0, libc::PROT_READ as u64, (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64], libc::SECCOMP_RET_ALLOW)]
+    #[case::mmap_exec(libc::SYS_mmap, [0, 0, libc::PROT_EXEC as u64, libc::MAP_PRIVATE as u64], libc::SECCOMP_RET_ERRNO | libc::EPERM as u32)]
+    #[case::mmap_shared(libc::SYS_mmap, [0, 0, libc::PROT_READ as u64, libc::MAP_SHARED as u64], libc::SECCOMP_RET_ERRNO | libc::EPERM as u32)]
+    #[case::kill_self(libc::SYS_kill, [4321, 0, 0, 0], libc::SECCOMP_RET_ALLOW)]
+    #[case::kill_other(libc::SYS_kill, [1, 0, 0, 0], libc::SECCOMP_RET_ERRNO | libc::EPERM as u32)]
+    #[case::exit_group(libc::SYS_exit_group, [0, 0, 0, 0], libc::SECCOMP_RET_ALLOW)]
+    fn the_search_answers(#[case] nr: libc::c_long, #[case] args: [u64; 4], #[case] want: u32) {
+        use crate::sandbox::seccomp_tree::{AUDIT_ARCH, interpret};
+        let prog = program(4321).expect("compiles");
+        let d = interpret::Data {
+            nr: nr as u32,
+            arch: AUDIT_ARCH,
+            args: [args[0], args[1], args[2], args[3], 0, 0],
+        };
+        assert_eq!(interpret::run(&prog, &d), want);
+        let foreign = interpret::Data {
+            arch: 0x4000_0003,
+            ..d
+        };
+        assert_eq!(
+            interpret::run(&prog, &foreign),
+            libc::SECCOMP_RET_KILL_PROCESS
+        );
     }
 
     #[test]
