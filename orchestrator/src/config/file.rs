@@ -239,6 +239,30 @@ fn key_of_quoted_value(text: &str, section: &str, message: &str) -> Option<(usiz
         .and_then(|(i, l)| line_key(l).map(|k| (i + 1, k.to_string())))
 }
 
+/// For an error inside `[section]` whose message names a key without
+/// quoting its value (`concurrency 0 is out of range`): the first key of
+/// the section that the message names as a word.
+fn key_named_in(text: &str, section: &str, message: &str) -> Option<(usize, String)> {
+    let (first, last) = section_lines(text, section)?;
+    let is_word = |k: &str| {
+        message.match_indices(k).any(|(i, _)| {
+            let before = message[..i].chars().next_back();
+            let after = message[i + k.len()..].chars().next();
+            let outside = |c: Option<char>| !c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+            outside(before) && outside(after)
+        })
+    };
+    text.lines()
+        .enumerate()
+        .skip(first - 1)
+        .take(last + 1 - first)
+        .find_map(|(i, l)| {
+            line_key(l)
+                .filter(|k| is_word(k))
+                .map(|k| (i + 1, k.to_string()))
+        })
+}
+
 pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let file = path.display().to_string();
     let raw: RawFile = toml::from_str(text).map_err(|e| {
@@ -317,7 +341,9 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 .and_then(|k| key_line_in(text, &section, k));
             match unknown {
                 Some(line) => ConfigError::at(format!("{file}:{line}"), m),
-                None => match key_of_quoted_value(text, &section, &m) {
+                None => match key_of_quoted_value(text, &section, &m)
+                    .or_else(|| key_named_in(text, &section, &m))
+                {
                     Some((line, key)) => ConfigError::at(
                         format!("{file}:{line}"),
                         m.replacen(
@@ -664,6 +690,8 @@ system_prompt = "Review carefully."
     #[case::unknown_agent_type_provider("[agent_types.r]\nprovider = \"ghost\"\n", "/p/dsh.toml:1", &["agent_types.r.provider", "ghost"])]
     #[case::bad_sandbox("[workflow]\nsandbox = \"lenient\"\n", "/p/dsh.toml:2", &["workflow.sandbox", "best-effort"])]
     #[case::zero_concurrency("[workflow]\nmax_concurrent_agents = 0\n", "/p/dsh.toml:2", &["workflow.max_concurrent_agents", "at least 1"])]
+    #[case::zero_provider_concurrency("[providers.x]\nkind = \"openai\"\nmodel = \"m\"\nconcurrency = 0\n", "/p/dsh.toml:4", &["providers.x.concurrency", "1 to 1024"])]
+    #[case::provider_concurrency_too_high("[providers.x]\nkind = \"openai\"\n\n# fixed\nconcurrency = 5000\n", "/p/dsh.toml:5", &["providers.x.concurrency", "5000"])]
     fn errors_name_file_line_key_and_fix(
         #[case] text: &str,
         #[case] location: &str,
