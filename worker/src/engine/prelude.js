@@ -260,6 +260,16 @@
   let queueHead = 0;
   let queueTail = 0;
   let calls = create(null); // callId -> call record, until settled
+  // A call record is an array, not an object literal: QuickJS defines a
+  // literal's fields one at a time through its generic path (a fifth of
+  // the worker's instructions per agent() call, callgrind,
+  // docs/performance.md round 8), an array literal is one allocation. Its
+  // elements are its own, so no setter planted on Array.prototype runs.
+  const CALL_ID = 0;
+  const CALL_RESOLVE = 1;
+  const CALL_REJECT = 2;
+  const CALL_STARTED = 3; // false while it waits in the queue
+  const CALL_PARTS = 4; // the request's parts while it waits, then null
   let loads = create(null); // workflow() load id -> { resolve, reject, argsJson }, until answered
   let nextLoadId = 1;
   const runsOfWorkflow = create(null); // nested workflow name -> times started
@@ -907,91 +917,115 @@
     return agentFor(null, prompt, options);
   }
 
+  // The promise's resolving functions, handed out by one shared executor:
+  // a closure per call (and its captured variables) cost more than the
+  // call's own checks (callgrind, docs/performance.md round 8).
+  // `agentFor` takes them at once.
+  let capturedResolve = null;
+  let capturedReject = null;
+  function captureResolvers(resolve, reject) {
+    capturedResolve = resolve;
+    capturedReject = reject;
+  }
+
   // One agent() call; `child` is the nested workflow making it (its name
   // and the phase its calls are grouped under), null for the run's script.
   function agentFor(child, prompt, options) {
-    return new PromiseCtor(function (resolve, reject) {
-      if (cancelled) throw cancelledError();
-      if (typeof prompt !== "string") {
-        // Claude Code sends a non-string prompt as its text form.
-        warn("agent(): the prompt is " + typeName(prompt) + ", not a string; sent as its text form, as Claude Code does", "prompt");
-        prompt = ccText(prompt);
+    const promise = new PromiseCtor(captureResolvers);
+    const resolve = capturedResolve;
+    const reject = capturedReject;
+    capturedResolve = null;
+    capturedReject = null;
+    // What throws here rejects the promise, as it would from an executor.
+    try {
+      startAgent(child, prompt, options, resolve, reject);
+    } catch (e) {
+      reject(e);
+    }
+    return promise;
+  }
+
+  function startAgent(child, prompt, options, resolve, reject) {
+    if (cancelled) throw cancelledError();
+    if (typeof prompt !== "string") {
+      // Claude Code sends a non-string prompt as its text form.
+      warn("agent(): the prompt is " + typeName(prompt) + ", not a string; sent as its text form, as Claude Code does", "prompt");
+      prompt = ccText(prompt);
+    }
+    if (prompt.length === 0) warn("agent(): the prompt is empty; sent as it is", "prompt");
+    // A nested workflow's calls are grouped under it, as Claude Code
+    // groups them, whatever phase the child names.
+    let phase = child !== null ? child.phase : currentPhase;
+    const workflow = child !== null ? child.name : null;
+    // Without options (the common call) nothing more is built: the label
+    // is left null for the native side to take from the prompt (the
+    // same rule as defaultLabel), and no options object is sent.
+    let label = null;
+    let schemaJson = null;
+    let opts = null;
+    if (options !== undefined) {
+      const read = readOptions(options);
+      const plain = read.plain;
+      schemaJson = read.schemaJson;
+      const accepted = read.accepted === undefined ? create(null) : read.accepted;
+      if ("label" in plain) label = plain.label;
+      if (child === null && "phase" in plain) phase = plain.phase;
+      opts = {
+        __proto__: null,
+        model: "model" in plain ? plain.model : null,
+        provider: "provider" in plain ? plain.provider : null,
+        effort: "effort" in plain ? plain.effort : null,
+        agentType: "agentType" in plain ? plain.agentType : null,
+        isolation: "isolation" in plain ? plain.isolation : null,
+        stallMs: readStallMs(accepted),
+        disallowedTools: "disallowedTools" in accepted ? accepted.disallowedTools : null,
+        sharedHeadLength: "sharedHeadLength" in accepted ? accepted.sharedHeadLength : null,
+      };
+    }
+    // The request goes to the native side as its parts; its JSON text
+    // (what the limit is about) is built only when a bound says it could
+    // be near the limit: a UTF-16 unit is at most 6 bytes of JSON (a \u
+    // escape), the keys and punctuation well under 1 KiB. A default
+    // label is a prefix of the prompt's first line and one "…".
+    let units = prompt.length + (label !== null ? label.length : prompt.length + 1);
+    if (phase !== null) units += phase.length;
+    if (schemaJson !== null) units += schemaJson.length;
+    if (workflow !== null) units += workflow.length;
+    if (opts !== null) units += optionUnits(opts);
+    if (units * 6 + 1024 > maxRequestBytes) {
+      const requestJson = plainJson({
+        __proto__: null,
+        prompt,
+        label: label !== null ? label : defaultLabel(prompt),
+        phase,
+        schema: schemaJson,
+        options: opts !== null ? opts : NO_OPTIONS,
+        workflow,
+      });
+      if (requestJson.length * 3 > maxRequestBytes && N.utf8Bytes(requestJson) > maxRequestBytes) {
+        throw fatal("INVALID_ARGUMENT", "agent(): the request (prompt, schema and options) is " + N.utf8Bytes(requestJson) +
+          " bytes, over the limit of " + maxRequestBytes + " bytes for one request; send less");
       }
-      if (prompt.length === 0) warn("agent(): the prompt is empty; sent as it is", "prompt");
-      // A nested workflow's calls are grouped under it, as Claude Code
-      // groups them, whatever phase the child names.
-      let phase = child !== null ? child.phase : currentPhase;
-      const workflow = child !== null ? child.name : null;
-      // Without options (the common call) nothing more is built: the label
-      // is left null for the native side to take from the prompt (the
-      // same rule as defaultLabel), and no options object is sent.
-      let label = null;
-      let schemaJson = null;
-      let opts = null;
-      if (options !== undefined) {
-        const read = readOptions(options);
-        const plain = read.plain;
-        schemaJson = read.schemaJson;
-        const accepted = read.accepted === undefined ? create(null) : read.accepted;
-        if ("label" in plain) label = plain.label;
-        if (child === null && "phase" in plain) phase = plain.phase;
-        opts = {
-          __proto__: null,
-          model: "model" in plain ? plain.model : null,
-          provider: "provider" in plain ? plain.provider : null,
-          effort: "effort" in plain ? plain.effort : null,
-          agentType: "agentType" in plain ? plain.agentType : null,
-          isolation: "isolation" in plain ? plain.isolation : null,
-          stallMs: readStallMs(accepted),
-          disallowedTools: "disallowedTools" in accepted ? accepted.disallowedTools : null,
-          sharedHeadLength: "sharedHeadLength" in accepted ? accepted.sharedHeadLength : null,
-        };
-      }
-      // The request goes to the native side as its parts; its JSON text
-      // (what the limit is about) is built only when a bound says it could
-      // be near the limit: a UTF-16 unit is at most 6 bytes of JSON (a \u
-      // escape), the keys and punctuation well under 1 KiB. A default
-      // label is a prefix of the prompt's first line and one "…".
-      let units = prompt.length + (label !== null ? label.length : prompt.length + 1);
-      if (phase !== null) units += phase.length;
-      if (schemaJson !== null) units += schemaJson.length;
-      if (workflow !== null) units += workflow.length;
-      if (opts !== null) units += optionUnits(opts);
-      if (units * 6 + 1024 > maxRequestBytes) {
-        const requestJson = plainJson({
-          __proto__: null,
-          prompt,
-          label: label !== null ? label : defaultLabel(prompt),
-          phase,
-          schema: schemaJson,
-          options: opts !== null ? opts : NO_OPTIONS,
-          workflow,
-        });
-        if (requestJson.length * 3 > maxRequestBytes && N.utf8Bytes(requestJson) > maxRequestBytes) {
-          throw fatal("INVALID_ARGUMENT", "agent(): the request (prompt, schema and options) is " + N.utf8Bytes(requestJson) +
-            " bytes, over the limit of " + maxRequestBytes + " bytes for one request; send less");
-        }
-      }
-      if (agentsStarted >= maxTotalAgents) {
-        throw fatal("AGENT_CAP", "agent(): the run may start at most " + maxTotalAgents +
-          " agents (maxTotalAgents); this was call " + (agentsStarted + 1));
-      }
-      if (budgetTotal !== null && spent >= budgetTotal) {
-        throw fatal("BUDGET", "agent(): the output-token budget of " + budgetTotal + " is spent (" + spent + " used)");
-      }
-      const id = N.admit(); // the host-visible seq: 1, 2, 3 … in admission order
-      agentsStarted = id;
-      const call = { __proto__: null, id, resolve, reject, started: false, parts: null };
-      calls[id] = call;
-      if (running < maxConcurrentAgents) {
-        running++;
-        call.started = true;
-        N.childStart(id, prompt, label, phase, schemaJson, workflow, opts);
-      } else {
-        call.parts = [prompt, label, phase, schemaJson, workflow, opts];
-        queue[queueTail++] = call;
-      }
-    });
+    }
+    if (agentsStarted >= maxTotalAgents) {
+      throw fatal("AGENT_CAP", "agent(): the run may start at most " + maxTotalAgents +
+        " agents (maxTotalAgents); this was call " + (agentsStarted + 1));
+    }
+    if (budgetTotal !== null && spent >= budgetTotal) {
+      throw fatal("BUDGET", "agent(): the output-token budget of " + budgetTotal + " is spent (" + spent + " used)");
+    }
+    const id = N.admit(); // the host-visible seq: 1, 2, 3 … in admission order
+    agentsStarted = id;
+    const call = [id, resolve, reject, false, null];
+    calls[id] = call;
+    if (running < maxConcurrentAgents) {
+      running++;
+      call[CALL_STARTED] = true;
+      N.childStart(id, prompt, label, phase, schemaJson, workflow, opts);
+    } else {
+      call[CALL_PARTS] = [prompt, label, phase, schemaJson, workflow, opts];
+      queue[queueTail++] = call;
+    }
   }
 
   // What the JSON of a call without options holds in their place.
@@ -1016,10 +1050,10 @@
   // A queued call's turn.
   function startCall(call) {
     running++;
-    call.started = true;
-    const p = call.parts;
-    call.parts = null;
-    N.childStart(call.id, p[0], p[1], p[2], p[3], p[4], p[5]);
+    call[CALL_STARTED] = true;
+    const p = call[CALL_PARTS];
+    call[CALL_PARTS] = null;
+    N.childStart(call[CALL_ID], p[0], p[1], p[2], p[3], p[4], p[5]);
   }
 
   // A slot freed: start the oldest waiting call.
@@ -1053,38 +1087,38 @@
       return;
     }
     const call = calls[callId];
-    if (call === undefined || !call.started) return;
+    if (call === undefined || !call[CALL_STARTED]) return;
     if (kind === DELIVER_SETTLED) settled(call, a, b, c);
     else if (kind === DELIVER_FAILED) {
-      delete calls[call.id];
+      delete calls[call[CALL_ID]];
       release();
-      call.reject(fatal("AGENT_RESULT", a));
+      call[CALL_REJECT](fatal("AGENT_RESULT", a));
     } else if (kind === DELIVER_START_ERROR) {
-      delete calls[call.id];
+      delete calls[call[CALL_ID]];
       release();
-      call.reject(fatal(a, b));
+      call[CALL_REJECT](fatal(a, b));
     }
   }
 
   function settled(call, outcome, payload, outputTokens) {
-    delete calls[call.id];
+    delete calls[call[CALL_ID]];
     spent += outputTokens;
     release();
     if (outcome === OUTCOME_TEXT) {
-      call.resolve(payload);
+      call[CALL_RESOLVE](payload);
     } else if (outcome === OUTCOME_STRUCTURED) {
       let value = null;
       try {
         value = parse(payload);
       } catch (e) {
-        call.reject(fatal("AGENT_RESULT", "agent(): the structured answer was not JSON: " + describeThrown(e)));
+        call[CALL_REJECT](fatal("AGENT_RESULT", "agent(): the structured answer was not JSON: " + describeThrown(e)));
         return;
       }
-      call.resolve(value);
+      call[CALL_RESOLVE](value);
     } else if (outcome === OUTCOME_CANCELLED && cancelled) {
-      call.reject(cancelledError());
+      call[CALL_REJECT](cancelledError());
     } else {
-      call.resolve(null); // failed, or cancelled for its own reasons
+      call[CALL_RESOLVE](null); // failed, or cancelled for its own reasons
     }
   }
 
@@ -1543,7 +1577,7 @@
     const waiting = calls;
     const ids = objectKeys(waiting);
     calls = create(null);
-    for (let i = 0; i < ids.length; i++) waiting[ids[i]].reject(cancelledError());
+    for (let i = 0; i < ids.length; i++) waiting[ids[i]][CALL_REJECT](cancelledError());
     const loading = loads;
     const loadIds = objectKeys(loading);
     loads = create(null);
