@@ -118,10 +118,9 @@ fn search(calls: &mut [(u32, BpfProgram)], deny: u32) -> Result<BpfProgram, TooF
 
 /// The whole program: the architecture check, the call number, the search.
 /// `calls` may come in any order; a number given twice keeps the last.
-pub fn compile(calls: Vec<Call>, allow: u32, deny: u32) -> Result<BpfProgram, TooFar> {
-    let mut sorted: Vec<(u32, BpfProgram)> = Vec::with_capacity(calls.len());
-    let mut calls = calls;
+pub fn compile(mut calls: Vec<Call>, allow: u32, deny: u32) -> Result<BpfProgram, TooFar> {
     calls.sort_by_key(|c| c.nr);
+    let mut sorted: Vec<(u32, BpfProgram)> = Vec::with_capacity(calls.len());
     for call in calls {
         if sorted.last().is_some_and(|(nr, _)| *nr == call.nr) {
             sorted.pop();
