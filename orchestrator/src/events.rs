@@ -483,19 +483,23 @@ impl Hub {
 
     /// Emits an event. Nothing is emitted after `workflow/end`.
     pub fn emit(&self, kind: EventKind) {
-        let t = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
         let is_end = matches!(kind, EventKind::End { .. });
-        let event = Event {
-            run_id: self.run_id.clone(),
-            t,
-            kind,
-        };
         let Ok(mut st) = self.state.lock() else {
             return;
         };
         if st.ended {
             return;
         }
+        // Read the clock under the lock: events are ordered by the lock,
+        // and two threads that read it before taking the lock could append
+        // their events in the opposite order of their times (an agent's
+        // activity, emitted by its own task, after another agent's end).
+        let t = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let event = Event {
+            run_id: self.run_id.clone(),
+            t,
+            kind,
+        };
         st.subscribers.retain(|q| match q.upgrade() {
             Some(q) => {
                 q.push(event.clone(), is_end);
@@ -710,6 +714,33 @@ mod tests {
         }
         end(&hub);
         assert_eq!(reader.await.expect("reader"), (101, 0));
+    }
+
+    /// Events emitted from several threads at once (an agent's activity
+    /// pump beside the supervisor) come out with `t` non-decreasing: the
+    /// order of the stream and the order of the clock agree.
+    #[test]
+    fn events_from_several_threads_keep_t_in_order() {
+        let hub = Hub::new("r".into(), Instant::now());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let hub = hub.clone();
+                std::thread::spawn(move || {
+                    for i in 0..20_000 {
+                        log(&hub, i);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("an emitting thread");
+        }
+        end(&hub);
+        let st = hub.state.lock().expect("the hub's state");
+        assert_eq!(st.history.len(), 80_001);
+        for pair in st.history.windows(2) {
+            assert!(pair[0].t <= pair[1].t, "{} after {}", pair[1].t, pair[0].t);
+        }
     }
 
     #[test]
