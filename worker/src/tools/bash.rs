@@ -20,7 +20,10 @@
 //!   so no descendant can leave the group.
 //! - Cancel: the host stops a tool process with SIGTERM before SIGKILL;
 //!   the tool process then SIGKILLs the shell's group and exits
-//!   ([`stop_group_on_sigterm`]).
+//!   ([`stop_group_on_sigterm`]). SIGTERM is held from before the shell's
+//!   spawn until that handler is in place, so a cancel in between is not
+//!   lost (it used to end the tool process alone, leaving the shell's
+//!   background children behind).
 
 use std::io::Read as _;
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
@@ -204,12 +207,30 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
             Ok(())
         });
     }
-    let mut child = cmd.spawn().map_err(start_err)?;
+    // SIGTERM is held from before the spawn until the handler knows the
+    // shell's group: a cancel that came between the two used to end this
+    // process by the default action, and the shell's background children
+    // (which have no parent-death signal) outlived the call. The process
+    // has no other thread yet, so the thread's mask is the process's; the
+    // child starts with an empty mask (std resets it before exec).
+    let mut term = SigSet::empty();
+    term.add(Signal::SIGTERM);
+    let _ = term.thread_block();
+    let spawned = cmd.spawn();
     // The parent's copies of the pipe's write end: closed now, or the
     // reader would never see the end of the output.
     drop(cmd);
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(e) => {
+            let _ = term.thread_unblock();
+            return Err(start_err(e));
+        }
+    };
     let pid = Pid::from_raw(i32::try_from(child.id()).unwrap_or(i32::MAX));
     stop_group_on_sigterm(pid);
+    // A SIGTERM that arrived meanwhile is handled now, by the handler.
+    let _ = term.thread_unblock();
 
     let collected = Arc::new(Mutex::new(Collected::default()));
     let (eof_tx, eof_rx) = mpsc::channel::<()>();
