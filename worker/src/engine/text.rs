@@ -14,8 +14,6 @@
 //! a lone surrogate as an escape (`"\ud800"`), which serde_json refuses.
 //! [`well_formed_json`] rewrites those escapes to `\ufffd`.
 
-use std::borrow::Cow;
-
 use rquickjs::{Ctx, FromJs, Value};
 
 /// A string argument of a native, lone surrogates replaced by U+FFFD.
@@ -32,7 +30,7 @@ impl<'js> FromJs<'js> for Text {
                 // back; the buffer lives until `c` is dropped, after the
                 // copy below.
                 let bytes = unsafe { std::slice::from_raw_parts(c.as_ptr().cast::<u8>(), c.len()) };
-                Ok(Text(wtf8_lossy(bytes).into_owned()))
+                Ok(Text(wtf8_lossy(bytes)))
             }
             Err(e) => Err(e),
         }
@@ -47,17 +45,16 @@ pub(crate) fn opt(t: Option<Text>) -> Option<String> {
 /// WTF-8 (UTF-8 that may hold the three-byte encoding of a lone surrogate)
 /// to UTF-8: one U+FFFD per surrogate, as `String.prototype.toWellFormed`
 /// does; any other invalid byte becomes U+FFFD too.
-pub(crate) fn wtf8_lossy(bytes: &[u8]) -> Cow<'_, str> {
-    let Err(first) = std::str::from_utf8(bytes) else {
-        return String::from_utf8_lossy(bytes);
-    };
+pub(crate) fn wtf8_lossy(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len());
     let mut rest = bytes;
-    let mut error = Some(first);
     loop {
-        let Some(e) = error else {
-            out.push_str(&String::from_utf8_lossy(rest));
-            return Cow::Owned(out);
+        let e = match std::str::from_utf8(rest) {
+            Ok(valid) => {
+                out.push_str(valid);
+                return out;
+            }
+            Err(e) => e,
         };
         let (good, bad) = rest.split_at(e.valid_up_to());
         out.push_str(&String::from_utf8_lossy(good));
@@ -68,7 +65,6 @@ pub(crate) fn wtf8_lossy(bytes: &[u8]) -> Cow<'_, str> {
             _ => e.error_len().unwrap_or(bad.len()),
         };
         rest = &bad[skip..];
-        error = std::str::from_utf8(rest).err();
     }
 }
 
