@@ -40,10 +40,18 @@ static ALLOC: dsh_worker::alloc::WorkerAlloc = dsh_worker::alloc::WorkerAlloc;
 const TYPES: &str = include_str!("types.d.ts");
 
 fn main() {
-    let mut args = std::env::args();
-    let code = if args.nth(1).as_deref() == Some("__worker") {
-        dsh_worker::main_with_args(args)
+    // Raw: a command line that is not UTF-8 is for clap to report.
+    let mut argv = std::env::args_os().skip(1);
+    let first = argv.next();
+    let code = if first.as_deref() == Some("__worker".as_ref()) {
+        dsh_worker::main_with_args(std::env::args().skip(2))
     } else {
+        if first.as_deref() == Some("workflow".as_ref())
+            && argv.next().as_deref() == Some("run".as_ref())
+        {
+            // First thing, while this process has its one thread.
+            request::prefork_worker();
+        }
         cli_main(std::env::args_os())
     };
     std::process::exit(code);

@@ -17,7 +17,7 @@ use dsh_orchestrator::providers::dry_run::DryRunProvider;
 use dsh_orchestrator::providers::router::{self, AgentTypeGate, Router};
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::{
-    ArgsInput, ErrorCode, Limits, Meta, SandboxPolicy, SpawnedWorker, StartRequest,
+    ArgsInput, ErrorCode, ForkedWorker, Limits, Meta, SandboxPolicy, SpawnedWorker, StartRequest,
     SubagentProvider, WorkerCommand,
 };
 use serde_json::Value;
@@ -71,7 +71,11 @@ pub fn build(a: &RunArgs) -> Result<(StartRequest, ProviderSpec), CliError> {
     // and the script's parse (docs/performance.md). Should this spawn
     // fail, start() spawns again and reports why.
     let worker = worker()?;
-    let ahead = SpawnedWorker::spawn(&worker, sandbox).ok();
+    let ahead = match take_preforked() {
+        Some(forked) => SpawnedWorker::adopt(forked, &worker, sandbox),
+        None => SpawnedWorker::spawn(&worker, sandbox),
+    }
+    .ok();
     let limits = limits(a, config.workflow.limits())?;
     let args = args(a)?;
 
@@ -430,6 +434,44 @@ fn providers_router(
         .check_default()
         .map_err(|m| CliError::new(ErrorCode::ConfigInvalid, format!("{where_}: {m}")))?;
     Ok(router)
+}
+
+/// The worker `main` forked for this run (see [`prefork_worker`]), until
+/// [`build`] takes it.
+static PREFORKED: std::sync::Mutex<Option<ForkedWorker>> = std::sync::Mutex::new(None);
+
+/// Forks this process into the worker of the run it is about to make
+/// (`dsh_worker::prefork`: no second exec of this binary; about 1 ms of a
+/// `dsh workflow run`, docs/performance.md). Not when `DSH_WORKER` names
+/// another worker program. A fork that fails costs nothing: the run
+/// spawns its worker as before. A worker no run takes (a usage error,
+/// `--help`) dies with this process, by its parent-death signal.
+///
+/// Must be called while the process has one thread: first thing in
+/// `main`.
+pub fn prefork_worker() {
+    if std::env::var_os("DSH_WORKER").is_some() {
+        return;
+    }
+    // A fork that fails has nothing to report: the run spawns its worker
+    // and says why if that fails too.
+    // SAFETY: called first thing in `main`, before the runtime or any
+    // other thread exists (see above).
+    if let Ok(p) = unsafe { dsh_worker::prefork::prefork() }
+        && let Ok(mut slot) = PREFORKED.lock()
+    {
+        *slot = Some(ForkedWorker {
+            pid: p.pid,
+            socket: p.socket,
+            stderr: p.stderr,
+        });
+    }
+}
+
+/// The worker forked by [`prefork_worker`], for the run's default worker
+/// (`dsh` itself) only.
+fn take_preforked() -> Option<ForkedWorker> {
+    PREFORKED.lock().ok()?.take()
 }
 
 /// The worker for CLI runs: the program `DSH_WORKER` names, else `dsh`

@@ -1640,6 +1640,87 @@ fn sigint_on_a_parked_script_exits_130() {
     assert_process_gone(worker);
 }
 
+/// The worker `dsh workflow run` forks for itself before its runtime
+/// starts (no second exec of `dsh`) is the process a spawned one would
+/// be: a process group of its own, in `/`, none of the command line's
+/// environment (not even as zeroed names in `/proc/PID/environ`), none of
+/// the descriptors `dsh` inherited, `no_new_privs` set by its sandbox.
+#[test]
+fn the_forked_worker_keeps_nothing_of_the_command_line() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let ws = Workspace::new(
+        "wf.ts",
+        "log(\"parked\");\nawait new Promise(() => {});\n",
+        None,
+    )
+    .with_env("DSH_TEST_SECRET", "hunter2-in-the-environment");
+    let inherited = tempfile::tempfile().expect("temp file");
+    let fd = inherited.as_raw_fd();
+    let inherited_target =
+        std::fs::read_link(format!("/proc/self/fd/{fd}")).expect("the temp file's link");
+    let mut cmd = ws.command(&["--output", "result"]);
+    // SAFETY: fcntl only, async-signal-safe, in the child before exec:
+    // `dsh` inherits the descriptor as a badly behaved parent would leave it.
+    unsafe {
+        cmd.pre_exec(move || {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+            Ok(())
+        });
+    }
+    let mut running = common::Running::adopt(cmd.spawn().expect("spawn dsh"), ws);
+    running.wait_for_event("the parked log", |e| e["message"] == "parked");
+    let dsh = running.pid();
+    let worker = worker_of(dsh);
+    let dsh_fds: Vec<_> = std::fs::read_dir(format!("/proc/{dsh}/fd"))
+        .expect("dsh's descriptors")
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .collect();
+    assert!(
+        dsh_fds.contains(&inherited_target),
+        "the test's own premise: dsh inherited {inherited_target:?}: {dsh_fds:?}"
+    );
+
+    let environ = std::fs::read(format!("/proc/{worker}/environ")).expect("environ");
+    let text = String::from_utf8_lossy(&environ);
+    assert!(
+        !text.contains("DSH_TEST_SECRET") && !text.contains("hunter2") && !text.contains("PATH="),
+        "the worker's environment: {text:?}"
+    );
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{worker}/cwd")).expect("cwd"),
+        std::path::PathBuf::from("/")
+    );
+    let stat = std::fs::read_to_string(format!("/proc/{worker}/stat")).expect("stat");
+    let after_comm = &stat[stat.rfind(')').expect("comm") + 2..];
+    let fields: Vec<&str> = after_comm.split(' ').collect();
+    assert_eq!(fields[1], dsh.to_string(), "parent: {stat}");
+    assert_eq!(
+        fields[2],
+        worker.to_string(),
+        "its own process group: {stat}"
+    );
+    let fds: Vec<_> = std::fs::read_dir(format!("/proc/{worker}/fd"))
+        .expect("the worker's descriptors")
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .collect();
+    assert!(
+        !fds.contains(&inherited_target),
+        "the worker kept dsh's inherited descriptor: {fds:?}"
+    );
+    let status = std::fs::read_to_string(format!("/proc/{worker}/status")).expect("status");
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+
+    running.signal(libc::SIGINT);
+    let out = running.finish();
+    out.assert_code(130);
+    assert_process_gone(worker);
+    drop(inherited);
+}
+
 #[test]
 fn two_sigints_still_print_the_result_and_leave_no_worker() {
     // A long grace: only the second signal can make this quick.

@@ -51,7 +51,7 @@ pub use provider::{
 };
 pub use result::{RunError, RunResult};
 pub use run::{
-    ArgsInput, SpawnedWorker, StartError, StartRequest, WorkerCommand, WorkerMissing, WorkflowRun,
-    prepare, start,
+    ArgsInput, ForkedWorker, SpawnedWorker, StartError, StartRequest, WorkerCommand, WorkerMissing,
+    WorkflowRun, prepare, start,
 };
 pub use script::Meta;

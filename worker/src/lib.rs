@@ -29,6 +29,7 @@ pub(crate) mod channel;
 pub(crate) mod clock;
 pub mod engine;
 pub(crate) mod logs;
+pub mod prefork;
 pub mod reap;
 pub mod sandbox;
 pub(crate) mod timers;
@@ -127,6 +128,17 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
         eprintln!("dsh-worker: --fd {fd} is not a connected socket");
         return EXIT_USAGE;
     }
+    serve_stream(stream, landlock_abi_override, early_policy)
+}
+
+/// Serves one run over `stream` (the host's socket), from `Hello` to
+/// `End`; returns the exit status. Shared by the exec'd worker and the
+/// forked one ([`prefork`]).
+pub(crate) fn serve_stream(
+    stream: UnixStream,
+    landlock_abi_override: Option<u32>,
+    early_policy: SandboxPolicy,
+) -> i32 {
     alloc::exit_on_failure();
     match serve(
         Channel::new(stream, DEFAULT_MAX_FRAME_BYTES),
@@ -150,7 +162,7 @@ const EXIT_PARENT_GONE: i32 = 111;
 /// the signal was armed would otherwise never get it. A parent that is
 /// alive but not `parent` is a wrapper that forked this process (a
 /// `DSH_WORKER` script); it is left alone.
-fn die_with_parent(parent: i32) {
+pub(crate) fn die_with_parent(parent: i32) {
     #[cfg(target_os = "linux")]
     {
         use nix::errno::Errno;

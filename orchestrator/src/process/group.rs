@@ -53,10 +53,13 @@ impl Termination {
 }
 
 /// A spawned child leading its own process group (spawned through
-/// [`super::spawner`]). Dropping it while the leader is not reaped
-/// SIGKILLs the group first; tokio's `kill_on_drop` then reaps the leader.
+/// [`super::spawner`], or forked by this process and adopted with
+/// [`ProcessGroup::adopt`]). Dropping it while the leader is not reaped
+/// SIGKILLs the group first; the leader is then reaped in the background
+/// (tokio's `kill_on_drop` for a spawned one, [`reap_when_gone`] for an
+/// adopted one).
 pub struct ProcessGroup {
-    child: Child,
+    leader: Leader,
     pid: libc::pid_t,
     watch: ExitWatch,
     /// Set once the leader is reaped: from then on nothing is signalled.
@@ -72,6 +75,39 @@ impl std::fmt::Debug for ProcessGroup {
     }
 }
 
+/// Who reaps the leader, and what of it there is to take.
+enum Leader {
+    /// Spawned through tokio, which reaps it (`wait`, or its orphan queue
+    /// after `kill_on_drop`).
+    Spawned(Child),
+    /// Forked by this process outside tokio (a worker forked before the
+    /// runtime started): reaped here with `waitid`. Its stderr pipe, until
+    /// taken.
+    Adopted(Option<tokio::net::unix::pipe::Receiver>),
+}
+
+/// A child's stderr, to read: a spawned child's pipe or an adopted one's.
+#[derive(Debug)]
+pub enum Stderr {
+    /// The pipe tokio made for a spawned child.
+    Spawned(tokio::process::ChildStderr),
+    /// The pipe made for a child forked outside tokio.
+    Adopted(tokio::net::unix::pipe::Receiver),
+}
+
+impl tokio::io::AsyncRead for Stderr {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stderr::Spawned(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            Stderr::Adopted(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
 impl ProcessGroup {
     /// Takes over a child spawned with `process_group(0)`. Must be called
     /// inside a tokio runtime, before anything could reap the child.
@@ -82,7 +118,28 @@ impl ProcessGroup {
             .ok_or_else(|| std::io::Error::other("the child exited before it could be tracked"))?;
         Ok(ProcessGroup {
             watch: ExitWatch::new(pid),
-            child,
+            leader: Leader::Spawned(child),
+            pid,
+            status: None,
+        })
+    }
+
+    /// Takes over a child this process forked itself (not through tokio or
+    /// std), already the leader of its own process group, and the read end
+    /// of its stderr pipe. Must be called inside a tokio runtime, before
+    /// anything could reap the child; nothing else in the process may wait
+    /// for it. From here it is ended and reaped like any spawned child.
+    pub fn adopt(pid: u32, stderr: std::os::fd::OwnedFd) -> std::io::Result<ProcessGroup> {
+        let pid = libc::pid_t::try_from(pid)
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| std::io::Error::other(format!("{pid} is not a child's pid")))?;
+        // A descriptor that is not a pipe (or the runtime refusing it)
+        // costs the worker's log lines, not the run.
+        let stderr = tokio::net::unix::pipe::Receiver::from_owned_fd(stderr).ok();
+        Ok(ProcessGroup {
+            watch: ExitWatch::new(pid),
+            leader: Leader::Adopted(stderr),
             pid,
             status: None,
         })
@@ -93,9 +150,20 @@ impl ProcessGroup {
         self.pid.unsigned_abs()
     }
 
-    /// The leader's pipes, to take.
-    pub fn child_mut(&mut self) -> &mut Child {
-        &mut self.child
+    /// The leader's pipes, to take; `None` for an adopted leader.
+    pub fn child_mut(&mut self) -> Option<&mut Child> {
+        match &mut self.leader {
+            Leader::Spawned(c) => Some(c),
+            Leader::Adopted(_) => None,
+        }
+    }
+
+    /// The leader's stderr, if it was piped and not taken yet.
+    pub fn take_stderr(&mut self) -> Option<Stderr> {
+        match &mut self.leader {
+            Leader::Spawned(c) => c.stderr.take().map(Stderr::Spawned),
+            Leader::Adopted(s) => s.take().map(Stderr::Adopted),
+        }
     }
 
     /// The exit status, once the leader is reaped.
@@ -144,13 +212,16 @@ impl ProcessGroup {
             return None;
         }
         self.signal(Signal::SIGKILL);
-        match tokio::time::timeout(KILL_WAIT, self.child.wait()).await {
-            Ok(Ok(st)) => {
-                self.status = Some(st);
-                Some(st)
-            }
-            Ok(Err(_)) | Err(_) => None,
-        }
+        let reaped = match &mut self.leader {
+            Leader::Spawned(child) => match tokio::time::timeout(KILL_WAIT, child.wait()).await {
+                Ok(Ok(st)) => Some(st),
+                Ok(Err(_)) | Err(_) => None,
+            },
+            // It has exited (above), so this does not block.
+            Leader::Adopted(_) => reap_exited(self.pid),
+        };
+        self.status = reaped;
+        reaped
     }
 
     /// Stops the child: reaps it if it already exited; else SIGTERM to the
@@ -186,6 +257,57 @@ impl ProcessGroup {
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
         self.signal(Signal::SIGKILL);
+        if self.status.is_none() && matches!(self.leader, Leader::Adopted(_)) {
+            reap_when_gone(self.pid);
+        }
+    }
+}
+
+/// Reaps an adopted leader that is being SIGKILLed and dropped unreaped:
+/// in the background on the current runtime once it has exited, else (no
+/// runtime) on a thread of its own. Without this it would stay a zombie
+/// for as long as the host lives; tokio does the same for a spawned child
+/// through its orphan queue.
+fn reap_when_gone(pid: libc::pid_t) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => {
+            let _enter = handle.enter();
+            let watch = ExitWatch::new(pid);
+            handle.spawn(async move {
+                watch.exited().await;
+                let _ = reap_exited(pid);
+            });
+        }
+        Err(_) => {
+            let _ = std::thread::Builder::new()
+                .name("dsh-reap".into())
+                .spawn(move || {
+                    let _ = wait::waitid(Id::Pid(Pid::from_raw(pid)), WaitPidFlag::WEXITED);
+                });
+        }
+    }
+}
+
+/// Reaps `pid`, which has exited; `None` if it cannot be (not our child,
+/// or somehow not exited yet).
+fn reap_exited(pid: libc::pid_t) -> Option<ExitStatus> {
+    use std::os::unix::process::ExitStatusExt;
+    loop {
+        match wait::waitid(
+            Id::Pid(Pid::from_raw(pid)),
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG,
+        ) {
+            Ok(WaitStatus::Exited(_, code)) => {
+                return Some(ExitStatus::from_raw((code & 0xff) << 8));
+            }
+            Ok(WaitStatus::Signaled(_, sig, core)) => {
+                return Some(ExitStatus::from_raw(
+                    sig as i32 | if core { 0x80 } else { 0 },
+                ));
+            }
+            Err(Errno::EINTR) => continue,
+            Ok(_) | Err(_) => return None,
+        }
     }
 }
 

@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 pub(crate) use supervisor::handshake;
 use supervisor::handshake::Hello;
 use supervisor::{Command, Parts, Supervisor};
-pub use worker::{SpawnedWorker, WorkerCommand, WorkerMissing};
+pub use worker::{ForkedWorker, SpawnedWorker, WorkerCommand, WorkerMissing};
 
 use crate::events::{EventKind, EventStream, Hub};
 use crate::limits::{LimitError, Limits};
@@ -398,7 +398,7 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         mut process,
         socket,
     } = spawned;
-    let stderr = process.child_mut().stderr.take();
+    let stderr = process.take_stderr();
     let worker_pid = process.pid();
     // Entering the runtime is what lets a std socket become a tokio one.
     let socket = {

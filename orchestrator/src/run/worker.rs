@@ -8,6 +8,7 @@
 //! process itself is spawned and ended like every child of the host
 //! ([`crate::process`]).
 
+use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -268,6 +269,55 @@ impl SpawnedWorker {
         })
     }
 
+    /// Takes over a worker this process forked itself, before its tokio
+    /// runtime started (the `dsh` binary does this first thing for
+    /// `workflow run`: no exec, no dynamic loader, the image already
+    /// mapped; docs/performance.md), as the worker for a run of `worker`
+    /// under `sandbox`. The forked worker waits for one line on its socket
+    /// naming the sandbox policy before it says `Hello`
+    /// ([`ForkedWorker`]); this sends it. Must be called inside a tokio
+    /// runtime. On error the forked worker is killed and reaped.
+    pub fn adopt(
+        forked: ForkedWorker,
+        worker: &WorkerCommand,
+        sandbox: SandboxPolicy,
+    ) -> Result<SpawnedWorker, super::StartError> {
+        let ForkedWorker {
+            pid,
+            socket,
+            stderr,
+        } = forked;
+        let fail = |source: std::io::Error| super::StartError::Spawn {
+            program: worker.program.display().to_string(),
+            source,
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            kill_unadopted(pid);
+            return Err(super::StartError::NoRuntime);
+        }
+        let process = match ProcessGroup::adopt(pid, stderr) {
+            Ok(p) => p,
+            Err(e) => {
+                kill_unadopted(pid);
+                return Err(fail(e));
+            }
+        };
+        // From here dropping `process` kills and reaps it.
+        let line = format!("{}\n", sandbox.as_str());
+        (&socket).write_all(line.as_bytes()).map_err(fail)?;
+        socket.set_nonblocking(true).map_err(fail)?;
+        Ok(SpawnedWorker {
+            inner: std::sync::Arc::new(SpawnedInner {
+                worker: worker.clone(),
+                sandbox,
+                slot: std::sync::Mutex::new(Some(Ahead::Spawned(Box::new(Spawned {
+                    process,
+                    socket,
+                })))),
+            }),
+        })
+    }
+
     /// Whether a run has taken the worker yet.
     pub fn is_taken(&self) -> bool {
         self.inner.slot.lock().map_or(true, |s| s.is_none())
@@ -305,6 +355,36 @@ impl SpawnedWorker {
             }
         }
     }
+}
+
+/// A worker process forked by the embedding program itself rather than
+/// spawned by the host, handed over with [`SpawnedWorker::adopt`].
+///
+/// What the forked process must be (the `dsh` binary makes it with
+/// `dsh_worker::prefork`): the leader of its own process group, with its
+/// parent-death signal armed, `socket`'s peer as its channel, `stderr`'s
+/// write end as its stderr; it reads one line naming the sandbox policy
+/// from the socket, then serves exactly as a spawned worker does from its
+/// `Hello` on. Nothing else in the process may wait for `pid`.
+#[derive(Debug)]
+pub struct ForkedWorker {
+    /// The forked worker's pid (also its process group's id).
+    pub pid: u32,
+    /// The host's end of the worker's socket pair.
+    pub socket: std::os::unix::net::UnixStream,
+    /// The read end of the worker's stderr pipe.
+    pub stderr: OwnedFd,
+}
+
+/// SIGKILLs and reaps a forked worker that could not be adopted.
+fn kill_unadopted(pid: u32) {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
+    let pid = nix::unistd::Pid::from_raw(pid);
+    let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    let _ = nix::sys::wait::waitpid(pid, None);
 }
 
 impl std::fmt::Debug for SpawnedWorker {

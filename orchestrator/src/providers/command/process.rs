@@ -116,10 +116,10 @@ pub async fn spawn(spec: &ProcSpec) -> std::io::Result<Running> {
         .stderr(Stdio::piped());
     spawner::own_group(&mut cmd, || Ok(()));
     let mut group = spawner::spawn(cmd).await?;
-    let child = group.child_mut();
-    let stdin = child.stdin.take();
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
+    let (stdin, stdout, stderr) = match group.child_mut() {
+        Some(child) => (child.stdin.take(), child.stdout.take(), child.stderr.take()),
+        None => (None, None, None),
+    };
     Ok(Running {
         group,
         stdin,

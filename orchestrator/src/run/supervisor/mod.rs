@@ -149,7 +149,7 @@ pub(crate) struct Parts {
     pub sandbox: dsh_protocol::SandboxPolicy,
     pub process: ProcessGroup,
     pub socket: tokio::net::UnixStream,
-    pub stderr: Option<tokio::process::ChildStderr>,
+    pub stderr: Option<crate::process::group::Stderr>,
     pub hello: Hello,
     /// For a run on a pool worker: asks the pool for a replacement when
     /// dropped (see [`crate::pool::Refill`]).

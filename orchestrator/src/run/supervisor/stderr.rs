@@ -10,7 +10,7 @@ use tokio::io::AsyncReadExt;
 const STDERR_LINE_MAX: usize = 4096;
 
 /// Reads the worker's stderr to its end, one tracing line per line.
-pub(super) async fn drain(mut stderr: tokio::process::ChildStderr, run_id: Arc<str>) {
+pub(super) async fn drain(mut stderr: crate::process::group::Stderr, run_id: Arc<str>) {
     let mut chunk = [0u8; 4096];
     let mut line: Vec<u8> = Vec::new();
     loop {
