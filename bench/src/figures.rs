@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use dsh_orchestrator::{
-    EventKind, Limits, RunResult, SandboxPolicy, SandboxReport, StartRequest, StopReason,
-    SubagentProvider, WorkerCommand, WorkerPool, WorkflowRun, start,
+    EventKind, ForkServer, Limits, RunResult, SandboxPolicy, SandboxReport, StartRequest,
+    StopReason, SubagentProvider, WorkerCommand, WorkerPool, WorkflowRun, start,
 };
 use serde_json::json;
 
@@ -193,9 +193,18 @@ pub fn exec_dsh(ctx: &Ctx) -> Result<Duration> {
     Ok(elapsed)
 }
 
-/// 100 runs started at once → every result.
-pub async fn burst(ctx: &Ctx) -> Result<Duration> {
-    let reqs: Vec<StartRequest> = (0..BURST).map(|_| ctx.request(TRIVIAL)).collect();
+/// 100 runs started at once → every result; their workers forked from
+/// `server` when given, else spawned.
+pub async fn burst(ctx: &Ctx, server: Option<&Arc<ForkServer>>) -> Result<Duration> {
+    let reqs: Vec<StartRequest> = (0..BURST)
+        .map(|_| {
+            let req = ctx.request(TRIVIAL);
+            match server {
+                Some(s) => req.with_fork_server(s.clone()),
+                None => req,
+            }
+        })
+        .collect();
     let t = Instant::now();
     let runs = reqs
         .into_iter()

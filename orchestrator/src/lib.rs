@@ -30,6 +30,7 @@ pub mod catalog;
 pub mod config;
 pub mod events;
 pub mod files;
+pub mod fork_server;
 pub mod journal;
 pub mod limits;
 pub mod pool;
@@ -43,6 +44,7 @@ pub mod units;
 
 pub use dsh_protocol::{ErrorCode, SandboxLevel, SandboxPolicy, SandboxReport, StopReason, Usage};
 pub use events::{AgentOutcomeKind, Event, EventKind, EventStream};
+pub use fork_server::ForkServer;
 pub use limits::Limits;
 pub use pool::WorkerPool;
 pub use provider::{

@@ -610,7 +610,9 @@ pub mod lib {
     ///
     /// With `DSH_TEST_WARM_POOL` set, the worker comes from a warm pool
     /// (prefilled, so this run certainly takes a pool worker): the suite
-    /// then proves a pool run behaves exactly like a cold one.
+    /// then proves a pool run behaves exactly like a cold one. With
+    /// `DSH_TEST_FORK_SERVER` set, it is forked from a fork server, with
+    /// the same purpose.
     pub fn request(script: &str) -> StartRequest {
         let req = StartRequest::new("e2e.ts", script)
             .with_meta(meta())
@@ -622,6 +624,15 @@ pub mod lib {
             let pool = dsh_orchestrator::WorkerPool::prefilled(WorkerCommand::dsh(super::DSH), 1)
                 .expect("a warm pool");
             return req.with_pool(pool);
+        }
+        if std::env::var_os("DSH_TEST_FORK_SERVER").is_some()
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            // A server of its own: it forks this run's worker, and exits
+            // once start() has dropped the request.
+            let server = dsh_orchestrator::ForkServer::start(&WorkerCommand::dsh(super::DSH))
+                .expect("a fork server");
+            return req.with_fork_server(server);
         }
         req
     }

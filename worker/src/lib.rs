@@ -28,6 +28,7 @@ pub mod alloc;
 pub(crate) mod channel;
 pub(crate) mod clock;
 pub mod engine;
+pub(crate) mod fork_server;
 pub(crate) mod logs;
 pub mod prefork;
 pub mod reap;
@@ -69,8 +70,12 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
     let mut parent: Option<Option<i32>> = None;
     let mut landlock_abi_override: Option<u32> = None;
     let mut early_policy = SandboxPolicy::Off;
+    let mut role = Role::Worker;
     while let Some(a) = it.next() {
         match a.as_str() {
+            // Fork workers for the host instead of being one (see
+            // `fork_server`).
+            "--fork-server" => role = Role::ForkServer,
             "--fd" => fd = it.next().and_then(|v| v.parse().ok()),
             "--parent" => parent = Some(it.next().and_then(|v| v.parse().ok())),
             // Testing only: pretend the kernel's Landlock ABI is N.
@@ -128,7 +133,23 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
         eprintln!("dsh-worker: --fd {fd} is not a connected socket");
         return EXIT_USAGE;
     }
-    serve_stream(stream, landlock_abi_override, early_policy)
+    match (role, parent) {
+        (Role::Worker, _) => serve_stream(stream, landlock_abi_override, early_policy),
+        (Role::ForkServer, Some(Some(host))) => fork_server::serve(stream, host.unsigned_abs()),
+        (Role::ForkServer, _) => {
+            eprintln!("dsh-worker: --fork-server needs --parent PID");
+            EXIT_USAGE
+        }
+    }
+}
+
+/// What `dsh-worker` was started as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// One run's worker (the default).
+    Worker,
+    /// A server forking workers for the host (`--fork-server`).
+    ForkServer,
 }
 
 /// Serves one run over `stream` (the host's socket), from `Hello` to

@@ -80,7 +80,8 @@ pub unsafe fn prefork() -> std::io::Result<Preforked> {
 }
 
 /// The forked child, up to and through its run; returns the exit status.
-fn child(parent: u32, socket: OwnedFd, stderr: OwnedFd, devnull: OwnedFd) -> i32 {
+/// Also the child of [`crate::fork_server`], whose `parent` is the host.
+pub(crate) fn child(parent: u32, socket: OwnedFd, stderr: OwnedFd, devnull: OwnedFd) -> i32 {
     let _ = nix::unistd::setpgid(nix::unistd::Pid::from_raw(0), nix::unistd::Pid::from_raw(0));
     if let Ok(parent) = i32::try_from(parent) {
         crate::die_with_parent(parent);

@@ -77,6 +77,10 @@ pub struct StartRequest {
     /// A worker spawned ahead of the run (used when its command and
     /// policy are the run's, before the pool; killed otherwise).
     pub spawned_worker: Option<SpawnedWorker>,
+    /// A fork server to fork the worker from when neither a worker spawned
+    /// ahead nor a warm pool worker is there (used when its worker command
+    /// is the run's; a spawned worker when it is gone).
+    pub fork_server: Option<Arc<crate::fork_server::ForkServer>>,
     /// The run's id; a fresh one is made when `None`.
     pub run_id: Option<String>,
     /// Where `workflow()` finds nested workflows; with `None` every
@@ -103,6 +107,7 @@ impl StartRequest {
             worker: None,
             pool: None,
             spawned_worker: None,
+            fork_server: None,
             run_id: None,
             catalog: None,
         }
@@ -187,6 +192,13 @@ impl StartRequest {
     /// Takes workers from `pool` when it has one ready (docs/performance.md).
     pub fn with_pool(mut self, pool: Arc<crate::pool::WorkerPool>) -> Self {
         self.pool = Some(pool);
+        self
+    }
+
+    /// Forks the worker from `server` rather than spawning it
+    /// ([`crate::ForkServer`]; docs/performance.md).
+    pub fn with_fork_server(mut self, server: Arc<crate::fork_server::ForkServer>) -> Self {
+        self.fork_server = Some(server);
         self
     }
 
@@ -385,12 +397,28 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         (Some(spawned), _) => (spawned, Hello::Expected, None),
         (None, Some(w)) => (w.spawned, Hello::Checked, Some(w.refill)),
         (None, None) => {
-            let spawned = worker::spawn(&worker, request.sandbox, &handle).map_err(|source| {
-                StartError::Spawn {
-                    program: worker.program.display().to_string(),
-                    source,
-                }
-            })?;
+            let forked = request
+                .fork_server
+                .as_ref()
+                .filter(|f| *f.worker() == worker)
+                .and_then(|f| match f.fork(request.sandbox) {
+                    Ok(spawned) => Some(spawned),
+                    Err(e) => {
+                        tracing::debug!(
+                            "the fork server did not fork a worker ({e}); spawning one"
+                        );
+                        None
+                    }
+                });
+            let spawned = match forked {
+                Some(spawned) => spawned,
+                None => worker::spawn(&worker, request.sandbox, &handle).map_err(|source| {
+                    StartError::Spawn {
+                        program: worker.program.display().to_string(),
+                        source,
+                    }
+                })?,
+            };
             (spawned, Hello::Expected, None)
         }
     };

@@ -168,13 +168,7 @@ pub(crate) fn begin_spawn(
     // CLOEXEC on both ends: only the worker's stdin copy reaches it.
     let (host_end, worker_end) = std::os::unix::net::UnixStream::pair()?;
 
-    // The worker starts in `/`, so a relative path must be made absolute
-    // here (a bare name is still looked up in PATH by exec).
-    let program = if worker.program.is_relative() && worker.program.components().count() > 1 {
-        std::env::current_dir()?.join(&worker.program)
-    } else {
-        worker.program.clone()
-    };
+    let program = absolute_program(worker)?;
     let mut cmd = std::process::Command::new(&program);
     cmd.args(&worker.args)
         .arg("--sandbox")
@@ -197,6 +191,50 @@ pub(crate) fn begin_spawn(
         process: spawner::spawn_later(cmd, handle)?,
         socket: host_end,
     })
+}
+
+/// The worker's program as exec should see it from `/`, where the worker
+/// starts: a relative path made absolute (a bare name is still looked up
+/// in PATH by exec).
+pub(crate) fn absolute_program(worker: &WorkerCommand) -> std::io::Result<PathBuf> {
+    Ok(
+        if worker.program.is_relative() && worker.program.components().count() > 1 {
+            std::env::current_dir()?.join(&worker.program)
+        } else {
+            worker.program.clone()
+        },
+    )
+}
+
+/// Takes over a worker forked outside tokio ([`ForkedWorker`]) and sends it
+/// its sandbox policy line. Inside a tokio runtime. On error the worker is
+/// killed and reaped.
+pub(crate) fn adopt(forked: ForkedWorker, sandbox: SandboxPolicy) -> std::io::Result<Spawned> {
+    let ForkedWorker {
+        pid,
+        socket,
+        stderr,
+    } = forked;
+    // The child makes itself a group leader too, but maybe not yet: a
+    // fork server's child could otherwise still be in the server's group
+    // when that group is killed. The parent's setpgid closes the race
+    // (EACCES/ESRCH when the child did it first or is gone: nothing to do).
+    if let Ok(raw) = libc::pid_t::try_from(pid) {
+        let p = nix::unistd::Pid::from_raw(raw);
+        let _ = nix::unistd::setpgid(p, p);
+    }
+    let process = match ProcessGroup::adopt(pid, stderr) {
+        Ok(p) => p,
+        Err(e) => {
+            kill_unadopted(pid);
+            return Err(e);
+        }
+    };
+    // From here dropping `process` kills and reaps it.
+    let line = format!("{}\n", sandbox.as_str());
+    (&socket).write_all(line.as_bytes())?;
+    socket.set_nonblocking(true)?;
+    Ok(Spawned { process, socket })
 }
 
 /// A worker spawned ahead of its run, so that its exec, sandbox and engine
@@ -282,38 +320,19 @@ impl SpawnedWorker {
         worker: &WorkerCommand,
         sandbox: SandboxPolicy,
     ) -> Result<SpawnedWorker, super::StartError> {
-        let ForkedWorker {
-            pid,
-            socket,
-            stderr,
-        } = forked;
-        let fail = |source: std::io::Error| super::StartError::Spawn {
-            program: worker.program.display().to_string(),
-            source,
-        };
         if tokio::runtime::Handle::try_current().is_err() {
-            kill_unadopted(pid);
+            kill_unadopted(forked.pid);
             return Err(super::StartError::NoRuntime);
         }
-        let process = match ProcessGroup::adopt(pid, stderr) {
-            Ok(p) => p,
-            Err(e) => {
-                kill_unadopted(pid);
-                return Err(fail(e));
-            }
-        };
-        // From here dropping `process` kills and reaps it.
-        let line = format!("{}\n", sandbox.as_str());
-        (&socket).write_all(line.as_bytes()).map_err(fail)?;
-        socket.set_nonblocking(true).map_err(fail)?;
+        let spawned = adopt(forked, sandbox).map_err(|source| super::StartError::Spawn {
+            program: worker.program.display().to_string(),
+            source,
+        })?;
         Ok(SpawnedWorker {
             inner: std::sync::Arc::new(SpawnedInner {
                 worker: worker.clone(),
                 sandbox,
-                slot: std::sync::Mutex::new(Some(Ahead::Spawned(Box::new(Spawned {
-                    process,
-                    socket,
-                })))),
+                slot: std::sync::Mutex::new(Some(Ahead::Spawned(Box::new(spawned)))),
             }),
         })
     }

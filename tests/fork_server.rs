@@ -1,0 +1,172 @@
+//! The fork server: workers forked from one `dsh __worker --fork-server`
+//! are the host's own children (not the server's), one per run, each in a
+//! process group of its own, with nothing of the host's environment and
+//! the run's sandbox; many runs at once all complete; a dead server means
+//! spawned workers, not failed runs; dropping the server ends it. (The
+//! library suites also run with every worker forked from a server:
+//! `DSH_TEST_FORK_SERVER=1` in CI.)
+
+// A test stops with a message where something it set up fails.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::lib::{limits, meta, result};
+use common::{DSH, assert_process_gone_async, process_alive};
+use dsh_orchestrator::providers::scripted::ScriptedProvider;
+use dsh_orchestrator::{ForkServer, StartRequest, StopReason, WorkerCommand, start};
+use serde_json::json;
+
+fn dsh() -> WorkerCommand {
+    WorkerCommand::dsh(DSH)
+}
+
+fn request(script: &str, server: &Arc<ForkServer>) -> StartRequest {
+    let fixture = common::fixture(json!([
+        { "match": { "label": "hang" }, "hang": true },
+        { "match": {}, "text": "echoed" }
+    ]));
+    StartRequest::new("fork.ts", script)
+        .with_meta(meta())
+        .with_limits(limits())
+        .with_worker(dsh())
+        .with_provider(Arc::new(
+            ScriptedProvider::from_json_text("fork.json", &fixture.to_string()).expect("fixture"),
+        ))
+        .with_fork_server(server.clone())
+}
+
+/// `/proc/PID/<file>` as text.
+fn proc_text(pid: u32, file: &str) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/{file}")).unwrap_or_default()
+}
+
+/// (parent pid, process group id) from `/proc/PID/stat`.
+fn parent_and_group(pid: u32) -> (u32, u32) {
+    let stat = proc_text(pid, "stat");
+    let after = &stat[stat.rfind(')').expect("comm") + 2..];
+    let f: Vec<&str> = after.split(' ').collect();
+    (f[1].parse().expect("ppid"), f[2].parse().expect("pgrp"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forked_worker_is_the_hosts_own_child_and_confined() {
+    let server = ForkServer::start(&dsh()).expect("server");
+    let server_pid = server.pid().expect("serving");
+    let run = start(request(
+        "return await agent(\"x\", { label: \"hang\" });",
+        &server,
+    ))
+    .expect("start");
+    let mut events = run.subscribe();
+    common::lib::wait_for(&mut events, "agent-start", |e| {
+        e["type"] == "workflow/agent-start"
+    })
+    .await;
+    let worker = run.worker_pid();
+    assert_ne!(worker, server_pid);
+    assert_eq!(
+        proc_text(worker, "comm").trim(),
+        "dsh-worker",
+        "forked by the server, not spawned"
+    );
+    let (ppid, pgrp) = parent_and_group(worker);
+    assert_eq!(
+        ppid,
+        std::process::id(),
+        "the host's child, not the server's"
+    );
+    assert_eq!(pgrp, worker, "a process group of its own");
+    let environ = std::fs::read(format!("/proc/{worker}/environ")).unwrap_or_default();
+    assert!(
+        environ.iter().all(|b| *b == 0),
+        "an empty environment: {:?}",
+        String::from_utf8_lossy(&environ)
+    );
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{worker}/cwd")).expect("cwd"),
+        std::path::PathBuf::from("/")
+    );
+    let status = proc_text(worker, "status");
+    assert!(status.contains("NoNewPrivs:\t1"), "sandboxed: {status}");
+
+    run.cancel("done looking");
+    let r = result(&run).await;
+    assert_eq!(r.stop_reason, StopReason::Cancelled);
+    run.dispose().await;
+    assert_process_gone_async(worker).await;
+    assert!(process_alive(server_pid), "the server outlives the run");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_runs_at_once_each_get_a_fresh_worker() {
+    let server = ForkServer::start(&dsh()).expect("server");
+    let runs: Vec<_> = (0..24)
+        .map(|i| {
+            start(request(
+                &format!("return (await agent(\"n{i}\")) + {i};"),
+                &server,
+            ))
+        })
+        .collect::<Result<_, _>>()
+        .expect("start");
+    let mut pids = std::collections::BTreeSet::new();
+    for (i, run) in runs.iter().enumerate() {
+        let r = result(run).await;
+        assert_eq!(r.value, json!(format!("echoed{i}")), "run {i}");
+        pids.insert(run.worker_pid());
+    }
+    assert_eq!(pids.len(), runs.len(), "one worker per run: {pids:?}");
+    for run in &runs {
+        run.dispose().await;
+    }
+    for pid in pids {
+        assert_process_gone_async(pid).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_server_means_spawned_workers_not_failed_runs() {
+    let server = ForkServer::start(&dsh()).expect("server");
+    let server_pid = server.pid().expect("serving");
+    // SAFETY: plain syscall on the server this test started.
+    unsafe { libc::kill(server_pid.cast_signed(), libc::SIGKILL) };
+    assert_process_gone_async(server_pid).await;
+    let run = start(request("return await agent(\"x\");", &server)).expect("start");
+    let worker = run.worker_pid();
+    let r = result(&run).await;
+    assert_eq!(r.value, json!("echoed"));
+    assert_eq!(server.pid(), None, "the server is known to be gone");
+    assert_ne!(
+        proc_text(worker, "comm").trim(),
+        "dsh-worker",
+        "a spawned worker (its comm is the program's name)"
+    );
+    run.dispose().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_worker_command_is_spawned_and_dropping_the_server_ends_it() {
+    let server = ForkServer::start(&dsh()).expect("server");
+    let server_pid = server.pid().expect("serving");
+    let other = WorkerCommand {
+        program: DSH.into(),
+        args: vec!["__worker".into(), "--landlock-abi".into(), "0".into()],
+    };
+    let run =
+        start(request("return await agent(\"x\");", &server).with_worker(other)).expect("start");
+    let worker = run.worker_pid();
+    let comm = proc_text(worker, "comm");
+    let r = result(&run).await;
+    assert_eq!(r.value, json!("echoed"));
+    assert_ne!(
+        comm.trim(),
+        "dsh-worker",
+        "not forked by a server for another command"
+    );
+    run.dispose().await;
+    drop(server);
+    assert_process_gone_async(server_pid).await;
+}
