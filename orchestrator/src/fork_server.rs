@@ -18,11 +18,14 @@
 //! [`crate::StartRequest::with_fork_server`] on each run. A run whose
 //! worker command differs from the server's, or a server that has died,
 //! means a spawned worker as usual (never a failed start). Dropping the
-//! last handle closes the control socket; the server exits.
+//! last handle closes the control socket and SIGKILLs the server.
 //!
 //! Trade-offs: the server is one more process for as long as the handle
 //! lives (its memory is mostly shared with the workers it forks); forks
-//! are serialized through it (one round trip, about 0.1 ms each).
+//! are serialized through it (one round trip, about 0.1 ms each, made
+//! under a lock by the thread that calls `start()`: a server that stops
+//! answering holds such a thread for up to five seconds, once, and is
+//! then taken for gone).
 
 use std::io::{IoSlice, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -30,7 +33,7 @@ use std::os::unix::net::UnixStream;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use dsh_protocol::SandboxPolicy;
+use dsh_protocol::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, SandboxPolicy, WorkerMsg};
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 
 use crate::process::{ProcessGroup, spawner};
@@ -39,6 +42,9 @@ use crate::run::{StartError, WorkerCommand};
 
 /// How long the server may take to answer one request.
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a child forked for an unanswered request may take to say
+/// `Hello` ([`reap_unanswered`]).
+const UNANSWERED_HELLO: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A running fork server; see the module docs.
 pub struct ForkServer {
@@ -48,10 +54,12 @@ pub struct ForkServer {
 
 /// Whether the server can still fork.
 enum State {
-    /// Serving: its process and the host's end of its control socket.
+    /// Serving: the host's end of its control socket and its process
+    /// (in this order: dropped, the socket closes first, then the
+    /// server's group is SIGKILLed).
     Serving {
-        process: Box<ProcessGroup>,
         control: UnixStream,
+        process: Box<ProcessGroup>,
     },
     /// It died or spoke nonsense; runs spawn their workers.
     Gone,
@@ -126,7 +134,9 @@ impl ForkServer {
         crate::run::worker::adopt(forked, sandbox)
     }
 
-    /// One round trip: the descriptors out, the pid back.
+    /// One round trip: the descriptors out, the pid back. Any failure
+    /// makes the server gone (a server that cannot fork, or refuses a
+    /// well-formed request, will not do better next time).
     fn request(&self) -> std::io::Result<ForkedWorker> {
         let mut state = self
             .state
@@ -141,25 +151,82 @@ impl ForkServer {
         // The server holds its own copies now (or never will).
         drop((worker_end, stderr_w));
         match answer {
-            Ok(pid) => Ok(ForkedWorker {
-                pid,
-                socket: host_end,
-                stderr: stderr_r,
-            }),
-            Err(e) => {
-                if e.kind() != std::io::ErrorKind::InvalidInput {
-                    // Whatever the server did, it is not asked again;
-                    // dropping its group kills it.
-                    *state = State::Gone;
+            Ok(pid) => {
+                // Out of the server's group before the lock is released:
+                // another request's failure kills that group (below), and
+                // the child may not have run its own setpgid yet.
+                if let Ok(raw) = libc::pid_t::try_from(pid) {
+                    let p = nix::unistd::Pid::from_raw(raw);
+                    let _ = nix::unistd::setpgid(p, p);
                 }
+                Ok(ForkedWorker {
+                    pid,
+                    socket: host_end,
+                    stderr: stderr_r,
+                })
+            }
+            Err(Failure::NotSent(e) | Failure::Refused(e)) => {
+                *state = State::Gone;
+                Err(e)
+            }
+            Err(Failure::Unanswered(e)) => {
+                // The server may have forked a child (the host's) and died
+                // or stalled before saying so: find it by its Hello, then
+                // kill and reap it, before the server's group is killed.
+                reap_unanswered(host_end, stderr_r);
+                *state = State::Gone;
                 Err(e)
             }
         }
     }
 }
 
+/// How a request failed.
+enum Failure {
+    /// It never reached the server: no child.
+    NotSent(std::io::Error),
+    /// The server answered an error: no child.
+    Refused(std::io::Error),
+    /// No answer (the server died or stalled): maybe a child.
+    Unanswered(std::io::Error),
+}
+
+/// A child forked for a request whose answer never came would stay a
+/// zombie of the host: it is the host's child (`CLONE_PARENT`), and nobody
+/// knows its pid. It does announce it: given a policy line, it says
+/// `Hello { pid }`. Then it is killed and reaped like any adopted worker
+/// dropped unreaped. No Hello within [`UNANSWERED_HELLO`] (no child was
+/// forked, or the server still holds the socket): nothing to do.
+fn reap_unanswered(socket: UnixStream, stderr: OwnedFd) {
+    let pid = (|| -> std::io::Result<u32> {
+        use std::io::Write;
+        (&socket).write_all(format!("{}\n", SandboxPolicy::BestEffort.as_str()).as_bytes())?;
+        socket.set_read_timeout(Some(UNANSWERED_HELLO))?;
+        let mut frames = FrameBuffer::new(DEFAULT_MAX_FRAME_BYTES);
+        let mut buf = [0u8; 256];
+        loop {
+            let n = (&socket).read(&mut buf)?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            frames.push(&buf[..n]);
+            match frames.next_msg::<WorkerMsg>() {
+                Ok(Some(WorkerMsg::Hello { pid, .. })) => return Ok(pid),
+                Ok(None) => continue,
+                Ok(Some(_)) | Err(_) => return Err(std::io::ErrorKind::InvalidData.into()),
+            }
+        }
+    })();
+    if let Ok(pid) = pid
+        && let Ok(group) = ProcessGroup::adopt(pid, stderr)
+    {
+        // Dropped unreaped: SIGKILL to its group, reaped once gone.
+        drop(group);
+    }
+}
+
 /// Sends one request and reads the answer: a pid, or why not.
-fn ask(control: &UnixStream, socket: &UnixStream, stderr: &OwnedFd) -> std::io::Result<u32> {
+fn ask(control: &UnixStream, socket: &UnixStream, stderr: &OwnedFd) -> Result<u32, Failure> {
     let fds = [socket.as_raw_fd(), stderr.as_raw_fd()];
     let cmsg = [ControlMessage::ScmRights(&fds)];
     let iov = [IoSlice::new(&[1u8])];
@@ -173,25 +240,21 @@ fn ask(control: &UnixStream, socket: &UnixStream, stderr: &OwnedFd) -> std::io::
         ) {
             Ok(_) => break,
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(Failure::NotSent(e.into())),
         }
     }
     let mut buf = [0u8; 4];
-    (&*control).read_exact(&mut buf)?;
-    let answer = i32::from_ne_bytes(buf);
-    if answer > 0 {
-        Ok(answer.unsigned_abs())
-    } else if answer == -libc::EINVAL {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "the fork server refused the request",
-        ))
-    } else if answer < 0 {
-        Err(std::io::Error::from_raw_os_error(
-            answer.unsigned_abs().cast_signed(),
-        ))
-    } else {
-        Err(std::io::Error::other("the fork server answered pid 0"))
+    (&*control)
+        .read_exact(&mut buf)
+        .map_err(Failure::Unanswered)?;
+    match i32::from_ne_bytes(buf) {
+        pid if pid > 0 => Ok(pid.unsigned_abs()),
+        0 => Err(Failure::Refused(std::io::Error::other(
+            "the fork server answered pid 0",
+        ))),
+        errno => Err(Failure::Refused(std::io::Error::from_raw_os_error(
+            errno.unsigned_abs().cast_signed(),
+        ))),
     }
 }
 

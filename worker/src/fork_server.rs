@@ -29,6 +29,11 @@ use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
 /// Serves fork requests on `control` until it closes; returns the exit
 /// status. `host` is the host's pid (`--parent`), already checked alive.
 pub(crate) fn serve(control: UnixStream, host: u32) -> i32 {
+    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+        // See fork_one's safety note; the host then spawns its workers.
+        eprintln!("dsh-worker: --fork-server needs Linux with glibc");
+        return crate::EXIT_USAGE;
+    }
     let devnull = match std::fs::File::open("/dev/null") {
         Ok(f) => OwnedFd::from(f),
         Err(e) => {
@@ -79,9 +84,6 @@ fn receive(control: &UnixStream) -> nix::Result<Option<Request>> {
             MsgFlags::MSG_CMSG_CLOEXEC,
         ) {
             Err(nix::errno::Errno::EINTR) => continue,
-            // Truncated control data (more than eight descriptors): the
-            // kernel dropped what did not fit.
-            Err(nix::errno::Errno::ENOBUFS) => return Ok(Some(Request::Malformed)),
             other => break other?,
         }
     };
@@ -89,7 +91,14 @@ fn receive(control: &UnixStream) -> nix::Result<Option<Request>> {
         return Ok(None);
     }
     let mut received: Vec<OwnedFd> = Vec::new();
-    for cmsg in msg.cmsgs()? {
+    let cmsgs = match msg.cmsgs() {
+        Ok(c) => c,
+        // Truncated control data (more than eight descriptors): the
+        // kernel dropped what did not fit, and nix gives none of it.
+        Err(nix::errno::Errno::ENOBUFS) => return Ok(Some(Request::Malformed)),
+        Err(e) => return Err(e),
+    };
+    for cmsg in cmsgs {
         if let ControlMessageOwned::ScmRights(fds) = cmsg {
             for fd in fds {
                 // SAFETY: the kernel just installed this descriptor in
@@ -115,7 +124,18 @@ fn fork_one(
     // SAFETY: a raw clone without CLONE_VM: the child gets a copy of this
     // single-threaded process (no lock can be held by another thread) and
     // goes on on a copy of this stack, as after fork(). CLONE_PARENT makes
-    // the host its parent (see the module docs).
+    // the host its parent (see the module docs); with it the kernel takes
+    // the exit signal from this process's own (SIGCHLD: it was spawned
+    // by std), so the one given here is for form.
+    //
+    // What a raw clone does not do that glibc's fork does: update the
+    // thread's cached tid in its TCB (and the robust-futex list). Nothing
+    // the worker runs reads them on glibc ≥ 2.34 (`raise`/`abort` ask the
+    // kernel for the tid; Rust's locks and QuickJS use no tid-owned
+    // pthread mutexes); `pthread_kill`, `pthread_*affinity*` or
+    // `pthread_getcpuclockid` on the main thread would, and musl's `raise`
+    // does, which is why the server refuses to run off glibc
+    // ([`serve`]).
     let pid = unsafe {
         libc::syscall(
             libc::SYS_clone,
@@ -167,11 +187,13 @@ mod tests {
     fn only_one_byte_with_exactly_two_descriptors_is_a_fork_request() {
         let (host, server) = UnixStream::pair().expect("pair");
         let (a, b) = UnixStream::pair().expect("pair");
-        let c = std::fs::File::open("/dev/null").expect("null");
-        let (a, b, c) = (a.as_raw_fd(), b.as_raw_fd(), c.as_raw_fd());
+        let null = std::fs::File::open("/dev/null").expect("null");
+        let (a, b, c) = (a.as_raw_fd(), b.as_raw_fd(), null.as_raw_fd());
+        // More than the eight there is room for: truncated by the kernel.
+        let nine = [c; 9];
         send(&host, &[a, b]);
         assert!(matches!(receive(&server), Ok(Some(Request::Fork { .. }))));
-        for fds in [&[][..], &[a][..], &[a, b, c][..]] {
+        for fds in [&[][..], &[a][..], &[a, b, c][..], &nine[..]] {
             send(&host, fds);
             let got = receive(&server);
             assert!(

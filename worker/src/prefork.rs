@@ -144,12 +144,28 @@ fn become_worker_process(
 
 /// Closes every descriptor from 3 up: whatever the command line inherited
 /// from its own parent (a worker exec'd with std would have inherited
-/// those without CLOEXEC; this one keeps none). Best effort: before Linux
-/// 5.9 there is no `close_range`, and they stay open.
+/// those without CLOEXEC; this one keeps none). `close_range` (Linux 5.9),
+/// else each number up to the descriptor limit.
 fn close_inherited() {
-    // SAFETY: plain syscall; nothing in this process uses a descriptor
+    // SAFETY: plain syscalls; nothing in this process uses a descriptor
     // above 2 any more (the worker opens its own later).
-    let _ = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) };
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) == 0 {
+            return;
+        }
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        let top = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur.min(1 << 20)
+        } else {
+            1024
+        };
+        for fd in 3..i32::try_from(top).unwrap_or(1024) {
+            libc::close(fd);
+        }
+    }
 }
 
 /// Empties the environment, zeroing each string first: the worker runs
@@ -161,9 +177,14 @@ fn wipe_environment() {
     }
     // SAFETY: this process has one thread (the fork's precondition), so
     // nothing reads or changes the environment meanwhile. Each entry is a
-    // NUL-terminated string owned by the C runtime (the initial stack or
-    // a setenv copy); it is zeroed in place up to its NUL, never past it,
-    // and the array itself is then emptied by clearenv.
+    // NUL-terminated string owned by the C runtime; it is zeroed in place
+    // up to its NUL, never past it, and the array itself is then emptied
+    // by clearenv. Sound because nothing has called setenv, unsetenv or
+    // putenv yet (this runs first thing in `main`): every entry is still
+    // the writable initial stack, the very bytes `/proc/PID/environ`
+    // shows. (The command line, `/proc/PID/cmdline`, is left as it is:
+    // it holds the CLI's argv, which other processes of the user can read
+    // from the CLI's own entry anyway.)
     unsafe {
         let mut p = environ;
         while !p.is_null() && !(*p).is_null() {

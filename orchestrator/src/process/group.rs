@@ -282,31 +282,30 @@ fn reap_when_gone(pid: libc::pid_t) {
             let _ = std::thread::Builder::new()
                 .name("dsh-reap".into())
                 .spawn(move || {
-                    let _ = wait::waitid(Id::Pid(Pid::from_raw(pid)), WaitPidFlag::WEXITED);
+                    let mut status: libc::c_int = 0;
+                    // SAFETY: plain syscall writing one int we own; blocks
+                    // until the SIGKILLed leader is gone.
+                    while unsafe { libc::waitpid(pid, &mut status, 0) } == -1
+                        && Errno::last() == Errno::EINTR
+                    {}
                 });
         }
     }
 }
 
 /// Reaps `pid`, which has exited; `None` if it cannot be (not our child,
-/// or somehow not exited yet).
+/// or somehow not exited yet). libc's `waitpid` rather than nix's
+/// `waitid`: nix reaps first and converts the status after, and fails on
+/// a realtime signal, which would leave a reaped pid taken for a live one.
 fn reap_exited(pid: libc::pid_t) -> Option<ExitStatus> {
     use std::os::unix::process::ExitStatusExt;
+    let mut status: libc::c_int = 0;
     loop {
-        match wait::waitid(
-            Id::Pid(Pid::from_raw(pid)),
-            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG,
-        ) {
-            Ok(WaitStatus::Exited(_, code)) => {
-                return Some(ExitStatus::from_raw((code & 0xff) << 8));
-            }
-            Ok(WaitStatus::Signaled(_, sig, core)) => {
-                return Some(ExitStatus::from_raw(
-                    sig as i32 | if core { 0x80 } else { 0 },
-                ));
-            }
-            Err(Errno::EINTR) => continue,
-            Ok(_) | Err(_) => return None,
+        // SAFETY: plain syscall writing one int we own.
+        match unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } {
+            r if r == pid => return Some(ExitStatus::from_raw(status)),
+            -1 if Errno::last() == Errno::EINTR => continue,
+            _ => return None,
         }
     }
 }

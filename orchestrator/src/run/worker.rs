@@ -215,14 +215,6 @@ pub(crate) fn adopt(forked: ForkedWorker, sandbox: SandboxPolicy) -> std::io::Re
         socket,
         stderr,
     } = forked;
-    // The child makes itself a group leader too, but maybe not yet: a
-    // fork server's child could otherwise still be in the server's group
-    // when that group is killed. The parent's setpgid closes the race
-    // (EACCES/ESRCH when the child did it first or is gone: nothing to do).
-    if let Ok(raw) = libc::pid_t::try_from(pid) {
-        let p = nix::unistd::Pid::from_raw(raw);
-        let _ = nix::unistd::setpgid(p, p);
-    }
     let process = match ProcessGroup::adopt(pid, stderr) {
         Ok(p) => p,
         Err(e) => {
