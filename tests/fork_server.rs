@@ -2,9 +2,9 @@
 //! are the host's own children (not the server's), one per run, each in a
 //! process group of its own, with nothing of the host's environment and
 //! the run's sandbox; many runs at once all complete; a dead server means
-//! spawned workers, not failed runs; dropping the server ends it. (The
-//! library suites also run with every worker forked from a server:
-//! `DSH_TEST_FORK_SERVER=1` in CI.)
+//! spawned workers, not failed runs, and a stalled one delays one start;
+//! dropping the server ends it. (The library suites also run with every
+//! worker forked from a server: `DSH_TEST_FORK_SERVER=1` in CI.)
 
 // A test stops with a message where something it set up fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -169,4 +169,86 @@ async fn another_worker_command_is_spawned_and_dropping_the_server_ends_it() {
     run.dispose().await;
     drop(server);
     assert_process_gone_async(server_pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_server_delays_one_start_and_is_then_killed() {
+    let server = ForkServer::start(&dsh()).expect("server");
+    let server_pid = server.pid().expect("serving");
+    // SAFETY: plain syscall on the server this test started.
+    unsafe { libc::kill(server_pid.cast_signed(), libc::SIGSTOP) };
+    // The request goes unanswered (the server's 5 s bound), then the run
+    // spawns its worker; the stopped server is killed, not left behind.
+    let run = start(request("return await agent(\"x\");", &server)).expect("start");
+    let r = result(&run).await;
+    assert_eq!(r.value, json!("echoed"));
+    assert_eq!(server.pid(), None, "taken for gone");
+    run.dispose().await;
+    assert_process_gone_async(server_pid).await;
+    // And the next run does not ask it again.
+    let run = start(request("return await agent(\"y\");", &server)).expect("start");
+    assert_eq!(result(&run).await.value, json!("echoed"));
+    run.dispose().await;
+}
+
+/// Zombie children of this process whose name is `dsh-worker` (forked
+/// workers), from /proc.
+fn zombie_forked_workers() -> Vec<u32> {
+    let me = std::process::id();
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stat = proc_text(pid, "stat");
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let comm = stat
+            .get(stat.find('(').map_or(0, |i| i + 1)..close)
+            .unwrap_or("");
+        let f: Vec<&str> = stat[close + 2..].split(' ').collect();
+        if comm == "dsh-worker"
+            && f.first() == Some(&"Z")
+            && f.get(1) == Some(&me.to_string().as_str())
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_forked_by_a_server_that_died_before_answering_is_reaped() {
+    // The server forks, then exits without the pid: the child is this
+    // process's (CLONE_PARENT), and only its Hello can name it.
+    let dying = WorkerCommand {
+        program: DSH.into(),
+        args: vec!["__worker".into(), "--test-server-dies-after-fork".into()],
+    };
+    let server = ForkServer::start(&dying).expect("server");
+    let run = start(request("return await agent(\"x\");", &server).with_worker(dying.clone()))
+        .expect("start");
+    assert_eq!(
+        result(&run).await.value,
+        json!("echoed"),
+        "a spawned worker"
+    );
+    assert_eq!(server.pid(), None, "taken for gone");
+    run.dispose().await;
+    // Other tests' workers are zombies for a moment too; a leaked one
+    // stays one for good.
+    let deadline = std::time::Instant::now() + common::WAIT_BOUND;
+    while !zombie_forked_workers().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "forked workers left unreaped: {:?}",
+            zombie_forked_workers()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }

@@ -28,7 +28,7 @@ use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
 
 /// Serves fork requests on `control` until it closes; returns the exit
 /// status. `host` is the host's pid (`--parent`), already checked alive.
-pub(crate) fn serve(control: UnixStream, host: u32) -> i32 {
+pub(crate) fn serve(control: UnixStream, host: u32, after_fork: AfterFork) -> i32 {
     if !cfg!(all(target_os = "linux", target_env = "gnu")) {
         // See fork_one's safety note; the host then spawns its workers.
         eprintln!("dsh-worker: --fork-server needs Linux with glibc");
@@ -54,11 +54,24 @@ pub(crate) fn serve(control: UnixStream, host: u32) -> i32 {
             Request::Fork { socket, stderr } => fork_one(&control, &devnull, socket, stderr, host),
             Request::Malformed => -libc::EINVAL,
         };
+        if after_fork == AfterFork::Die {
+            return 0;
+        }
         if let Err(e) = (&control).write_all(&answer.to_ne_bytes()) {
             eprintln!("dsh-worker: --fork-server: answering the host: {e}");
             return crate::EXIT_HOST_GONE;
         }
     }
+}
+
+/// What the server does once it has forked (testing: a server that dies
+/// between a fork and its answer, `--test-server-dies-after-fork`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterFork {
+    /// Answers with the pid (always, outside tests).
+    Answer,
+    /// Exits without answering.
+    Die,
 }
 
 /// One request, as received.

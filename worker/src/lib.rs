@@ -71,6 +71,7 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
     let mut landlock_abi_override: Option<u32> = None;
     let mut early_policy = SandboxPolicy::Off;
     let mut role = Role::Worker;
+    let mut server_dies = fork_server::AfterFork::Answer;
     while let Some(a) = it.next() {
         match a.as_str() {
             // Fork workers for the host instead of being one (see
@@ -78,6 +79,9 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
             "--fork-server" => role = Role::ForkServer,
             "--fd" => fd = it.next().and_then(|v| v.parse().ok()),
             "--parent" => parent = Some(it.next().and_then(|v| v.parse().ok())),
+            // Testing only: a fork server that exits right after its
+            // first fork, without answering (a server dying mid-request).
+            "--test-server-dies-after-fork" => server_dies = fork_server::AfterFork::Die,
             // Testing only: pretend the kernel's Landlock ABI is N.
             "--landlock-abi" => match it.next().and_then(|v| v.parse().ok()) {
                 Some(n) => landlock_abi_override = Some(n),
@@ -135,7 +139,9 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
     }
     match (role, parent) {
         (Role::Worker, _) => serve_stream(stream, landlock_abi_override, early_policy),
-        (Role::ForkServer, Some(Some(host))) => fork_server::serve(stream, host.unsigned_abs()),
+        (Role::ForkServer, Some(Some(host))) => {
+            fork_server::serve(stream, host.unsigned_abs(), server_dies)
+        }
         (Role::ForkServer, _) => {
             eprintln!("dsh-worker: --fork-server needs --parent PID");
             EXIT_USAGE
