@@ -56,7 +56,7 @@ impl Termination {
 /// [`super::spawner`], or forked by this process and adopted with
 /// [`ProcessGroup::adopt`]). Dropping it while the leader is not reaped
 /// SIGKILLs the group first; the leader is then reaped in the background
-/// (tokio's `kill_on_drop` for a spawned one, [`reap_when_gone`] for an
+/// (tokio's `kill_on_drop` for a spawned one, `reap_when_gone` for an
 /// adopted one).
 pub struct ProcessGroup {
     leader: Leader,
