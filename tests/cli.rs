@@ -1693,15 +1693,9 @@ fn the_forked_worker_keeps_nothing_of_the_command_line() {
         std::fs::read_link(format!("/proc/{worker}/cwd")).expect("cwd"),
         std::path::PathBuf::from("/")
     );
-    let stat = std::fs::read_to_string(format!("/proc/{worker}/stat")).expect("stat");
-    let after_comm = &stat[stat.rfind(')').expect("comm") + 2..];
-    let fields: Vec<&str> = after_comm.split(' ').collect();
-    assert_eq!(fields[1], dsh.to_string(), "parent: {stat}");
-    assert_eq!(
-        fields[2],
-        worker.to_string(),
-        "its own process group: {stat}"
-    );
+    let (_, ppid, pgrp) = common::proc_stat(worker).expect("the worker's stat");
+    assert_eq!(ppid, dsh, "dsh's child");
+    assert_eq!(pgrp, worker, "a process group of its own");
     let fds: Vec<_> = std::fs::read_dir(format!("/proc/{worker}/fd"))
         .expect("the worker's descriptors")
         .flatten()

@@ -99,31 +99,13 @@ async fn wait_marker(path: &Path) -> String {
 
 /// Live (non-zombie) members of process group `pgid`, from /proc.
 fn group_members(pgid: u32) -> Vec<u32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // After the command name: state ppid pgrp …
-        let Some(i) = stat.rfind(')') else { continue };
-        let fields: Vec<&str> = stat[i + 1..].split_whitespace().collect();
-        if fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid)
-            && !matches!(fields.first(), Some(&"Z") | Some(&"X"))
-        {
-            out.push(pid);
-        }
-    }
-    out
+    common::all_pids()
+        .into_iter()
+        .filter(|pid| {
+            common::proc_stat(*pid)
+                .is_some_and(|(state, _, pgrp)| pgrp == pgid && !matches!(state, 'Z' | 'X'))
+        })
+        .collect()
 }
 
 /// Waits (bounded) until the group has no live member; returns how long.

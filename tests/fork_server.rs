@@ -45,10 +45,8 @@ fn proc_text(pid: u32, file: &str) -> String {
 
 /// (parent pid, process group id) from `/proc/PID/stat`.
 fn parent_and_group(pid: u32) -> (u32, u32) {
-    let stat = proc_text(pid, "stat");
-    let after = &stat[stat.rfind(')').expect("comm") + 2..];
-    let f: Vec<&str> = after.split(' ').collect();
-    (f[1].parse().expect("ppid"), f[2].parse().expect("pgrp"))
+    let (_, ppid, pgrp) = common::proc_stat(pid).expect("the worker's stat");
+    (ppid, pgrp)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -195,31 +193,14 @@ async fn a_stalled_server_delays_one_start_and_is_then_killed() {
 /// workers), from /proc.
 fn zombie_forked_workers() -> Vec<u32> {
     let me = std::process::id();
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let stat = proc_text(pid, "stat");
-        let Some(close) = stat.rfind(')') else {
-            continue;
-        };
-        let comm = stat
-            .get(stat.find('(').map_or(0, |i| i + 1)..close)
-            .unwrap_or("");
-        let f: Vec<&str> = stat[close + 2..].split(' ').collect();
-        if comm == "dsh-worker"
-            && f.first() == Some(&"Z")
-            && f.get(1) == Some(&me.to_string().as_str())
-        {
-            out.push(pid);
-        }
-    }
-    out
+    common::all_pids()
+        .into_iter()
+        .filter(|pid| {
+            proc_text(*pid, "comm").trim() == "dsh-worker"
+                && common::proc_stat(*pid)
+                    .is_some_and(|(state, ppid, _)| state == 'Z' && ppid == me)
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

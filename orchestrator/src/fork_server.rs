@@ -71,10 +71,7 @@ impl ForkServer {
     /// tokio runtime: the server's exit is watched there.
     pub fn start(worker: &WorkerCommand) -> Result<Arc<ForkServer>, StartError> {
         let handle = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
-        let spawn_error = |source: std::io::Error| StartError::Spawn {
-            program: worker.program.display().to_string(),
-            source,
-        };
+        let spawn_error = |e| worker.spawn_error(e);
         // The server's socket stays blocking: a request is one short
         // round trip, made under the state's lock.
         let (host_end, server_end) = UnixStream::pair().map_err(spawn_error)?;
@@ -83,22 +80,15 @@ impl ForkServer {
         host_end
             .set_read_timeout(Some(ANSWER_TIMEOUT))
             .map_err(spawn_error)?;
-        let program = crate::run::worker::absolute_program(worker).map_err(spawn_error)?;
-        let mut cmd = std::process::Command::new(&program);
-        cmd.args(&worker.args)
-            .arg("--fork-server")
-            .arg("--fd")
-            .arg("0")
-            .arg("--parent")
-            .arg(std::process::id().to_string())
-            .env_clear()
-            .current_dir("/")
-            .stdin(Stdio::from(OwnedFd::from(server_end)))
-            .stdout(Stdio::null())
-            // Not the embedding program's stderr: a server in trouble
-            // shows as gone, and runs spawn their workers.
-            .stderr(Stdio::null());
-        spawner::own_group_self_armed(&mut cmd);
+        // Not the embedding program's stderr: a server in trouble shows
+        // as gone, and runs spawn their workers.
+        let cmd = crate::run::worker::worker_process(
+            worker,
+            &["--fork-server"],
+            server_end.into(),
+            Stdio::null(),
+        )
+        .map_err(spawn_error)?;
         let process = spawner::spawn_later(cmd, &handle)
             .map_err(spawn_error)?
             .recv()

@@ -549,21 +549,33 @@ pub async fn assert_process_gone_async(pid: u32) {
     }
 }
 
-/// The live (non-zombie) children of `parent`, from /proc/*/status `PPid`.
-pub fn children_of(parent: u32) -> Vec<u32> {
+/// Every process id in /proc.
+pub fn all_pids() -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()))
+        .collect()
+}
+
+/// A process's state letter, parent pid and process group from
+/// `/proc/PID/stat` (the fields after the command name).
+pub fn proc_stat(pid: u32) -> Option<(char, u32, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = stat.get(stat.rfind(')')? + 1..)?;
+    let mut f = after.split_whitespace();
+    let state = f.next()?.chars().next()?;
+    let ppid = f.next()?.parse().ok()?;
+    let pgrp = f.next()?.parse().ok()?;
+    Some((state, ppid, pgrp))
+}
+
+/// The live (non-zombie) children of `parent`, from /proc/*/status `PPid`.
+pub fn children_of(parent: u32) -> Vec<u32> {
     let mut out = Vec::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+    for pid in all_pids() {
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
             continue;
         };
         let ppid = status

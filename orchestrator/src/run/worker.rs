@@ -44,6 +44,14 @@ impl WorkerCommand {
         }
     }
 
+    /// `StartError::Spawn` for this program.
+    pub(crate) fn spawn_error(&self, source: std::io::Error) -> super::StartError {
+        super::StartError::Spawn {
+            program: self.program.display().to_string(),
+            source,
+        }
+    }
+
     /// Resolution order: `DSH_WORKER` (an error when it is set but names no
     /// file — never a silent fallback); `dsh-worker` next to the current
     /// executable, or one directory up (cargo's `examples/` and `deps/`).
@@ -168,11 +176,32 @@ pub(crate) fn begin_spawn(
     // CLOEXEC on both ends: only the worker's stdin copy reaches it.
     let (host_end, worker_end) = std::os::unix::net::UnixStream::pair()?;
 
-    let program = absolute_program(worker)?;
-    let mut cmd = std::process::Command::new(&program);
+    let cmd = worker_process(
+        worker,
+        &["--sandbox", sandbox.as_str()],
+        worker_end.into(),
+        Stdio::piped(),
+    )?;
+    Ok(PendingSpawn {
+        process: spawner::spawn_later(cmd, handle)?,
+        socket: host_end,
+    })
+}
+
+/// The command of a worker process (or a fork server: `role_args`):
+/// `worker`'s program and arguments, then `role_args`, `--fd 0` and
+/// `--parent` (this process); an empty environment, `/` as working
+/// directory, `socket` as stdin, stdout `/dev/null`, `stderr` as given, a
+/// process group of its own. Spawned with `posix_spawn` (no `pre_exec`).
+pub(crate) fn worker_process(
+    worker: &WorkerCommand,
+    role_args: &[&str],
+    socket: OwnedFd,
+    stderr: Stdio,
+) -> std::io::Result<std::process::Command> {
+    let mut cmd = std::process::Command::new(absolute_program(worker)?);
     cmd.args(&worker.args)
-        .arg("--sandbox")
-        .arg(sandbox.as_str())
+        .args(role_args)
         .arg("--fd")
         .arg("0")
         .arg("--parent")
@@ -183,20 +212,17 @@ pub(crate) fn begin_spawn(
         .current_dir("/")
         // Moved into the command: dropped (closed here) with it once the
         // child holds its own copy.
-        .stdin(Stdio::from(OwnedFd::from(worker_end)))
+        .stdin(Stdio::from(socket))
         .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .stderr(stderr);
     spawner::own_group_self_armed(&mut cmd);
-    Ok(PendingSpawn {
-        process: spawner::spawn_later(cmd, handle)?,
-        socket: host_end,
-    })
+    Ok(cmd)
 }
 
 /// The worker's program as exec should see it from `/`, where the worker
 /// starts: a relative path made absolute (a bare name is still looked up
 /// in PATH by exec).
-pub(crate) fn absolute_program(worker: &WorkerCommand) -> std::io::Result<PathBuf> {
+fn absolute_program(worker: &WorkerCommand) -> std::io::Result<PathBuf> {
     Ok(
         if worker.program.is_relative() && worker.program.components().count() > 1 {
             std::env::current_dir()?.join(&worker.program)
@@ -285,18 +311,23 @@ impl SpawnedWorker {
     ) -> Result<SpawnedWorker, super::StartError> {
         let handle =
             tokio::runtime::Handle::try_current().map_err(|_| super::StartError::NoRuntime)?;
-        let pending =
-            begin_spawn(worker, sandbox, &handle).map_err(|source| super::StartError::Spawn {
-                program: worker.program.display().to_string(),
-                source,
-            })?;
-        Ok(SpawnedWorker {
+        let pending = begin_spawn(worker, sandbox, &handle).map_err(|e| worker.spawn_error(e))?;
+        Ok(SpawnedWorker::holding(
+            worker,
+            sandbox,
+            Ahead::Pending(pending),
+        ))
+    }
+
+    /// A handle on `ahead`, made for `worker` under `sandbox`.
+    fn holding(worker: &WorkerCommand, sandbox: SandboxPolicy, ahead: Ahead) -> SpawnedWorker {
+        SpawnedWorker {
             inner: std::sync::Arc::new(SpawnedInner {
                 worker: worker.clone(),
                 sandbox,
-                slot: std::sync::Mutex::new(Some(Ahead::Pending(pending))),
+                slot: std::sync::Mutex::new(Some(ahead)),
             }),
-        })
+        }
     }
 
     /// Takes over a worker this process forked itself, before its tokio
@@ -316,17 +347,12 @@ impl SpawnedWorker {
             kill_unadopted(forked.pid);
             return Err(super::StartError::NoRuntime);
         }
-        let spawned = adopt(forked, sandbox).map_err(|source| super::StartError::Spawn {
-            program: worker.program.display().to_string(),
-            source,
-        })?;
-        Ok(SpawnedWorker {
-            inner: std::sync::Arc::new(SpawnedInner {
-                worker: worker.clone(),
-                sandbox,
-                slot: std::sync::Mutex::new(Some(Ahead::Spawned(Box::new(spawned)))),
-            }),
-        })
+        let spawned = adopt(forked, sandbox).map_err(|e| worker.spawn_error(e))?;
+        Ok(SpawnedWorker::holding(
+            worker,
+            sandbox,
+            Ahead::Spawned(Box::new(spawned)),
+        ))
     }
 
     /// Whether a run has taken the worker yet.
