@@ -1,8 +1,8 @@
 //! The fork server: one worker process, exec'd once, that forks the
 //! workers of many runs (`dsh-worker --fork-server`). A run started
 //! through it skips the exec of the worker binary, the dynamic loader and
-//! the fresh image's page faults (docs/performance.md, "Round 9": about a
-//! third of a short worker's CPU when 100 runs start at once).
+//! the fresh image's page faults (docs/performance.md, "Round 9": 100 runs
+//! started at once finish in about a third less time).
 //!
 //! What does not change: every worker is still a process of its own,
 //! forked fresh for one run and never reused; it is the host's child (the
@@ -22,8 +22,8 @@
 //!
 //! Trade-offs: the server is one more process for as long as the handle
 //! lives (its memory is mostly shared with the workers it forks); forks
-//! are serialized through it (one round trip, about 0.1 ms each, made
-//! under a lock by the thread that calls `start()`: a server that stops
+//! are serialized through it (one round trip each, made under a lock by
+//! the thread that calls `start()`: a server that stops
 //! answering holds such a thread for up to five seconds, once, and is
 //! then taken for gone).
 
@@ -207,12 +207,29 @@ fn reap_unanswered(socket: UnixStream, stderr: OwnedFd) {
             }
         }
     })();
+    // The pid is the child's own word: only one of this process's
+    // unreaped children is killed on it.
     if let Ok(pid) = pid
+        && is_unreaped_child(pid)
         && let Ok(group) = ProcessGroup::adopt(pid, stderr)
     {
         // Dropped unreaped: SIGKILL to its group, reaped once gone.
         drop(group);
     }
+}
+
+/// Whether `pid` is a child of this process not reaped yet (`waitid` with
+/// `WNOWAIT` reaps nothing; it fails with `ECHILD` for anyone else).
+fn is_unreaped_child(pid: u32) -> bool {
+    use nix::sys::wait::{Id, WaitPidFlag, waitid};
+    let Ok(raw) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    !matches!(
+        waitid(Id::Pid(nix::unistd::Pid::from_raw(raw)), flags),
+        Err(nix::errno::Errno::ECHILD)
+    )
 }
 
 /// Sends one request and reads the answer: a pid, or why not.
