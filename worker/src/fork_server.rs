@@ -29,9 +29,9 @@ use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
 /// Serves fork requests on `control` until it closes; returns the exit
 /// status. `host` is the host's pid (`--parent`), already checked alive.
 pub(crate) fn serve(control: UnixStream, host: u32, after_fork: AfterFork) -> i32 {
-    if !cfg!(all(target_os = "linux", target_env = "gnu")) {
+    if !glibc_at_least(2, 34) {
         // See fork_one's safety note; the host then spawns its workers.
-        eprintln!("dsh-worker: --fork-server needs Linux with glibc");
+        eprintln!("dsh-worker: --fork-server needs Linux with glibc 2.34 or later");
         return crate::EXIT_USAGE;
     }
     let devnull = match std::fs::File::open("/dev/null") {
@@ -62,6 +62,30 @@ pub(crate) fn serve(control: UnixStream, host: u32, after_fork: AfterFork) -> i3
             return crate::EXIT_HOST_GONE;
         }
     }
+}
+
+/// Whether this process runs on glibc `major.minor` or later (the C
+/// library's own answer, not the one built against).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn glibc_at_least(major: u32, minor: u32) -> bool {
+    // SAFETY: returns a pointer to a static NUL-terminated string.
+    let version = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
+    version_at_least(version.to_str().unwrap_or(""), major, minor)
+}
+
+/// Whether a `major.minor[.patch]` version is at least `major.minor`,
+/// compared as numbers; anything unreadable is not.
+fn version_at_least(version: &str, major: u32, minor: u32) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(found_major), Some(found_minor)) => (found_major, found_minor) >= (major, minor),
+        _ => false,
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn glibc_at_least(_major: u32, _minor: u32) -> bool {
+    false
 }
 
 /// What the server does once it has forked (testing: a server that dies
@@ -147,8 +171,8 @@ fn fork_one(
     // kernel for the tid; Rust's locks and QuickJS use no tid-owned
     // pthread mutexes); `pthread_kill`, `pthread_*affinity*` or
     // `pthread_getcpuclockid` on the main thread would, and musl's `raise`
-    // does, which is why the server refuses to run off glibc
-    // ([`serve`]).
+    // does, which is why the server refuses to run off glibc or on one
+    // older than 2.34 ([`serve`]).
     let pid = unsafe {
         libc::syscall(
             libc::SYS_clone,
@@ -194,6 +218,17 @@ mod tests {
             None,
         )
         .expect("sendmsg");
+    }
+
+    #[test]
+    fn the_c_library_version_is_compared_as_numbers() {
+        assert!(version_at_least("2.36", 2, 34));
+        assert!(version_at_least("2.34", 2, 34));
+        assert!(version_at_least("3.0", 2, 34));
+        assert!(!version_at_least("2.9", 2, 34), "9 < 34, not '9' > '3'");
+        assert!(!version_at_least("2.33.1", 2, 34));
+        assert!(!version_at_least("", 2, 34));
+        assert!(!version_at_least("two.forty", 2, 34));
     }
 
     #[test]
