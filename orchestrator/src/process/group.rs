@@ -134,6 +134,13 @@ impl ProcessGroup {
             .ok()
             .filter(|p| *p > 0)
             .ok_or_else(|| std::io::Error::other(format!("{pid} is not a child's pid")))?;
+        // The exit watch and the pipe register with the current runtime
+        // (tokio panics without one): an error, not a panic.
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(std::io::Error::other(
+                "ProcessGroup::adopt must be called inside a tokio runtime",
+            ));
+        }
         // A descriptor that is not a pipe (or the runtime refusing it)
         // costs the worker's log lines, not the run.
         let stderr = tokio::net::unix::pipe::Receiver::from_owned_fd(stderr).ok();
@@ -389,5 +396,20 @@ fn has_exited(pid: libc::pid_t) -> bool {
             Err(Errno::EINTR) => continue,
             Err(_) => return true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adopting_outside_a_runtime_is_an_error_not_a_panic() {
+        let (r, _w) = nix::unistd::pipe().expect("pipe");
+        let err = ProcessGroup::adopt(std::process::id(), r).expect_err("no runtime");
+        assert!(err.to_string().contains("tokio runtime"), "{err}");
+        let (r, _w) = nix::unistd::pipe().expect("pipe");
+        let err = ProcessGroup::adopt(0, r).expect_err("pid 0");
+        assert!(err.to_string().contains("not a child's pid"), "{err}");
     }
 }
