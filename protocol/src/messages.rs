@@ -73,8 +73,10 @@ pub enum WorkerMsg {
         path: Option<String>,
     },
     /// An `agent()` call got a concurrency slot: start a child. The host
-    /// answers with exactly one of `ChildStarted` / `ChildStartError`, then
-    /// (after `ChildStarted`) exactly one of `ChildSettled` / `ChildFailed`.
+    /// answers with `ChildStartError`, or with exactly one of
+    /// `ChildSettled` / `ChildFailed`, preceded by `ChildStarted` unless the
+    /// child settled at once (a fixture's answer: the frame would tell the
+    /// worker nothing).
     ChildStart {
         /// The call's number; every reply names it.
         call_id: CallId,
@@ -114,7 +116,8 @@ pub enum HostMsg {
         /// Why; decides the code the run settles with.
         reason: CancelReason,
     },
-    /// The provider started the child for `call_id`.
+    /// The provider started the child for `call_id`, and it did not settle
+    /// at once.
     ChildStarted {
         /// The call this answers.
         call_id: CallId,

@@ -62,6 +62,16 @@ impl Shared {
         }
     }
 
+    /// Counts the admission of `agent()` call `id` (the prelude numbers
+    /// them 1, 2, 3 …; the count is what the End reports).
+    fn admitted(&self, id: f64) {
+        // A float from the prelude; `as` saturates (NaN is 0).
+        let id = id as u64;
+        if id > self.agents_started.get() {
+            self.agents_started.set(id);
+        }
+    }
+
     /// Records how the body settled (the first call wins), with the number
     /// of agents admitted so far.
     fn set_end(&self, outcome: EndOutcome) {

@@ -95,11 +95,7 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
     let s = shared.clone();
     n.set(
         "admit",
-        Function::new(ctx.clone(), move || -> f64 {
-            let id = s.agents_started.get() + 1;
-            s.agents_started.set(id);
-            id as f64
-        })?,
+        Function::new(ctx.clone(), move |id: f64| s.admitted(id))?,
     )?;
 
     let s = shared.clone();
@@ -118,6 +114,7 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
                   workflow: Option<Text>,
                   options: Option<Object<'_>>|
                   -> rquickjs::Result<()> {
+                s.admitted(id);
                 let prompt = prompt.0;
                 let label = opt(label).unwrap_or_else(|| default_label(&prompt));
                 let request = ChildRequest {

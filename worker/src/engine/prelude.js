@@ -1014,17 +1014,20 @@
     if (budgetTotal !== null && spent >= budgetTotal) {
       throw fatal("BUDGET", "agent(): the output-token budget of " + budgetTotal + " is spent (" + spent + " used)");
     }
-    const id = N.admit(); // the host-visible seq: 1, 2, 3 … in admission order
-    agentsStarted = id;
-    const call = [id, resolve, reject, false, null];
-    calls[id] = call;
+    // The host-visible seq: 1, 2, 3 … in admission order. The native side
+    // counts it from the call that carries it (`childStart`, or `admit`
+    // for a call that waits for a slot): one native call per agent(),
+    // not two.
+    const id = ++agentsStarted;
     if (running < maxConcurrentAgents) {
       running++;
-      call[CALL_STARTED] = true;
+      calls[id] = [id, resolve, reject, true, null];
       N.childStart(id, prompt, label, phase, schemaJson, workflow, opts);
     } else {
-      call[CALL_PARTS] = [prompt, label, phase, schemaJson, workflow, opts];
+      const call = [id, resolve, reject, false, [prompt, label, phase, schemaJson, workflow, opts]];
+      calls[id] = call;
       queue[queueTail++] = call;
+      N.admit(id);
     }
   }
 

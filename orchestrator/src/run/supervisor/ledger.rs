@@ -168,16 +168,11 @@ impl Supervisor {
                 };
                 match res {
                     Ok(child) => {
-                        let child_id = child.id().to_string();
-                        self.send(&HostMsg::ChildStarted {
-                            call_id,
-                            child_id: child_id.clone(),
-                        });
                         self.hub.emit(EventKind::AgentStart {
                             seq: call_id,
                             label: info.label.clone(),
                             phase: info.phase.clone(),
-                            child_id,
+                            child_id: child.id().to_string(),
                             origin: child.origin(),
                             workflow: info.workflow.clone(),
                         });
@@ -205,11 +200,21 @@ impl Supervisor {
                                 None => guarded.await,
                             }
                         });
-                        let ready = poll_once(&mut fut);
-                        self.ledger.live.insert(call_id, Live { info, child });
-                        match ready {
-                            Some(res) => self.on_internal(Internal::Settled { call_id, res }),
+                        match poll_once(&mut fut) {
+                            // Settled at once (fixtures, caches): the
+                            // settlement is the call's next frame, and a
+                            // `ChildStarted` before it would tell the worker
+                            // nothing (one frame fewer per call; protocol.md).
+                            Some(res) => {
+                                self.ledger.live.insert(call_id, Live { info, child });
+                                self.on_internal(Internal::Settled { call_id, res });
+                            }
                             None => {
+                                self.send(&HostMsg::ChildStarted {
+                                    call_id,
+                                    child_id: child.id().to_string(),
+                                });
+                                self.ledger.live.insert(call_id, Live { info, child });
                                 let tx = self.internal_tx.clone();
                                 self.tasks.spawn(async move {
                                     let res = fut.await;
