@@ -198,6 +198,34 @@ async fn wait_until_wedged(run: &WorkflowRun) -> Value {
 
 // ------------------------------------------------------------------ start → result
 
+/// The End's count includes calls still waiting for a slot when the body
+/// returned: the worker counts an admission from the call that carries it
+/// (`childStart`, or `admit` for a queued call), not from a separate one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_still_queued_when_the_body_returns_are_counted() {
+    let provider = TestProvider::new(Behaviour::Hang);
+    let mut req = with_provider(
+        "agent(\"held\"); agent(\"queued 1\"); agent(\"queued 2\");\nreturn 1;",
+        provider.clone(),
+    );
+    req.limits.max_concurrent_agents = 1;
+    let run = start(req).expect("start");
+    let r = result(&run).await;
+    assert!(r.is_completed(), "{r:?}");
+    assert_eq!(r.value, json!(1));
+    assert_eq!(r.agents_started, 3, "one started, two queued");
+    let labels: Vec<String> = provider
+        .requests()
+        .iter()
+        .map(|q| q.label.clone())
+        .collect();
+    assert_eq!(
+        labels,
+        ["held"],
+        "the queued calls never reached the provider"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_then_result() {
     let provider = TestProvider::new(Behaviour::Answer("recorded answer".into(), None));
