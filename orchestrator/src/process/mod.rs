@@ -16,6 +16,7 @@
 //! `providers/command/process.rs`.
 
 pub mod group;
+pub mod placement;
 pub mod spawner;
 pub mod status;
 

@@ -41,9 +41,14 @@ use self::ledger::{Internal, Ledger};
 use crate::events::{EventKind, Hub};
 use crate::limits::{Limits, millis};
 use crate::process::ProcessGroup;
+use crate::process::placement::{self, Narrowed, Placement};
 use crate::provider::SubagentProvider;
 use crate::result::RunResult;
 use crate::script::PreparedScript;
+
+/// The least time between two checks of where the worker runs against
+/// this thread (`Supervisor::keep_apart`).
+const PLACEMENT_EVERY: Duration = Duration::from_millis(20);
 
 /// A worker that has not said Hello and Ready within this long is treated
 /// as dead. Generous: a loaded machine can be slow to exec.
@@ -196,6 +201,11 @@ pub(crate) struct Supervisor {
     /// When the last write was made without spinning (the window was
     /// closed), until the worker's next frame.
     blocked_since: Option<std::time::Instant>,
+    /// The worker moved off this thread's CPU, its mask to restore once
+    /// the two answer each other apart (`process::placement`).
+    narrowed: Option<Narrowed>,
+    /// No placement check before this (they cost a `/proc` read).
+    next_placement_check: std::time::Instant,
     wall_deadline: Option<Instant>,
     startup_deadline: Instant,
 }
@@ -237,6 +247,8 @@ impl Supervisor {
             refill: p.refill,
             spin: dsh_protocol::spin::Spin::default(),
             blocked_since: None,
+            narrowed: None,
+            next_placement_check: std::time::Instant::now(),
         };
         if p.hello == Hello::Checked {
             sup.send_init();
@@ -324,6 +336,11 @@ impl Supervisor {
                 read = self.conn.inbound.read() => {
                     if let (Read::Data, Some(since)) = (&read, self.blocked_since.take()) {
                         self.spin.blocked_for(since.elapsed());
+                        if !self.spin.window().is_zero() {
+                            // The worker answered fast although the spins
+                            // missed: the signature of the two sharing a CPU.
+                            self.keep_apart();
+                        }
                     }
                     if let Some(claim) = self.on_read(read).await {
                         return claim;
@@ -354,12 +371,31 @@ impl Supervisor {
         match self.conn.inbound.spin_read(window) {
             Some(read) => {
                 self.spin.hit();
+                if let Some(narrowed) = self.narrowed.take() {
+                    // Answered within a spin: apart now, and the worker's
+                    // allowed set is its own again.
+                    narrowed.restore();
+                }
                 self.on_read(read).await
             }
             None => {
                 self.spin.miss();
                 None
             }
+        }
+    }
+
+    /// Moves the worker off this thread's CPU if both are on it (see
+    /// `process::placement`), at most every [`PLACEMENT_EVERY`]. Only
+    /// while the run is live, so the pid is still the unreaped worker.
+    fn keep_apart(&mut self) {
+        let now = std::time::Instant::now();
+        if self.narrowed.is_some() || now < self.next_placement_check {
+            return;
+        }
+        self.next_placement_check = now + PLACEMENT_EVERY;
+        if let Placement::Moved(narrowed) = placement::separate(self.process.pid()) {
+            self.narrowed = Some(narrowed);
         }
     }
 
