@@ -34,10 +34,10 @@ use dsh_protocol::FrameError;
 const PRELUDE: &str = include_str!("prelude.js");
 
 /// How often (at most) the interrupt handler looks at the socket for a
-/// `Cancel` while a slice is running: a non-blocking read once a
-/// millisecond costs a spinning script about 0.1% and settles a cancel
-/// within a couple of milliseconds.
-const CANCEL_POLL_EVERY: Duration = Duration::from_millis(1);
+/// `Cancel` while a slice is running. A cancel waits half of this on
+/// average before the worker sees it; a non-blocking read every 250 µs
+/// costs a spinning script well under 1 % (docs/performance.md, round 10).
+const CANCEL_POLL_EVERY: Duration = Duration::from_micros(250);
 
 /// QuickJS's own first collection threshold (`JS_NewRuntime`).
 const GC_FIRST_THRESHOLD: usize = 256 * 1024;

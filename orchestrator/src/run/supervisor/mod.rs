@@ -390,10 +390,15 @@ impl Supervisor {
     /// while the run is live, so the pid is still the unreaped worker.
     fn keep_apart(&mut self) {
         let now = std::time::Instant::now();
-        if self.narrowed.is_some() || now < self.next_placement_check {
+        if now < self.next_placement_check {
             return;
         }
         self.next_placement_check = now + PLACEMENT_EVERY;
+        if let Some(narrowed) = self.narrowed.take() {
+            // Together again although narrowed: this thread moved to where
+            // the worker was sent. Start over from the worker's own set.
+            narrowed.restore();
+        }
         if let Placement::Moved(narrowed) = placement::separate(self.process.pid()) {
             self.narrowed = Some(narrowed);
         }
