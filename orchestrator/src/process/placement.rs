@@ -15,13 +15,14 @@
 //!
 //! What [`separate`] does: when the supervisor's thread and the worker are
 //! on the same CPU, it moves the worker off it by narrowing the worker's
-//! CPU affinity to its allowed set minus that CPU, then restores the
-//! allowed set at once. Moving a task is what a changed mask forces; the
-//! restored mask leaves later placement to the scheduler, and a worker
-//! whose mask allows one CPU (pinned by whoever started the host) is left
-//! alone. It is a hint, not a policy: nothing here keeps the two apart
-//! once the scheduler decides otherwise, and every failure (the worker
-//! gone, a kernel without `/proc`) just means the hint was not given.
+//! CPU affinity to its allowed set minus that CPU ([`Narrowed`]); the
+//! supervisor restores the allowed set once the two answer each other
+//! apart, so later placement is the scheduler's again. A worker whose mask
+//! allows one CPU (pinned by whoever started the host) is left alone, and
+//! a mask is only ever narrowed within the worker's own. It is a hint, not
+//! a policy: nothing here keeps the two apart once the scheduler decides
+//! otherwise, and every failure (the worker gone, a kernel without
+//! `/proc`) just means the hint was not given.
 
 /// What [`separate`] found and did.
 #[derive(Debug)]
