@@ -71,7 +71,7 @@ impl Narrowed {
 /// unreaped child of this process.
 #[cfg(target_os = "linux")]
 pub fn separate(pid: u32) -> Placement {
-    use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+    use nix::sched::{sched_getaffinity, sched_setaffinity};
     use nix::unistd::Pid;
 
     let Ok(here) = usize::try_from(current_cpu()) else {
@@ -94,10 +94,7 @@ pub fn separate(pid: u32) -> Placement {
     if elsewhere.unset(here).is_err() {
         return Placement::Unknown;
     }
-    let others = (0..CpuSet::count())
-        .filter(|&c| elsewhere.is_set(c).unwrap_or(false))
-        .count();
-    if others == 0 {
+    if cpus_in(&elsewhere) == 0 {
         return Placement::Pinned;
     }
     match sched_setaffinity(pid, &elsewhere) {
@@ -110,6 +107,14 @@ pub fn separate(pid: u32) -> Placement {
 #[cfg(not(target_os = "linux"))]
 pub fn separate(_pid: u32) -> Placement {
     Placement::Unknown
+}
+
+/// How many CPUs `set` allows.
+#[cfg(target_os = "linux")]
+fn cpus_in(set: &nix::sched::CpuSet) -> usize {
+    (0..nix::sched::CpuSet::count())
+        .filter(|&c| set.is_set(c).unwrap_or(false))
+        .count()
 }
 
 /// The calling thread's CPU (`sched_getcpu`, a vDSO call), or -1.
@@ -191,10 +196,7 @@ mod tests {
             // Allowed this cpu only: nowhere else to go.
             let pinned = separate(pid);
             assert!(matches!(pinned, Placement::Pinned), "{pinned:?}");
-            let cpus = (0..CpuSet::count())
-                .filter(|&c| mine.is_set(c).unwrap_or(false))
-                .count();
-            if cpus < 2 {
+            if cpus_in(&mine) < 2 {
                 return;
             }
             // Allowed everywhere, last ran here: moved off this cpu. It may
