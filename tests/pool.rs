@@ -14,7 +14,8 @@ use common::lib::{collect_events, limits, meta, result};
 use common::{DSH, assert_event_guarantees, assert_process_gone_async, events_of, process_alive};
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::{
-    SandboxPolicy, SpawnedWorker, StartRequest, StopReason, WorkerCommand, WorkerPool, start,
+    EventKind, SandboxPolicy, SpawnedWorker, StartRequest, StopReason, WorkerCommand, WorkerPool,
+    start,
 };
 use serde_json::json;
 
@@ -59,6 +60,43 @@ async fn a_pool_worker_serves_exactly_one_run_and_the_pool_refills() {
     wait_until("the pool is full again", || pool.idle() == 2).await;
     let after = pool.idle_pids();
     assert!(!after.contains(&pid), "a used worker came back: {after:?}");
+}
+
+/// The replacement is held back only for the run's first steps (a few
+/// milliseconds after `Ready`), not for the run's whole life: a run that
+/// waits on its agent for good still gets its pool refilled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pool_refills_while_the_run_that_took_a_worker_still_runs() {
+    let pool = WorkerPool::prefilled(dsh(), 1).expect("pool");
+    let fixture = common::fixture(json!([{ "match": {}, "hang": true }]));
+    let req = StartRequest::new("pool.ts", "return await agent(\"held\");")
+        .with_meta(meta())
+        .with_limits(limits())
+        .with_worker(dsh())
+        .with_pool(pool.clone())
+        .with_provider(std::sync::Arc::new(
+            ScriptedProvider::from_json_text("pool.json", &fixture.to_string()).expect("fixture"),
+        ));
+    let run = start(req).expect("start");
+    let taken = run.worker_pid();
+    let mut events = run.subscribe();
+    // The run is past its start: its agent call is out and never answered.
+    loop {
+        let ev = tokio::time::timeout(common::WAIT_BOUND, events.next())
+            .await
+            .expect("the agent call starts")
+            .expect("events");
+        if matches!(ev.kind, EventKind::AgentStart { .. }) {
+            break;
+        }
+    }
+    wait_until("the pool is full again", || pool.idle() == 1).await;
+    assert!(process_alive(taken), "the run's worker still runs");
+    assert!(!pool.idle_pids().contains(&taken));
+    run.cancel("done");
+    let r = result(&run).await;
+    assert_eq!(r.stop_reason, StopReason::Cancelled);
+    run.dispose().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -45,13 +45,14 @@ pub(crate) struct Taken {
 }
 
 /// Asks the pool to spawn a replacement when dropped. The run that took a
-/// worker holds it until its worker says `Ready` (or the run ends first):
-/// spawning the replacement at once would make the new worker's exec and
-/// engine build compete for the CPU with the very start the pool is there
-/// to speed up (on 2 cores: a warm trivial run 2.3–3.0 → 1.9–2.0 ms, p90
-/// 4.5 → 2.3 ms; docs/performance.md). A pool under steady use still
-/// refills about as fast: the run needs its `Ready` within a millisecond
-/// or two.
+/// worker holds it until a few milliseconds after its worker says `Ready`
+/// (or the run ends first): spawning the replacement at once would make
+/// the new worker's exec and engine build compete for the CPU with the
+/// very start the pool is there to speed up (on 2 cores: a warm trivial
+/// run 2.3–3.0 → 1.9–2.0 ms, p90 4.5 → 2.3 ms, holding it to `Ready`;
+/// 0.55–0.60 → 0.42–0.52 ms holding it past the run's first steps;
+/// docs/performance.md). A pool under steady use refills at most a few
+/// milliseconds later.
 pub(crate) struct Refill {
     inner: Arc<Inner>,
 }

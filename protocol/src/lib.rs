@@ -31,8 +31,10 @@ pub use messages::*;
 /// [`EndResult`] carry an [`EndOutcome`]; version 6 added nested workflows
 /// ([`WorkerMsg::WorkflowLoad`]) and `stall_ms` and `disallowed_tools` in
 /// [`AgentOptions`] (a `ChildStart` frame of version 5 no longer decodes);
-/// version 7 added the cache tokens and the cost to [`Usage`].
-pub const PROTOCOL_VERSION: u32 = 8;
+/// version 7 added the cache tokens and the cost to [`Usage`]; version 9
+/// sends [`HostMsg::Go`] with [`HostMsg::Init`], and the worker checks for
+/// a [`HostMsg::Cancel`] behind it before it runs the body.
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// The worker's exit status when an allocation failed under the sandbox's
 /// data limit: the host reports such a death as `MEMORY`.

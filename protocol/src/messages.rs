@@ -6,9 +6,9 @@
 //! worker                              host
 //!   Hello{version, pid}  ──────────▶   check version (and pid)
 //!                        ◀──────────   Init{script, args, limits, …}
+//!                        ◀──────────   Go  (same write; or Cancel: body never runs)
 //!   build engine, compile, sandbox
-//!   Ready{sandbox}       ──────────▶
-//!                        ◀──────────   Go            (or Cancel: body never runs)
+//!   Ready{sandbox}       ──────────▶   (a Cancel in by now: body never runs)
 //!   Phase / Log / ChildStart …  ───▶   events; start children via the provider
 //!                        ◀──────────   ChildStarted / ChildStartError
 //!                        ◀──────────   ChildSettled / ChildFailed
@@ -39,9 +39,9 @@ pub enum WorkerMsg {
         /// The worker's process id.
         pid: u32,
     },
-    /// The engine is built and the body compiled; the worker waits for
-    /// [`HostMsg::Go`] or [`HostMsg::Cancel`]. Sent exactly once, after
-    /// [`HostMsg::Init`].
+    /// The engine is built and the body compiled; the worker runs the body
+    /// on [`HostMsg::Go`] (sent with `Init`), unless a [`HostMsg::Cancel`]
+    /// has arrived too. Sent exactly once, after [`HostMsg::Init`].
     Ready {
         /// The sandbox the worker reached.
         sandbox: SandboxReport,
@@ -106,12 +106,13 @@ pub enum WorkerMsg {
 pub enum HostMsg {
     /// Everything the worker needs for the run. Sent once, after `Hello`.
     Init(Box<Init>),
-    /// Run the body. Sent once, after `Ready`, unless the run was cancelled.
+    /// Run the body once it is built. Sent once, in the same write as
+    /// `Init`, unless the run was cancelled before `Hello`.
     Go,
     /// Cancel the run: every hook throws `CANCELLED` from now on, waiting
     /// `agent()` calls reject, a script still spinning is interrupted. May
-    /// arrive before `Go` (the body then never runs) and more than once (the
-    /// first wins).
+    /// arrive in place of `Go` or before the worker has said `Ready` (the
+    /// body then never runs) and more than once (the first wins).
     Cancel {
         /// Why; decides the code the run settles with.
         reason: CancelReason,

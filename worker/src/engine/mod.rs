@@ -397,7 +397,10 @@ fn drive<'js>(
         chan.flush()?;
     }
 
-    // Ready → Go: a run cancelled before Go never runs a line of the body.
+    // Ready → Go: a run cancelled before the body starts never runs a line
+    // of it. The host sends `Go` with `Init`, so it is usually in already;
+    // a `Cancel` sent since (the run cancelled while this worker built it)
+    // wins over it.
     loop {
         let msg = {
             let mut chan = shared.chan.borrow_mut();
@@ -406,6 +409,9 @@ fn drive<'js>(
         };
         match msg {
             Some(HostMsg::Go) => {
+                if shared.chan.borrow_mut().poll_inbox()? {
+                    continue;
+                }
                 shared.clock.start_compute();
                 break;
             }

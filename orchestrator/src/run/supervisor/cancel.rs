@@ -6,6 +6,7 @@
 use dsh_protocol::{CancelReason, ErrorCode, HostMsg};
 use tokio::time::Instant;
 
+use super::handshake::Handshake;
 use super::{Phase, Supervisor};
 use crate::result::RunError;
 
@@ -17,9 +18,11 @@ impl Supervisor {
             Phase::Running => None,
             Phase::Cancelling { .. } | Phase::Settled => return,
         };
-        // Before `Ready` the worker is told in place of `Go` (the body
-        // never runs); after it, now.
-        if handshake.is_none() {
+        // Before `Hello` nothing has gone to the worker: `Init` will carry
+        // the cancel in place of `Go` (the body never runs). After it,
+        // `Go` is on its way or read: the worker is told now, and one
+        // that has not started the body yet never starts it.
+        if handshake != Some(Handshake::AwaitHello) {
             self.send(&HostMsg::Cancel {
                 reason: reason.clone(),
             });

@@ -1,8 +1,9 @@
 //! The handshake: the worker says `Hello` (its protocol version and pid),
-//! the host sends `Init`, the worker applies its sandbox and says `Ready`,
-//! the host sends `Go` — or `Cancel` when the run was cancelled meanwhile,
-//! and the body never runs. A warm pool worker said `Hello` to the pool
-//! ([`crate::pool`]); both check it with [`check_hello`].
+//! the host sends `Init` and `Go` in one write — or `Init` and `Cancel`
+//! when the run was cancelled meanwhile, and the body never runs — the
+//! worker applies its sandbox, builds the run, says `Ready` and runs the
+//! body unless a `Cancel` is already in. A warm pool worker said `Hello`
+//! to the pool ([`crate::pool`]); both check it with [`check_hello`].
 
 use dsh_protocol::{PROTOCOL_VERSION, WorkerMsg};
 
@@ -11,7 +12,7 @@ use dsh_protocol::{PROTOCOL_VERSION, WorkerMsg};
 pub(crate) enum Handshake {
     /// Nothing was sent yet.
     AwaitHello,
-    /// `Init` was sent.
+    /// `Init` (and `Go` or `Cancel`) was sent.
     AwaitReady,
 }
 

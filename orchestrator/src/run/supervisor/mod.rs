@@ -52,6 +52,13 @@ const PLACEMENT_EVERY: Duration = Duration::from_millis(20);
 
 /// A worker that has not said Hello and Ready within this long is treated
 /// as dead. Generous: a loaded machine can be slow to exec.
+/// How long after `Ready` a run on a pool worker holds back its
+/// replacement (unless it ends first): the replacement's exec and engine
+/// build would otherwise share the two cores with the run's first steps,
+/// the very start the pool is there to speed up (a warm trivial run
+/// 0.55–0.60 → 0.42–0.52 ms; docs/performance.md round 11). A pool under
+/// steady use refills at most this much later.
+const REFILL_AFTER: Duration = Duration::from_millis(5);
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Upper bound for reading what a worker wrote just before it exited.
 const DRAIN_TIMEOUT: Duration = Duration::from_millis(500);
@@ -83,10 +90,11 @@ enum Claim {
 enum Phase {
     /// The handshake is not done; the body is not running.
     Starting(Handshake),
-    /// `Go` was sent.
+    /// The worker said `Ready` (the `Go` went with `Init`): the body runs.
     Running,
-    /// A cancel was asked for: the worker was told (or, before `Go`, will
-    /// be told instead of `Go`), every child was cancelled, and the run
+    /// A cancel was asked for: the worker was told (or, before `Hello`,
+    /// will be told with `Init`, in place of `Go`), every child was
+    /// cancelled, and the run
     /// settles by `deadline` at the latest. `handshake` is the step still
     /// awaited when the cancel came before `Ready`.
     Cancelling {
@@ -165,6 +173,8 @@ pub(crate) struct Parts {
 }
 
 pub(crate) struct Supervisor {
+    /// Whether the worker's `Hello` is still to come.
+    hello: Hello,
     run_id: Arc<str>,
     hub: Hub,
     prepared: Arc<PreparedScript>,
@@ -191,10 +201,12 @@ pub(crate) struct Supervisor {
     narration: Narration,
     nested: nested::Nested,
     sandbox: Option<SandboxReport>,
-    /// Dropped at `Ready` (or with the supervisor, if the run ends first):
-    /// the pool spawns the replacement once this run no longer needs the
-    /// CPU for its start.
+    /// Dropped [`REFILL_AFTER`] after `Ready` (or with the supervisor, if
+    /// the run ends first): the pool spawns the replacement once this run
+    /// no longer needs the CPU for its start.
     refill: Option<crate::pool::Refill>,
+    /// When to drop `refill`, once the worker said `Ready`.
+    refill_at: Option<Instant>,
     /// How long to wait for the worker's next frame after a write before
     /// going back to the runtime.
     spin: dsh_protocol::spin::Spin,
@@ -217,7 +229,8 @@ impl Supervisor {
             .map(|s| tokio::spawn(stderr::drain(s, p.run_id.clone())));
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
         let now = Instant::now();
-        let mut sup = Supervisor {
+        Supervisor {
+            hello: p.hello,
             wall_deadline: p.limits.wall_timeout.map(|d| now + d),
             startup_deadline: now + STARTUP_TIMEOUT,
             run_id: p.run_id,
@@ -245,15 +258,12 @@ impl Supervisor {
             nested: nested::Nested::default(),
             sandbox: None,
             refill: p.refill,
+            refill_at: None,
             spin: dsh_protocol::spin::Spin::default(),
             blocked_since: None,
             narrowed: None,
             next_placement_check: std::time::Instant::now(),
-        };
-        if p.hello == Hello::Checked {
-            sup.send_init();
         }
-        sup
     }
 
     pub(crate) async fn run(mut self) {
@@ -277,6 +287,18 @@ impl Supervisor {
             limits: self.limits.to_wire(),
             sandbox: self.sandbox_policy,
         })));
+        // `Go` goes with `Init`, in the same write, rather than after
+        // `Ready`: the worker finds it waiting once it has built the run,
+        // and a start saves a round trip (docs/performance.md round 11).
+        // A run cancelled meanwhile sends `Cancel` after it; the worker
+        // checks for one before it runs a line of the body.
+        match self.phase.cancel_reason() {
+            Some(reason) => {
+                let reason = reason.clone();
+                self.send(&HostMsg::Cancel { reason });
+            }
+            None => self.send(&HostMsg::Go),
+        }
         self.set_handshake(Handshake::AwaitReady);
     }
 
@@ -289,7 +311,42 @@ impl Supervisor {
         }
     }
 
+    /// A command from the run's handle; `None` when the handle is gone.
+    fn on_command(&mut self, cmd: Option<Command>) -> Option<Claim> {
+        match cmd {
+            Some(Command::Cancel(reason)) => self.request_cancel(CancelReason::Requested(reason)),
+            Some(Command::Terminate) => {
+                self.request_cancel(CancelReason::Requested("terminated".into()));
+                return Some(Claim::Forced);
+            }
+            None => {
+                // The handle is gone: nobody can observe the run any
+                // more, so wind it down rather than leak it.
+                self.cmds = None;
+                self.request_cancel(CancelReason::Requested("the run handle was dropped".into()));
+            }
+        }
+        None
+    }
+
     async fn main_loop(&mut self) -> Claim {
+        // What the handle asked before this task first ran goes before the
+        // first write: a run cancelled as it was started on a warm worker
+        // sends `Cancel` with `Init`, never `Go`.
+        while let Some(cmds) = &mut self.cmds {
+            let cmd = match cmds.try_recv() {
+                Ok(cmd) => Some(cmd),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => None,
+            };
+            if let Some(claim) = self.on_command(cmd) {
+                return claim;
+            }
+        }
+        // A pool worker's `Hello` was checked by the pool.
+        if self.hello == Hello::Checked {
+            self.send_init();
+        }
         loop {
             let wrote = match self.conn.outbound.flush() {
                 Ok(wrote) => wrote,
@@ -309,23 +366,17 @@ impl Supervisor {
             let starting = self.phase.handshake().is_some();
             tokio::select! {
                 biased;
-                cmd = recv_opt(&mut self.cmds) => match cmd {
-                    Some(Command::Cancel(reason)) => self.request_cancel(CancelReason::Requested(reason)),
-                    Some(Command::Terminate) => {
-                        self.request_cancel(CancelReason::Requested("terminated".into()));
-                        return Claim::Forced;
-                    }
-                    None => {
-                        // The handle is gone: nobody can observe the run any
-                        // more, so wind it down rather than leak it.
-                        self.cmds = None;
-                        self.request_cancel(CancelReason::Requested("the run handle was dropped".into()));
-                    }
+                cmd = recv_opt(&mut self.cmds) => if let Some(claim) = self.on_command(cmd) {
+                    return claim;
                 },
                 _ = sleep_until_opt(grace), if grace.is_some() => return Claim::Grace,
                 _ = sleep_until_opt(wall), if wall.is_some() => {
                     let limit_ms = self.limits.wall_timeout.map(millis).unwrap_or(0);
                     self.request_cancel(CancelReason::WallTimeout { limit_ms });
+                }
+                _ = sleep_until_opt(self.refill_at), if self.refill_at.is_some() => {
+                    self.refill_at = None;
+                    drop(self.refill.take());
                 }
                 _ = tokio::time::sleep_until(self.startup_deadline), if starting => {
                     return Claim::Death(format!(
@@ -493,20 +544,11 @@ impl Supervisor {
             }
             (Some(Handshake::AwaitReady), WorkerMsg::Ready { sandbox }) => {
                 self.sandbox = Some(sandbox);
-                drop(self.refill.take());
+                self.refill_at = Some(Instant::now() + REFILL_AFTER);
                 match &mut self.phase {
-                    // Cancelled before Go: the body never runs.
-                    Phase::Cancelling {
-                        reason, handshake, ..
-                    } => {
-                        *handshake = None;
-                        let reason = reason.clone();
-                        self.send(&HostMsg::Cancel { reason });
-                    }
-                    _ => {
-                        self.phase = Phase::Running;
-                        self.send(&HostMsg::Go);
-                    }
+                    // The worker was told with `Init`, or since.
+                    Phase::Cancelling { handshake, .. } => *handshake = None,
+                    _ => self.phase = Phase::Running,
                 }
                 None
             }
