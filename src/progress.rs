@@ -176,6 +176,9 @@ pub fn show(mode: &Mode, event: &Event) {
             _ => return,
         },
     };
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{text}");
+    // One write per line: stderr is unbuffered, and `writeln!` would make
+    // two system calls of every event (the text, then the newline).
+    let mut text = text;
+    text.push('\n');
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
