@@ -50,8 +50,6 @@ use crate::script::PreparedScript;
 /// this thread (`Supervisor::keep_apart`).
 const PLACEMENT_EVERY: Duration = Duration::from_millis(20);
 
-/// A worker that has not said Hello and Ready within this long is treated
-/// as dead. Generous: a loaded machine can be slow to exec.
 /// How long after `Ready` a run on a pool worker holds back its
 /// replacement (unless it ends first): the replacement's exec and engine
 /// build would otherwise share the two cores with the run's first steps,
@@ -59,6 +57,8 @@ const PLACEMENT_EVERY: Duration = Duration::from_millis(20);
 /// 0.55–0.60 → 0.42–0.52 ms; docs/performance.md round 11). A pool under
 /// steady use refills at most this much later.
 const REFILL_AFTER: Duration = Duration::from_millis(5);
+/// A worker that has not said Hello and Ready within this long is treated
+/// as dead. Generous: a loaded machine can be slow to exec.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Upper bound for reading what a worker wrote just before it exited.
 const DRAIN_TIMEOUT: Duration = Duration::from_millis(500);
@@ -94,9 +94,9 @@ enum Phase {
     Running,
     /// A cancel was asked for: the worker was told (or, before `Hello`,
     /// will be told with `Init`, in place of `Go`), every child was
-    /// cancelled, and the run
-    /// settles by `deadline` at the latest. `handshake` is the step still
-    /// awaited when the cancel came before `Ready`.
+    /// cancelled, and the run settles by `deadline` at the latest.
+    /// `handshake` is the step still awaited when the cancel came before
+    /// `Ready`.
     Cancelling {
         reason: CancelReason,
         deadline: Instant,
@@ -544,7 +544,9 @@ impl Supervisor {
             }
             (Some(Handshake::AwaitReady), WorkerMsg::Ready { sandbox }) => {
                 self.sandbox = Some(sandbox);
-                self.refill_at = Some(Instant::now() + REFILL_AFTER);
+                if self.refill.is_some() {
+                    self.refill_at = Some(Instant::now() + REFILL_AFTER);
+                }
                 match &mut self.phase {
                     // The worker was told with `Init`, or since.
                     Phase::Cancelling { handshake, .. } => *handshake = None,
