@@ -24,7 +24,15 @@ fn dsh() -> WorkerCommand {
 }
 
 fn request(script: &str) -> StartRequest {
-    let fixture = common::fixture(json!([{ "match": {}, "text": "echoed", "times": 100 }]));
+    request_answering(
+        script,
+        json!([{ "match": {}, "text": "echoed", "times": 100 }]),
+    )
+}
+
+/// A run whose agent calls the fixture `answers` answers.
+fn request_answering(script: &str, answers: serde_json::Value) -> StartRequest {
+    let fixture = common::fixture(answers);
     StartRequest::new("pool.ts", script)
         .with_meta(meta())
         .with_limits(limits())
@@ -68,15 +76,11 @@ async fn a_pool_worker_serves_exactly_one_run_and_the_pool_refills() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pool_refills_while_the_run_that_took_a_worker_still_runs() {
     let pool = WorkerPool::prefilled(dsh(), 1).expect("pool");
-    let fixture = common::fixture(json!([{ "match": {}, "hang": true }]));
-    let req = StartRequest::new("pool.ts", "return await agent(\"held\");")
-        .with_meta(meta())
-        .with_limits(limits())
-        .with_worker(dsh())
-        .with_pool(pool.clone())
-        .with_provider(std::sync::Arc::new(
-            ScriptedProvider::from_json_text("pool.json", &fixture.to_string()).expect("fixture"),
-        ));
+    let req = request_answering(
+        "return await agent(\"held\");",
+        json!([{ "match": {}, "hang": true }]),
+    )
+    .with_pool(pool.clone());
     let run = start(req).expect("start");
     let taken = run.worker_pid();
     let mut events = run.subscribe();

@@ -173,7 +173,8 @@ pub(crate) struct Parts {
 }
 
 pub(crate) struct Supervisor {
-    /// Whether the worker's `Hello` is still to come.
+    /// Whether the worker's `Hello` was already checked (a pool worker's,
+    /// by the pool: `Init` goes out on the first turn) or is still to come.
     hello: Hello,
     run_id: Arc<str>,
     hub: Hub,
