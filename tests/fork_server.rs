@@ -233,3 +233,134 @@ async fn a_child_forked_by_a_server_that_died_before_answering_is_reaped() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+// ------------------------------------------------------------ the shared server
+
+/// A stock worker command of the test's own: `dsh __worker` through a
+/// symlink in `dir`. The sharing is per worker command, so the runs of
+/// other tests in this binary never join this test's server.
+fn own_command(dir: &tempfile::TempDir) -> WorkerCommand {
+    let link = dir.path().join("dsh");
+    std::os::unix::fs::symlink(DSH, &link).expect("a symlink to dsh");
+    WorkerCommand::dsh(link)
+}
+
+/// A run of `worker` that brings no worker of its own: its agent hangs
+/// until the run is cancelled.
+fn held(worker: &WorkerCommand) -> StartRequest {
+    let fixture = common::fixture(json!([{ "match": {}, "hang": true }]));
+    StartRequest::new("shared.ts", "return await agent(\"x\");")
+        .with_meta(meta())
+        .with_limits(limits())
+        .with_worker(worker.clone())
+        .with_provider(Arc::new(
+            ScriptedProvider::from_json_text("shared.json", &fixture.to_string()).expect("fixture"),
+        ))
+}
+
+/// Starts `req` and waits until its agent call is under way (the worker
+/// is up and the run is live).
+async fn start_held(req: StartRequest) -> dsh_orchestrator::WorkflowRun {
+    let run = start(req).expect("start");
+    let mut events = run.subscribe();
+    common::lib::wait_for(&mut events, "agent-start", |e| {
+        e["type"] == "workflow/agent-start"
+    })
+    .await;
+    run
+}
+
+/// This process's live children started as `worker`'s fork server, other
+/// than `not` (a forked worker's command line is its server's).
+fn fork_servers(worker: &WorkerCommand, not: &[u32]) -> Vec<u32> {
+    common::children_of(std::process::id())
+        .into_iter()
+        .filter(|pid| !not.contains(pid))
+        .filter(|pid| {
+            let cmdline = proc_text(*pid, "cmdline");
+            let argv: Vec<&str> = cmdline.split('\0').collect();
+            argv.first() == Some(&worker.program.to_str().expect("a UTF-8 path"))
+                && argv.contains(&"--fork-server")
+        })
+        .collect()
+}
+
+async fn end_all(runs: &[dsh_orchestrator::WorkflowRun]) {
+    for run in runs {
+        run.cancel("done looking");
+    }
+    for run in runs {
+        assert_eq!(result(run).await.stop_reason, StopReason::Cancelled);
+        run.dispose().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_runs_fork_from_one_shared_server_that_ends_with_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let worker = own_command(&dir);
+    // Alone: spawned, and no server started for it.
+    let first = start_held(held(&worker)).await;
+    assert_eq!(
+        proc_text(first.worker_pid(), "comm").trim(),
+        "dsh",
+        "spawned"
+    );
+    assert_eq!(
+        fork_servers(&worker, &[first.worker_pid()]),
+        Vec::<u32>::new()
+    );
+    // Not alone: forked, the host's own child, from one server.
+    let second = start_held(held(&worker)).await;
+    let third = start_held(held(&worker)).await;
+    let runs = [first, second, third];
+    let pids: Vec<u32> = runs.iter().map(|r| r.worker_pid()).collect();
+    for pid in &pids[1..] {
+        assert_eq!(proc_text(*pid, "comm").trim(), "dsh-worker", "forked");
+        let (ppid, pgrp) = parent_and_group(*pid);
+        assert_eq!(ppid, std::process::id(), "the host's child");
+        assert_eq!(pgrp, *pid, "a process group of its own");
+    }
+    let servers = fork_servers(&worker, &pids);
+    assert_eq!(servers.len(), 1, "one server for both: {servers:?}");
+    end_all(&runs).await;
+    for pid in pids {
+        assert_process_gone_async(pid).await;
+    }
+    // Its last run over, the server is gone too.
+    assert_process_gone_async(servers[0]).await;
+    // And the next lone run spawns again.
+    let lone = start_held(held(&worker)).await;
+    assert_eq!(
+        proc_text(lone.worker_pid(), "comm").trim(),
+        "dsh",
+        "spawned"
+    );
+    end_all(&[lone]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_and_a_command_with_extra_arguments_spawn_every_worker() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let worker = own_command(&dir);
+    let first = start_held(held(&worker)).await;
+    let never = start_held(
+        held(&worker).with_shared_fork_server(dsh_orchestrator::SharedForkServer::Never),
+    )
+    .await;
+    // Extra arguments: the program may not serve --fork-server.
+    let custom = WorkerCommand {
+        program: worker.program.clone(),
+        args: vec!["__worker".into(), "--sandbox".into(), "best-effort".into()],
+    };
+    assert!(!custom.is_stock());
+    let custom_first = start_held(held(&custom)).await;
+    let custom_second = start_held(held(&custom)).await;
+    let runs = [first, never, custom_first, custom_second];
+    let pids: Vec<u32> = runs.iter().map(|r| r.worker_pid()).collect();
+    for pid in &pids {
+        assert_eq!(proc_text(*pid, "comm").trim(), "dsh", "spawned");
+    }
+    assert_eq!(fork_servers(&worker, &pids), Vec::<u32>::new());
+    end_all(&runs).await;
+}

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use dsh_orchestrator::{
-    EventKind, ForkServer, Limits, RunResult, SandboxPolicy, SandboxReport, StartRequest,
-    StopReason, SubagentProvider, WorkerCommand, WorkerPool, WorkflowRun, start,
+    EventKind, ForkServer, Limits, RunResult, SandboxPolicy, SandboxReport, SharedForkServer,
+    StartRequest, StopReason, SubagentProvider, WorkerCommand, WorkerPool, WorkflowRun, start,
 };
 use serde_json::json;
 
@@ -193,15 +193,26 @@ pub fn exec_dsh(ctx: &Ctx) -> Result<Duration> {
     Ok(elapsed)
 }
 
-/// 100 runs started at once → every result; their workers forked from
-/// `server` when given, else spawned.
-pub async fn burst(ctx: &Ctx, server: Option<&Arc<ForkServer>>) -> Result<Duration> {
+/// How the burst's runs get their workers.
+pub enum Workers<'a> {
+    /// As a host that asks for nothing: the default, which forks from the
+    /// fork server overlapping runs share.
+    Default,
+    /// Every worker spawned (`SharedForkServer::Never`).
+    Spawned,
+    /// Forked from the host's own `ForkServer`.
+    Server(&'a Arc<ForkServer>),
+}
+
+/// 100 runs started at once → every result.
+pub async fn burst(ctx: &Ctx, workers: Workers<'_>) -> Result<Duration> {
     let reqs: Vec<StartRequest> = (0..BURST)
         .map(|_| {
             let req = ctx.request(TRIVIAL);
-            match server {
-                Some(s) => req.with_fork_server(s.clone()),
-                None => req,
+            match workers {
+                Workers::Default => req,
+                Workers::Spawned => req.with_shared_fork_server(SharedForkServer::Never),
+                Workers::Server(s) => req.with_fork_server(s.clone()),
             }
         })
         .collect();
@@ -288,8 +299,15 @@ fn host_kib() -> Result<f64> {
 
 pub async fn memory(ctx: &Ctx) -> Result<MemorySample> {
     let host0 = host_kib()?;
+    // Spawned workers, each a process of its own: a forked worker's PSS
+    // would leave out the share of the server it was forked from.
     let runs = (0..IDLE_WORKERS)
-        .map(|_| start(ctx.request(HOLD)))
+        .map(|_| {
+            start(
+                ctx.request(HOLD)
+                    .with_shared_fork_server(SharedForkServer::Never),
+            )
+        })
         .collect::<Result<Vec<_>, _>>()?;
     for run in &runs {
         wait_event(run, "memory: the held agent() call", is_agent_start).await?;

@@ -29,7 +29,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
 use dsh_orchestrator::{ForkServer, SandboxPolicy, WorkerPool};
 
-use figures::Ctx;
+use figures::{Ctx, Workers};
 use machine::{Baseline, Machine};
 use peer::NodePeer;
 use report::{Figure, Kind, Report, Target, num};
@@ -544,20 +544,44 @@ where
 }
 
 async fn burst(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
-    // Interleaved: spawned workers, forked workers, the peer.
+    // Interleaved: the default, spawned workers, the host's own fork
+    // server, the peer.
     let server = ForkServer::start(&b.ctx.worker).context("starting the fork server")?;
-    let (mut d, mut df, mut p) = (Samples::default(), Samples::default(), Samples::default());
+    let (mut d, mut ds, mut df, mut p) = (
+        Samples::default(),
+        Samples::default(),
+        Samples::default(),
+        Samples::default(),
+    );
     for i in 0..warm + n {
-        d.add(i, warm, ms(figures::burst(&b.ctx, None).await?));
-        df.add(i, warm, ms(figures::burst(&b.ctx, Some(&server)).await?));
+        d.add(i, warm, ms(figures::burst(&b.ctx, Workers::Default).await?));
+        ds.add(i, warm, ms(figures::burst(&b.ctx, Workers::Spawned).await?));
+        df.add(
+            i,
+            warm,
+            ms(figures::burst(&b.ctx, Workers::Server(&server)).await?),
+        );
         if let Some(peer) = b.peer.as_mut() {
             p.add(i, warm, peer.number("burst100", "ms").await?);
         }
     }
     drop(server);
     for (id, how, dsh) in [
-        ("burst100", "workers spawned", d),
-        ("burst100_fork", "workers forked from a ForkServer", df),
+        (
+            "burst100",
+            "the default: workers forked from the server overlapping runs share",
+            d,
+        ),
+        (
+            "burst100_spawn",
+            "every worker spawned, SharedForkServer::Never",
+            ds,
+        ),
+        (
+            "burst100_fork",
+            "workers forked from the host's own ForkServer",
+            df,
+        ),
     ] {
         let mut f = Figure::new(
             id,
@@ -1171,11 +1195,15 @@ fn evaluate_targets(figs: &mut [Figure]) {
     for (id, text) in [
         (
             "burst100",
-            "100 runs at once ≤ 1/15 of the Node peer (workers spawned)",
+            "100 runs at once ≤ 1/15 of the Node peer (the default: a shared fork server)",
+        ),
+        (
+            "burst100_spawn",
+            "100 runs at once ≤ 1/15 of the Node peer (every worker spawned)",
         ),
         (
             "burst100_fork",
-            "100 runs at once ≤ 1/15 of the Node peer (workers forked from a ForkServer)",
+            "100 runs at once ≤ 1/15 of the Node peer (the host's own ForkServer)",
         ),
     ] {
         set(

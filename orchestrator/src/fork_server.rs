@@ -14,8 +14,9 @@
 //! after `Hello`, at the same point a spawned worker does. The server
 //! runs no script and is not sandboxed (it must be able to fork).
 //!
-//! Opt-in, like [`crate::WorkerPool`]: [`ForkServer::start`], then
-//! [`crate::StartRequest::with_fork_server`] on each run. A run whose
+//! A host can hold one of its own ([`ForkServer::start`], then
+//! [`crate::StartRequest::with_fork_server`] on each run); without one,
+//! runs that overlap share one started for them ([`shared`]). A run whose
 //! worker command differs from the server's, or a server that has died,
 //! means a spawned worker as usual (never a failed start). Dropping the
 //! last handle closes the control socket and SIGKILLs the server.
@@ -39,6 +40,10 @@ use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 use crate::process::{ProcessGroup, spawner};
 use crate::run::worker::{ForkedWorker, Spawned};
 use crate::run::{StartError, WorkerCommand};
+
+pub mod shared;
+
+pub use shared::SharedForkServer;
 
 /// How long the server may take to answer one request.
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

@@ -44,7 +44,7 @@ pub mod units;
 
 pub use dsh_protocol::{ErrorCode, SandboxLevel, SandboxPolicy, SandboxReport, StopReason, Usage};
 pub use events::{AgentOutcomeKind, Event, EventKind, EventStream};
-pub use fork_server::ForkServer;
+pub use fork_server::{ForkServer, SharedForkServer};
 pub use limits::Limits;
 pub use pool::WorkerPool;
 pub use provider::{

@@ -23,6 +23,7 @@ use supervisor::{Command, Parts, Supervisor};
 pub use worker::{ForkedWorker, SpawnedWorker, WorkerCommand, WorkerMissing};
 
 use crate::events::{EventKind, EventStream, Hub};
+use crate::fork_server::SharedForkServer;
 use crate::limits::{LimitError, Limits};
 use crate::provider::SubagentProvider;
 use crate::result::RunResult;
@@ -81,6 +82,10 @@ pub struct StartRequest {
     /// ahead nor a warm pool worker is there (used when its worker command
     /// is the run's; a spawned worker when it is gone).
     pub fork_server: Option<Arc<crate::fork_server::ForkServer>>,
+    /// Whether the worker may be forked from the fork server runs share
+    /// when none of the above gives one (default
+    /// [`SharedForkServer::Auto`]; [`crate::fork_server::shared`]).
+    pub shared_fork_server: SharedForkServer,
     /// The run's id; a fresh one is made when `None`.
     pub run_id: Option<String>,
     /// Where `workflow()` finds nested workflows; with `None` every
@@ -108,6 +113,7 @@ impl StartRequest {
             pool: None,
             spawned_worker: None,
             fork_server: None,
+            shared_fork_server: SharedForkServer::Auto,
             run_id: None,
             catalog: None,
         }
@@ -199,6 +205,13 @@ impl StartRequest {
     /// ([`crate::ForkServer`]; docs/performance.md).
     pub fn with_fork_server(mut self, server: Arc<crate::fork_server::ForkServer>) -> Self {
         self.fork_server = Some(server);
+        self
+    }
+
+    /// Whether the worker may be forked from the fork server overlapping
+    /// runs share ([`crate::fork_server::shared`]); `Never` always spawns.
+    pub fn with_shared_fork_server(mut self, shared: SharedForkServer) -> Self {
+        self.shared_fork_server = shared;
         self
     }
 
@@ -393,15 +406,23 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
             .filter(|p| *p.worker() == worker && p.sandbox() == request.sandbox)
             .and_then(|p| p.take()),
     };
-    let (spawned, hello, refill) = match (ahead, warm) {
-        (Some(spawned), _) => (spawned, Hello::Expected, None),
-        (None, Some(w)) => (w.spawned, Hello::Checked, Some(w.refill)),
+    let (spawned, hello, refill, lease) = match (ahead, warm) {
+        (Some(spawned), _) => (spawned, Hello::Expected, None, None),
+        (None, Some(w)) => (w.spawned, Hello::Checked, Some(w.refill), None),
         (None, None) => {
-            let forked = request
+            // The caller's own server first; else the shared one, when
+            // other runs are live (the lease is held until the worker is
+            // gone, and keeps the shared server up that long).
+            let lease = match (&request.fork_server, request.shared_fork_server) {
+                (None, SharedForkServer::Auto) => Some(crate::fork_server::shared::enter(&worker)),
+                _ => None,
+            };
+            let server = request
                 .fork_server
                 .as_ref()
-                .filter(|f| *f.worker() == worker)
-                .and_then(|f| match f.fork(request.sandbox) {
+                .or_else(|| lease.as_ref().and_then(|l| l.server()));
+            let forked = server.filter(|f| *f.worker() == worker).and_then(|f| {
+                match f.fork(request.sandbox) {
                     Ok(spawned) => Some(spawned),
                     Err(e) => {
                         tracing::debug!(
@@ -409,7 +430,8 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
                         );
                         None
                     }
-                });
+                }
+            });
             let spawned = match forked {
                 Some(spawned) => spawned,
                 None => worker::spawn(&worker, request.sandbox, &handle).map_err(|source| {
@@ -419,7 +441,7 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
                     }
                 })?,
             };
-            (spawned, Hello::Expected, None)
+            (spawned, Hello::Expected, None, lease)
         }
     };
     let worker::Spawned {
@@ -474,6 +496,7 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         stderr,
         hello,
         refill,
+        lease,
         cmds,
         result_tx,
         done_tx,

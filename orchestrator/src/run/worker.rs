@@ -44,6 +44,20 @@ impl WorkerCommand {
         }
     }
 
+    /// Whether this is a stock worker command, as [`WorkerCommand::dsh`]
+    /// makes it (`__worker` and nothing else) or as [`WorkerCommand::new`]
+    /// makes it for a program named `dsh-worker` (no arguments): only
+    /// those are known to serve `--fork-server`, so only their runs share
+    /// a fork server ([`crate::fork_server::shared`]). A wrapper script or
+    /// extra arguments always spawn.
+    pub fn is_stock(&self) -> bool {
+        match self.args.as_slice() {
+            [] => self.program.file_name().is_some_and(|n| n == "dsh-worker"),
+            [only] => only == "__worker",
+            _ => false,
+        }
+    }
+
     /// `StartError::Spawn` for this program.
     pub(crate) fn spawn_error(&self, source: std::io::Error) -> super::StartError {
         super::StartError::Spawn {
@@ -431,5 +445,35 @@ impl std::fmt::Debug for SpawnedWorker {
             .field("sandbox", &self.inner.sandbox)
             .field("taken", &self.is_taken())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::WorkerCommand;
+
+    #[rstest]
+    #[case::dsh_binary(WorkerCommand::dsh("/opt/bin/dsh"), true)]
+    #[case::dsh_worker(WorkerCommand::new("/opt/bin/dsh-worker"), true)]
+    #[case::another_program(WorkerCommand::new("/opt/bin/wrapper"), false)]
+    #[case::extra_arguments(
+        WorkerCommand { program: "/opt/bin/dsh".into(), args: vec!["__worker".into(), "--x".into()] },
+        false
+    )]
+    #[case::a_shell(
+        WorkerCommand { program: "/bin/sh".into(), args: vec!["-c".into(), "exec dsh".into()] },
+        false
+    )]
+    #[case::one_other_argument(
+        WorkerCommand { program: "/opt/bin/dsh-worker".into(), args: vec!["--x".into()] },
+        false
+    )]
+    fn only_stock_commands_may_share_a_fork_server(
+        #[case] cmd: WorkerCommand,
+        #[case] stock: bool,
+    ) {
+        assert_eq!(cmd.is_stock(), stock, "{cmd:?}");
     }
 }

@@ -167,6 +167,9 @@ pub(crate) struct Parts {
     /// For a run on a pool worker: asks the pool for a replacement when
     /// dropped (see [`crate::pool::Refill`]).
     pub refill: Option<crate::pool::Refill>,
+    /// For a run that took part in the fork server sharing: released
+    /// once the worker is gone ([`crate::fork_server::shared`]).
+    pub lease: Option<crate::fork_server::shared::Lease>,
     pub cmds: mpsc::UnboundedReceiver<Command>,
     pub result_tx: watch::Sender<Option<RunResult>>,
     pub done_tx: watch::Sender<bool>,
@@ -208,6 +211,7 @@ pub(crate) struct Supervisor {
     refill: Option<crate::pool::Refill>,
     /// When to drop `refill`, once the worker said `Ready`.
     refill_at: Option<Instant>,
+    lease: Option<crate::fork_server::shared::Lease>,
     /// How long to wait for the worker's next frame after a write before
     /// going back to the runtime.
     spin: dsh_protocol::spin::Spin,
@@ -260,6 +264,7 @@ impl Supervisor {
             sandbox: None,
             refill: p.refill,
             refill_at: None,
+            lease: p.lease,
             spin: dsh_protocol::spin::Spin::default(),
             blocked_since: None,
             narrowed: None,

@@ -97,6 +97,9 @@ impl Supervisor {
             self.dispose_children().await;
         }
         self.finish_tasks(queued).await;
+        // The worker is gone: this run no longer holds the shared fork
+        // server up (the last lease's drop ends it).
+        drop(self.lease.take());
         let _ = self.done_tx.send(true);
     }
 
