@@ -47,6 +47,9 @@ pub use shared::SharedForkServer;
 
 /// How long the server may take to answer one request.
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long [`ForkServer::shut_down`] waits for the SIGKILLed server to
+/// exit (it takes well under a millisecond unless the machine is stalled).
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// How long a child forked for an unanswered request may take to say
 /// `Hello` ([`reap_unanswered`]).
 const UNANSWERED_HELLO: std::time::Duration = std::time::Duration::from_secs(2);
@@ -118,6 +121,22 @@ impl ForkServer {
         match &*self.state.lock().ok()? {
             State::Serving { process, .. } => Some(process.pid()),
             State::Gone => None,
+        }
+    }
+
+    /// Ends the server: its control socket closed, SIGKILL to its group,
+    /// and a wait (at most [`SHUTDOWN_WAIT`]) until it has exited, so it is
+    /// gone by the time the caller goes on. It is reaped in the background,
+    /// as a dropped one is.
+    pub(crate) async fn shut_down(self) {
+        let state = self
+            .state
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let State::Serving { control, process } = state {
+            drop(control);
+            process.signal(nix::sys::signal::Signal::SIGKILL);
+            let _ = tokio::time::timeout(SHUTDOWN_WAIT, process.exited()).await;
         }
     }
 

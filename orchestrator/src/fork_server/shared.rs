@@ -14,9 +14,10 @@
 //! command is live takes a [`Lease`] on the command's server, starting it
 //! if there is none. A run that starts alone spawns its worker, as before:
 //! one run never pays for a server it cannot share. Each lease is held
-//! until the run's worker is gone; the server is dropped with the last one
-//! (its control socket closed, its process SIGKILLed and reaped), so no
-//! process outlives the runs that used it.
+//! until the run's worker is gone; the last one shuts the server down
+//! (its control socket closed, its process SIGKILLed, and the run's end
+//! waits until it has exited), so no process outlives the runs that used
+//! it.
 //!
 //! Nothing else changes for the run: a forked worker is still its own
 //! process, the host's child, in its own process group, sandboxed by
@@ -66,6 +67,16 @@ impl Lease {
     /// The server to fork this run's worker from, if it shares one.
     pub(crate) fn server(&self) -> Option<&Arc<ForkServer>> {
         self.server.as_ref()
+    }
+
+    /// Ends the run's part: the last holder of the server shuts it down
+    /// and waits until it has exited, so a host that has seen its last
+    /// run end finds no process of dsh's left. (Merely dropped, a lease
+    /// SIGKILLs the server without waiting.)
+    pub(crate) async fn release(mut self) {
+        if let Some(server) = self.server.take().and_then(|s| Arc::try_unwrap(s).ok()) {
+            server.shut_down().await;
+        }
     }
 }
 

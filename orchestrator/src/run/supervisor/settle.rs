@@ -98,8 +98,10 @@ impl Supervisor {
         }
         self.finish_tasks(queued).await;
         // The worker is gone: this run no longer holds the shared fork
-        // server up (the last lease's drop ends it).
-        drop(self.lease.take());
+        // server up (the last lease ends it, before `done`).
+        if let Some(lease) = self.lease.take() {
+            lease.release().await;
+        }
         let _ = self.done_tx.send(true);
     }
 
