@@ -150,9 +150,39 @@ fn build_engine(shared: &Rc<Shared>) -> Result<Built, String> {
         let internal: Object = prelude.call((natives,)).map_err(|e| describe(&ctx, e))?;
         Ok::<_, String>(Persistent::save(&ctx, internal))
     })?;
+    pin_arenas(&ctx);
     let built = usize::try_from(rt.memory_usage().malloc_size).unwrap_or(0);
     rt.set_gc_threshold(GC_FIRST_THRESHOLD.max(built.saturating_add(built / 2)));
     Ok(Built { internal, ctx, rt })
+}
+
+/// The block sizes of QuickJS's arenas (`arena_block_sizes` in
+/// quickjs.c): an allocation of up to 512 bytes, with its 8-byte header, is
+/// served from a 4 KiB arena of the smallest of these that fits it.
+const ARENA_BLOCK_SIZES: [usize; 31] = [
+    16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 144, 160, 176, 192, 208, 224,
+    240, 256, 288, 320, 352, 384, 416, 448, 480, 512,
+];
+
+/// Keeps an arena of every block size for the runtime's life. QuickJS
+/// frees an arena the moment its last block is freed, so a block size
+/// that only short-lived values use gets a fresh arena — a `malloc`, a
+/// free list written through 4 KiB, and a `free` — over and over: the
+/// 56-byte blocks did once per `agent()` call (docs/performance.md, round
+/// 12). One block of each size, allocated here and never freed, keeps its
+/// arena; the runtime's teardown frees every arena, pinned or not. Sizes
+/// the engine's build already holds blocks of cost nothing more.
+fn pin_arenas(ctx: &Context) {
+    ctx.with(|ctx| {
+        // SAFETY: the context is live (inside `Context::with`); each block
+        // is allocated from its runtime and only ever freed with it.
+        unsafe {
+            let rt = rquickjs::qjs::JS_GetRuntime(ctx.as_raw().as_ptr());
+            for block in ARENA_BLOCK_SIZES {
+                let _ = rquickjs::qjs::js_malloc_rt(rt, (block - 8) as _);
+            }
+        }
+    });
 }
 
 impl Shared {
