@@ -16,7 +16,7 @@
 //!
 //! A host can hold one of its own ([`ForkServer::start`], then
 //! [`crate::StartRequest::with_fork_server`] on each run); without one,
-//! runs that overlap share one started for them ([`shared`]). A run whose
+//! runs that overlap share one started for them (`fork_server/shared.rs`). A run whose
 //! worker command differs from the server's, or a server that has died,
 //! means a spawned worker as usual (never a failed start). Dropping the
 //! last handle closes the control socket and SIGKILLs the server.
@@ -41,7 +41,7 @@ use crate::process::{ProcessGroup, spawner};
 use crate::run::worker::{ForkedWorker, Spawned};
 use crate::run::{StartError, WorkerCommand};
 
-pub mod shared;
+pub(crate) mod shared;
 
 pub use shared::SharedForkServer;
 

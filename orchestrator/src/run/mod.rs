@@ -84,7 +84,7 @@ pub struct StartRequest {
     pub fork_server: Option<Arc<crate::fork_server::ForkServer>>,
     /// Whether the worker may be forked from the fork server runs share
     /// when none of the above gives one (default
-    /// [`SharedForkServer::Auto`]; [`crate::fork_server::shared`]).
+    /// [`SharedForkServer::Auto`]; docs/architecture.md, "The fork server").
     pub shared_fork_server: SharedForkServer,
     /// The run's id; a fresh one is made when `None`.
     pub run_id: Option<String>,
@@ -209,7 +209,7 @@ impl StartRequest {
     }
 
     /// Whether the worker may be forked from the fork server overlapping
-    /// runs share ([`crate::fork_server::shared`]); `Never` always spawns.
+    /// runs share (`fork_server/shared.rs`; docs/architecture.md, "The fork server"); `Never` always spawns.
     pub fn with_shared_fork_server(mut self, shared: SharedForkServer) -> Self {
         self.shared_fork_server = shared;
         self

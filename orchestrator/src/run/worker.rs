@@ -48,7 +48,7 @@ impl WorkerCommand {
     /// makes it (`__worker` and nothing else) or as [`WorkerCommand::new`]
     /// makes it for a program named `dsh-worker` (no arguments): only
     /// those are known to serve `--fork-server`, so only their runs share
-    /// a fork server ([`crate::fork_server::shared`]). A wrapper script or
+    /// a fork server (`fork_server/shared.rs`; docs/architecture.md, "The fork server"). A wrapper script or
     /// extra arguments always spawn.
     pub fn is_stock(&self) -> bool {
         match self.args.as_slice() {
