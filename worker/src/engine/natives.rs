@@ -8,7 +8,7 @@ use std::time::Duration;
 use dsh_protocol::{
     AgentOptions, ChildRequest, EndOutcome, ErrorCode, WorkerMsg, WorkflowTarget, schema,
 };
-use rquickjs::{Ctx, Function, Object};
+use rquickjs::{Array, Ctx, Function, Object, Promise};
 use serde_json::Value;
 
 use super::Shared;
@@ -54,6 +54,55 @@ pub(crate) fn default_label(prompt: &str) -> String {
     }
 }
 
+/// Where the prelude's call record (`[id, resolve, reject, started,
+/// parts]`, its `CALL_*` constants) keeps the promise's resolving functions.
+const CALL_RESOLVE: usize = 1;
+const CALL_REJECT: usize = 2;
+
+/// A new `agent()` call's promise, its resolving functions put in the
+/// call's record, and the call's id (the record's first element). Made
+/// here rather than with `new Promise(executor)` in the prelude, which
+/// also creates and runs the executor (docs/performance.md round 12).
+fn call_promise<'js>(call: &Array<'js>) -> rquickjs::Result<(f64, Promise<'js>)> {
+    let id: f64 = call.get(0)?;
+    let (promise, resolve, reject) = call.ctx().promise()?;
+    call.set(CALL_RESOLVE, resolve)?;
+    call.set(CALL_REJECT, reject)?;
+    Ok((id, promise))
+}
+
+/// Sends `ChildStart` for admitted call `id`: the request's parts,
+/// positional; a call without options sends a null label (the default is
+/// taken from the prompt) and null options.
+#[allow(clippy::too_many_arguments)]
+fn start_child(
+    s: &Shared,
+    id: f64,
+    prompt: Text,
+    label: Option<Text>,
+    phase: Option<Text>,
+    schema_json: Option<Text>,
+    workflow: Option<Text>,
+    options: Option<Object<'_>>,
+) -> rquickjs::Result<()> {
+    s.admitted(id);
+    let prompt = prompt.0;
+    let label = opt(label).unwrap_or_else(|| default_label(&prompt));
+    let request = ChildRequest {
+        prompt,
+        label,
+        phase: opt(phase),
+        schema_json: opt(schema_json).map(well_formed_json),
+        options: agent_options(options)?,
+        workflow: opt(workflow),
+    };
+    s.send(&WorkerMsg::ChildStart {
+        call_id: id as u64,
+        request,
+    });
+    Ok(())
+}
+
 pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<Object<'js>> {
     let n = Object::new(ctx.clone())?;
 
@@ -92,20 +141,50 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
         })?,
     )?;
 
+    // An agent() call that waits for a slot: admitted (counted) now, its
+    // promise made here (see `call_promise`), started later by
+    // `childStart`.
     let s = shared.clone();
     n.set(
         "admit",
-        Function::new(ctx.clone(), move |id: f64| s.admitted(id))?,
+        Function::new(
+            ctx.clone(),
+            move |call: Array<'js>| -> rquickjs::Result<Promise<'js>> {
+                let (id, promise) = call_promise(&call)?;
+                s.admitted(id);
+                Ok(promise)
+            },
+        )?,
     )?;
 
+    // An agent() call with a free slot: admitted, its promise made, and
+    // started, in one native call.
+    let s = shared.clone();
+    n.set(
+        "childAdmitStart",
+        Function::new(
+            ctx.clone(),
+            move |call: Array<'js>,
+                  prompt: Text,
+                  label: Option<Text>,
+                  phase: Option<Text>,
+                  schema_json: Option<Text>,
+                  workflow: Option<Text>,
+                  options: Option<Object<'js>>|
+                  -> rquickjs::Result<Promise<'js>> {
+                let (id, promise) = call_promise(&call)?;
+                start_child(&s, id, prompt, label, phase, schema_json, workflow, options)?;
+                Ok(promise)
+            },
+        )?,
+    )?;
+
+    // A call that waited in the queue gets its slot (its promise exists).
     let s = shared.clone();
     n.set(
         "childStart",
         Function::new(
             ctx.clone(),
-            // The request's parts, positional: a call without options
-            // sends a null label (the default is taken from the prompt)
-            // and null options.
             move |id: f64,
                   prompt: Text,
                   label: Option<Text>,
@@ -114,22 +193,7 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
                   workflow: Option<Text>,
                   options: Option<Object<'_>>|
                   -> rquickjs::Result<()> {
-                s.admitted(id);
-                let prompt = prompt.0;
-                let label = opt(label).unwrap_or_else(|| default_label(&prompt));
-                let request = ChildRequest {
-                    prompt,
-                    label,
-                    phase: opt(phase),
-                    schema_json: opt(schema_json).map(well_formed_json),
-                    options: agent_options(options)?,
-                    workflow: opt(workflow),
-                };
-                s.send(&WorkerMsg::ChildStart {
-                    call_id: id as u64,
-                    request,
-                });
-                Ok(())
+                start_child(&s, id, prompt, label, phase, schema_json, workflow, options)
             },
         )?,
     )?;

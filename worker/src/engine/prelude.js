@@ -917,35 +917,30 @@
     return agentFor(null, prompt, options);
   }
 
-  // The promise's resolving functions, handed out by one shared executor:
-  // a closure per call and its captured variables were 6.5 % of the
-  // worker's instructions per agent() call (callgrind, docs/performance.md
-  // round 8). `agentFor` takes them at once.
-  let capturedResolve = null;
-  let capturedReject = null;
-  function captureResolvers(resolve, reject) {
-    capturedResolve = resolve;
-    capturedReject = reject;
-  }
-
   // One agent() call; `child` is the nested workflow making it (its name
   // and the phase its calls are grouped under), null for the run's script.
+  // The call's promise is made by the native call that admits it
+  // (`childStart` or `admit`), which puts its resolving functions in the
+  // call's record: `new Promise(executor)` also runs the executor, about
+  // 4 % of the worker's instructions per call (docs/performance.md round
+  // 12). What throws before that makes the rejected promise instead, as a
+  // throw from an executor would.
   function agentFor(child, prompt, options) {
-    const promise = new PromiseCtor(captureResolvers);
-    const resolve = capturedResolve;
-    const reject = capturedReject;
-    capturedResolve = null;
-    capturedReject = null;
-    // What throws here rejects the promise, as it would from an executor.
     try {
-      startAgent(child, prompt, options, resolve, reject);
+      return startAgent(child, prompt, options);
     } catch (e) {
-      reject(e);
+      return rejectedWith(e);
     }
+  }
+
+  function rejectedWith(e) {
+    let rejectIt = null;
+    const promise = new PromiseCtor(function (_resolve, reject) { rejectIt = reject; });
+    rejectIt(e);
     return promise;
   }
 
-  function startAgent(child, prompt, options, resolve, reject) {
+  function startAgent(child, prompt, options) {
     if (cancelled) throw cancelledError();
     if (typeof prompt !== "string") {
       // Claude Code sends a non-string prompt as its text form.
@@ -1021,14 +1016,14 @@
     const id = ++agentsStarted;
     if (running < maxConcurrentAgents) {
       running++;
-      calls[id] = [id, resolve, reject, true, null];
-      N.childStart(id, prompt, label, phase, schemaJson, workflow, opts);
-    } else {
-      const call = [id, resolve, reject, false, [prompt, label, phase, schemaJson, workflow, opts]];
+      const call = [id, null, null, true, null];
       calls[id] = call;
-      queue[queueTail++] = call;
-      N.admit(id);
+      return N.childAdmitStart(call, prompt, label, phase, schemaJson, workflow, opts);
     }
+    const call = [id, null, null, false, [prompt, label, phase, schemaJson, workflow, opts]];
+    calls[id] = call;
+    queue[queueTail++] = call;
+    return N.admit(call);
   }
 
   // What the JSON of a call without options holds in their place.
