@@ -323,11 +323,24 @@ async fn overlapping_runs_fork_from_one_shared_server_that_ends_with_them() {
     }
     let servers = fork_servers(&worker, &pids);
     assert_eq!(servers.len(), 1, "one server for both: {servers:?}");
-    end_all(&runs).await;
+    // Ended together, as a burst's last runs are: whichever releases last
+    // ends the server, and it is gone before that run's dispose() returns.
+    let ends: Vec<_> = runs
+        .into_iter()
+        .map(|run| {
+            tokio::spawn(async move {
+                run.cancel("done looking");
+                assert_eq!(result(&run).await.stop_reason, StopReason::Cancelled);
+                run.dispose().await;
+            })
+        })
+        .collect();
+    for end in ends {
+        end.await.expect("a run ended");
+    }
     for pid in pids {
         assert_process_gone_async(pid).await;
     }
-    // Its last run over, the server is gone too: before dispose() returned.
     assert!(
         !process_alive(servers[0]),
         "the shared server outlived its runs"

@@ -136,7 +136,7 @@ impl ForkServer {
         if let State::Serving { control, process } = state {
             drop(control);
             process.signal(nix::sys::signal::Signal::SIGKILL);
-            let _ = tokio::time::timeout(SHUTDOWN_WAIT, process.exited()).await;
+            let _ = tokio::time::timeout(SHUTDOWN_WAIT, process.exited_here()).await;
         }
     }
 

@@ -192,6 +192,17 @@ impl ProcessGroup {
         self.watch.exited().await
     }
 
+    /// [`ProcessGroup::exited`], watched from the current runtime: the
+    /// group's own watch belongs to the runtime that took the child over,
+    /// which may be another one, or gone, by the time someone else ends
+    /// it. Cancel-safe.
+    pub(crate) async fn exited_here(&self) {
+        if self.status.is_some() {
+            return;
+        }
+        ExitWatch::new(self.pid).exited().await
+    }
+
     /// Sends `sig` to the group and to the leader (in case it left the
     /// group), unless the leader is reaped: until then its pid — the group
     /// id — still names it and its group and cannot have been reused.

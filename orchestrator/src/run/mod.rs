@@ -364,7 +364,12 @@ pub(crate) fn new_run_id() -> String {
     format!("run-{:x}-{:x}-{n}", nanos as u64, std::process::id())
 }
 
-/// Starts a run. Must be called inside a tokio runtime; returns at once.
+/// Starts a run. Must be called inside a tokio runtime. Returns as soon as
+/// the worker is on its way: a spawn is handed to the spawner thread; a
+/// fork from a fork server (the caller's own, or the one overlapping runs
+/// share) is one round trip to it, made on the calling thread (a server
+/// that stops answering holds it up to 5 s, once, and is then taken for
+/// gone).
 pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
     let handle = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
     request.limits.validate()?;
@@ -413,16 +418,19 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
             // The caller's own server first; else the shared one, when
             // other runs are live (the lease is held until the worker is
             // gone, and keeps the shared server up that long).
-            let lease = match (&request.fork_server, request.shared_fork_server) {
-                (None, SharedForkServer::Auto) => Some(crate::fork_server::shared::enter(&worker)),
-                _ => None,
+            let (lease, shared) = match (&request.fork_server, request.shared_fork_server) {
+                (None, SharedForkServer::Auto) => {
+                    let (lease, server) = crate::fork_server::shared::enter(&worker);
+                    (Some(lease), server)
+                }
+                _ => (None, None),
             };
-            let server = request
+            let forked = request
                 .fork_server
                 .as_ref()
-                .or_else(|| lease.as_ref().and_then(|l| l.server()));
-            let forked = server.filter(|f| *f.worker() == worker).and_then(|f| {
-                match f.fork(request.sandbox) {
+                .or(shared.as_ref())
+                .filter(|f| *f.worker() == worker)
+                .and_then(|f| match f.fork(request.sandbox) {
                     Ok(spawned) => Some(spawned),
                     Err(e) => {
                         tracing::debug!(
@@ -430,8 +438,7 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
                         );
                         None
                     }
-                }
-            });
+                });
             let spawned = match forked {
                 Some(spawned) => spawned,
                 None => worker::spawn(&worker, request.sandbox, &handle).map_err(|source| {

@@ -591,3 +591,35 @@ impl Shared {
         self.clock.sync_limit().as_millis()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ARENA_BLOCK_SIZES;
+
+    /// `ARENA_BLOCK_SIZES` is copied from the QuickJS the engine is built
+    /// with: each pinned request (`block - 8`) must be served by a block of
+    /// exactly that size, so that every pin lands in its own size's arena
+    /// and none in a neighbour's. A QuickJS upgrade that changes the table
+    /// or the header fails here.
+    #[test]
+    fn each_pin_fills_one_block_of_its_own_size() {
+        let rt = rquickjs::Runtime::new().expect("a runtime");
+        let raw = {
+            let ctx = rquickjs::Context::full(&rt).expect("a context");
+            // SAFETY: the context is live inside `with`.
+            ctx.with(|ctx| unsafe { rquickjs::qjs::JS_GetRuntime(ctx.as_raw().as_ptr()) })
+        };
+        for block in ARENA_BLOCK_SIZES {
+            // SAFETY: `raw` is `rt`'s runtime, alive for this loop; each
+            // block is freed right after its size is read.
+            let usable = unsafe {
+                let p = rquickjs::qjs::js_malloc_rt(raw, (block - 8) as _);
+                assert!(!p.is_null(), "{block}");
+                let usable = rquickjs::qjs::js_malloc_usable_size_rt(raw, p);
+                rquickjs::qjs::js_free_rt(raw, p);
+                usable
+            };
+            assert_eq!(usable as usize, block - 8, "the {block}-byte blocks");
+        }
+    }
+}

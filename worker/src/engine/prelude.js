@@ -1013,17 +1013,23 @@
     // counts it from the call that carries it (`childStart`, or `admit`
     // for a call that waits for a slot): one native call per agent(),
     // not two.
+    // The call is registered only once the native call has returned (its
+    // promise made, its ChildStart written): one that throws leaves no
+    // record without resolving functions behind, and the host's answer
+    // cannot arrive before this code has run.
     const id = ++agentsStarted;
     if (running < maxConcurrentAgents) {
-      running++;
       const call = [id, null, null, true, null];
+      const promise = N.childAdmitStart(call, prompt, label, phase, schemaJson, workflow, opts);
+      running++;
       calls[id] = call;
-      return N.childAdmitStart(call, prompt, label, phase, schemaJson, workflow, opts);
+      return promise;
     }
     const call = [id, null, null, false, [prompt, label, phase, schemaJson, workflow, opts]];
+    const promise = N.admit(call);
     calls[id] = call;
     queue[queueTail++] = call;
-    return N.admit(call);
+    return promise;
   }
 
   // What the JSON of a call without options holds in their place.
