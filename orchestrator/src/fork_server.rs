@@ -16,9 +16,9 @@
 //!
 //! A host can hold one of its own ([`ForkServer::start`], then
 //! [`crate::StartRequest::with_fork_server`] on each run); without one,
-//! runs that overlap share one started for them (`fork_server/shared.rs`). A run whose
-//! worker command differs from the server's, or a server that has died,
-//! means a spawned worker as usual (never a failed start). Dropping the
+//! runs that overlap share one started for them (`fork_server/shared.rs`).
+//! A run whose worker command differs from the server's, or a server that
+//! has died, means a spawned worker as usual (never a failed start). Dropping the
 //! last handle closes the control socket and SIGKILLs the server.
 //!
 //! Trade-offs: the server is one more process for as long as the handle

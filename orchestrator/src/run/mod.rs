@@ -209,7 +209,8 @@ impl StartRequest {
     }
 
     /// Whether the worker may be forked from the fork server overlapping
-    /// runs share (`fork_server/shared.rs`; docs/architecture.md, "The fork server"); `Never` always spawns.
+    /// runs share (`fork_server/shared.rs`; docs/architecture.md, "The
+    /// fork server"); `Never` always spawns.
     pub fn with_shared_fork_server(mut self, shared: SharedForkServer) -> Self {
         self.shared_fork_server = shared;
         self
@@ -416,8 +417,8 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         (None, Some(w)) => (w.spawned, Hello::Checked, Some(w.refill), None),
         (None, None) => {
             // The caller's own server first; else the shared one, when
-            // other runs are live (the lease is held until the worker is
-            // gone, and keeps the shared server up that long).
+            // other runs of this command are live (the lease is held until
+            // the worker is gone; the server's `Arc` only for the fork).
             let (lease, shared) = match (&request.fork_server, request.shared_fork_server) {
                 (None, SharedForkServer::Auto) => {
                     let (lease, server) = crate::fork_server::shared::enter(&worker);

@@ -211,6 +211,8 @@ pub(crate) struct Supervisor {
     refill: Option<crate::pool::Refill>,
     /// When to drop `refill`, once the worker said `Ready`.
     refill_at: Option<Instant>,
+    /// The run's part in the fork server sharing, released in `settle`
+    /// once the worker is gone.
     lease: Option<crate::fork_server::shared::Lease>,
     /// How long to wait for the worker's next frame after a write before
     /// going back to the runtime.
