@@ -920,7 +920,7 @@
   // One agent() call; `child` is the nested workflow making it (its name
   // and the phase its calls are grouped under), null for the run's script.
   // The call's promise is made by the native call that admits it
-  // (`childStart` or `admit`), which puts its resolving functions in the
+  // (`childAdmitStart` or `admit`), which puts its resolving functions in the
   // call's record: `new Promise(executor)` also runs the executor, about
   // 4 % of the worker's instructions per call (docs/performance.md round
   // 12). What throws before that makes the rejected promise instead, as a
@@ -1010,9 +1010,9 @@
       throw fatal("BUDGET", "agent(): the output-token budget of " + budgetTotal + " is spent (" + spent + " used)");
     }
     // The host-visible seq: 1, 2, 3 … in admission order. The native side
-    // counts it from the call that carries it (`childStart`, or `admit`
-    // for a call that waits for a slot): one native call per agent(),
-    // not two.
+    // counts it from the call that carries it (`childAdmitStart`, or
+    // `admit` for a call that waits for a slot): one native call per
+    // agent(), not two.
     // The call is registered only once the native call has returned (its
     // promise made, its ChildStart written): one that throws leaves no
     // record without resolving functions behind, and the host's answer
