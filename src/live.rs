@@ -64,6 +64,13 @@ struct Ended {
     took: Duration,
 }
 
+/// A failed agent, for the summary.
+struct Failure {
+    seq: u64,
+    label: String,
+    reason: Option<String>,
+}
+
 /// The live view of one run.
 pub struct Live {
     bar: ProgressBar,
@@ -83,6 +90,9 @@ pub struct Live {
     input: u64,
     output: u64,
     ended: Vec<Ended>,
+    /// The agents that failed, in the order they ended, with their
+    /// reasons: listed by the summary (as cargo-nextest lists failures).
+    failures: Vec<Failure>,
     /// Lines to print above the status area at the next flush.
     pending: Vec<String>,
 }
@@ -111,6 +121,7 @@ impl Live {
             input: 0,
             output: 0,
             ended: Vec::new(),
+            failures: Vec::new(),
             pending: Vec::new(),
         }
     }
@@ -150,11 +161,20 @@ impl Live {
             }
             EventKind::AgentEnd {
                 seq,
+                label,
                 outcome,
                 usage,
+                reason,
                 ..
             } => {
                 let r = self.running.remove(seq);
+                if *outcome == AgentOutcomeKind::Failed {
+                    self.failures.push(Failure {
+                        seq: *seq,
+                        label: label.clone(),
+                        reason: reason.clone(),
+                    });
+                }
                 match outcome {
                     AgentOutcomeKind::Completed => self.done += 1,
                     AgentOutcomeKind::Failed => self.failed += 1,
@@ -313,10 +333,10 @@ impl Live {
 
     /// The summary printed when the run settled.
     fn summary(&self, result: &RunResult, run_id: Option<&str>) -> String {
-        let (bold, reset) = if self.color {
-            ("\x1b[1m", "\x1b[0m")
+        let (bold, red, reset) = if self.color {
+            ("\x1b[1m", "\x1b[31m", "\x1b[0m")
         } else {
-            ("", "")
+            ("", "", "")
         };
         let mut out = format!(
             "\n{bold}{}{reset} {} in {}: {} agents, {} failed, {} tokens in / {} out\n",
@@ -358,6 +378,18 @@ impl Live {
                 ));
             }
             out.push('\n');
+        }
+        for f in &self.failures {
+            let why = f
+                .reason
+                .as_deref()
+                .map(|r| format!(" — {}", esc(&progress::reason_line(r))))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {red}FAILED{reset} #{} {}{why}\n",
+                f.seq,
+                cut(&esc(&f.label), LABEL_CHARS)
+            ));
         }
         if let Some(id) = run_id {
             out.push_str(&format!("  show:   dsh workflow show {id}\n"));

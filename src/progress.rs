@@ -53,14 +53,21 @@ pub fn line(event: &Event, color: bool) -> String {
             seq,
             label,
             outcome,
+            reason,
             ..
         } => {
             let c = match outcome.as_str() {
                 "completed" => green,
                 _ => red,
             };
+            // A failed line says why: the reason on the same line, cut
+            // (the whole reason is in `show` and the report).
+            let why = reason
+                .as_deref()
+                .map(|r| format!(" — {}", esc(&reason_line(r))))
+                .unwrap_or_default();
             format!(
-                "{t} agent #{seq} {c}{}{reset} {}",
+                "{t} agent #{seq} {c}{}{reset} {}{why}",
                 outcome.as_str(),
                 esc(label)
             )
@@ -87,6 +94,20 @@ pub fn line(event: &Event, color: bool) -> String {
             "{t} {}",
             event.to_json()["type"].as_str().unwrap_or("event")
         ),
+    }
+}
+
+/// Longest reason a live line shows.
+pub const REASON_LINE_CHARS: usize = 120;
+
+/// A failure's reason as a live line shows it: its whitespace (a
+/// program's stderr has line breaks) made single spaces, cut to
+/// [`REASON_LINE_CHARS`].
+pub fn reason_line(reason: &str) -> String {
+    let one = reason.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one.char_indices().nth(REASON_LINE_CHARS) {
+        None => one,
+        Some((i, _)) => format!("{}…", &one[..i]),
     }
 }
 

@@ -13,7 +13,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use dsh_orchestrator::journal::CallState;
+use dsh_orchestrator::CallOutcome;
 use dsh_orchestrator::journal::rundir;
 use dsh_orchestrator::journal::summary::{self, RunSummary, cut};
 use serde_json::{Value, json};
@@ -203,12 +203,12 @@ fn render(s: &RunSummary, logs: &[String]) -> String {
             // At least one pixel, so a 1,000-agent run of instant calls
             // still shows every bar.
             let w = px(end - start, span).max(1);
-            let class = match c.state {
-                CallState::Replayed => "replayed",
-                CallState::Completed => "completed",
-                CallState::Running => "running",
-                CallState::Cancelled => "cancelled",
-                _ => "failed",
+            let class = match &c.outcome {
+                _ if c.replayed => "replayed",
+                Some(CallOutcome::Completed) => "completed",
+                None => "running",
+                Some(CallOutcome::Cancelled) => "cancelled",
+                Some(_) => "failed",
             };
             let dur = c.duration_ms().map_or_else(|| "-".to_string(), duration);
             let label = cut(&c.label, 32);
@@ -224,7 +224,7 @@ fn render(s: &RunSummary, logs: &[String]) -> String {
                 c.seq,
                 c.seq,
                 esc(&c.label),
-                esc(c.state.as_str()),
+                esc(c.word()),
                 esc(&dur)
             );
             y += ROW;

@@ -7,10 +7,9 @@
 use std::io::Write;
 use std::time::{Duration, UNIX_EPOCH};
 
+use dsh_orchestrator::CallOutcome;
 use dsh_orchestrator::journal::summary::{self, CallSummary, RunSummary, cut};
-use dsh_orchestrator::journal::{
-    CallState, JournalError, ResumeError, ResumeOptions, StoredRun, rundir,
-};
+use dsh_orchestrator::journal::{JournalError, ResumeError, ResumeOptions, StoredRun, rundir};
 use serde_json::{Value, json};
 
 use crate::error::{CliError, exit};
@@ -146,10 +145,14 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
     for c in &s.calls {
         // An answer the script got but the journal lost reads `running` in
         // the journal; say what happened instead.
+        // A replayed call says so here; how the attempt that answered it
+        // ended, when not completed, leads its reason.
         let state = if s.unjournaled.contains(&c.seq) {
             "unjournaled"
+        } else if c.replayed {
+            "replayed"
         } else {
-            c.state.as_str()
+            c.word()
         };
         let tokens = c
             .usage
@@ -164,7 +167,12 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
             tail.push(format!("session {}", esc(id)));
         }
         if let Some(r) = &c.reason {
-            tail.push(esc(&cut(r, REASON_CHARS)).into_owned());
+            let r = esc(&one_line(&cut(r, REASON_CHARS))).into_owned();
+            tail.push(if c.replayed {
+                format!("{}: {r}", c.word())
+            } else {
+                r
+            });
         }
         let row = format!(
             "  #{:<4} {:<12} {:<LABEL_COLS$} {:<PHASE_COLS$} {:>7} {:>7} {:>13} {:>9}  {}",
@@ -214,6 +222,12 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
         serde_json::to_string_pretty(&result).unwrap_or_else(|_| "null".into())
     );
     Ok(exit::COMPLETED)
+}
+
+/// `s` on one line: a reason may hold a program's stderr, and a table
+/// row or a live line is one line.
+pub(crate) fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Width of the LABEL column of `show`'s table (labels are cut to fit).
@@ -322,11 +336,11 @@ fn timeline(s: &RunSummary, cols: usize) -> Vec<String> {
             let to = c.settled_at.map_or(axis, col).clamp(from + 1, axis);
             // A different block per outcome, so the timeline reads without
             // colour (it may be piped).
-            let block = match c.state {
-                CallState::Completed => '█',
-                CallState::Replayed => '▒',
-                CallState::Running => '░',
-                _ => '▓',
+            let block = match &c.outcome {
+                _ if c.replayed => '▒',
+                Some(CallOutcome::Completed) => '█',
+                None => '░',
+                Some(_) => '▓',
             };
             let bar: String = (0..axis)
                 .map(|x| if (from..to).contains(&x) { block } else { ' ' })
@@ -377,7 +391,7 @@ pub(crate) fn show_json(s: &RunSummary) -> Value {
                 "usage": c.usage.map(|u| json!({"input": u.input, "output": u.output})),
                 "costUsd": c.usage.and_then(|u| u.cost_usd),
                 "session": c.session,
-                "outcome": if s.unjournaled.contains(&c.seq) { "unjournaled" } else { c.state.as_str() },
+                "outcome": if s.unjournaled.contains(&c.seq) { "unjournaled" } else { c.word() },
                 "reason": c.reason,
                 "replayed": c.replayed,
                 "worktree": c.worktree,

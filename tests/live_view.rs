@@ -270,6 +270,12 @@ fn a_run_that_completes_ends_with_its_summary() {
         "{screen}"
     );
     assert!(screen.contains("slowest: never\\u{1b}[2J"), "{screen}");
+    // The failed agents are listed with their reasons, as nextest lists
+    // its failures.
+    assert!(
+        screen.contains("FAILED #3 never\\u{1b}[2J — gave up"),
+        "{screen}"
+    );
     assert!(screen.contains("log done 2"), "logs scroll:\n{screen}");
     assert!(!screen.contains('▸'), "{screen}");
 }
@@ -316,7 +322,7 @@ fn off_a_terminal_the_lines_are_plain() {
             "[T] agent #2 started slow [Work]",
             "[T] agent #3 started never\\u{1b}[2J [Work]",
             "[T] agent #2 completed slow",
-            "[T] agent #3 failed never\\u{1b}[2J",
+            "[T] agent #3 failed never\\u{1b}[2J — gave up",
             "[T] log done 2",
             "[T] end completed (3 agents)",
         ],

@@ -33,6 +33,7 @@ pub mod files;
 pub mod fork_server;
 pub mod journal;
 pub mod limits;
+pub mod outcome;
 pub mod pool;
 pub mod process;
 pub mod provider;
@@ -46,6 +47,7 @@ pub use dsh_protocol::{ErrorCode, SandboxLevel, SandboxPolicy, SandboxReport, St
 pub use events::{AgentOutcomeKind, Event, EventKind, EventStream};
 pub use fork_server::{ForkServer, SharedForkServer};
 pub use limits::Limits;
+pub use outcome::CallOutcome;
 pub use pool::WorkerPool;
 pub use provider::{
     Activity, AgentOptions, AgentRequest, CallLimit, CallLimits, ChildOrigin, ChildOutcome,

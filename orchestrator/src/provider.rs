@@ -543,4 +543,12 @@ pub trait Subagent: Send + Sync + 'static {
     fn kept_worktree(&self) -> Option<KeptWorktree> {
         None
     }
+    /// The host's verdict on the call, once it settled: the answer checked
+    /// against the call's schema, the stall and timeout bounds applied.
+    /// Called once, after [`Subagent::result`] (or instead of it, for a
+    /// child abandoned that never answered), and awaited before the
+    /// script sees the outcome. The default does nothing; a wrapper that
+    /// records outcomes (the journal) records this one, so every view of
+    /// the call reads the same outcome.
+    async fn settled(&self, _outcome: &crate::outcome::CallOutcome) {}
 }

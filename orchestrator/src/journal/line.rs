@@ -4,7 +4,7 @@
 //! {"type":"attempt","attempt":1,"pid":4242,"at":1764477512000}
 //! {"type":"start","seq":1,"key":"9f…","label":"plan","prompt":"…","at":…}
 //! {"type":"session","seq":1,"key":"9f…","provider":"claude","session":"6f0c…","at":…}
-//! {"type":"settled","seq":1,"key":"9f…","childId":"scripted-1","outcome":{"text":"…"},"usage":{"input":3,"output":5},"at":…}
+//! {"type":"settled","seq":1,"key":"9f…","childId":"scripted-1","outcome":{"text":"…"},"verdict":{"kind":"completed"},"usage":{"input":3,"output":5},"at":…}
 //! ```
 //!
 //! A replayed call gets a `start` line with `"replayed": true` and no
@@ -15,6 +15,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::outcome::CallOutcome;
 use crate::provider::{AgentRequest, ChildOutcome, ChildResult, ResultFault, StartRefused, Usage};
 
 /// One line of `journal.jsonl`, tagged by its `type`.
@@ -101,8 +102,16 @@ pub enum Line {
         /// The child's id; `None` when the provider refused to start one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         child_id: Option<String>,
-        /// How the call ended.
+        /// What the child answered: replayed as it is on a resume, and
+        /// recorded as it is by `--record`.
         outcome: Outcome,
+        /// How the call ended as the host decided it (the answer checked
+        /// against the schema, the stall and timeout bounds): what `show`,
+        /// `runs` and `report` print. `None` in journals written before it
+        /// was journaled; those are read from `outcome`
+        /// ([`Outcome::call_outcome`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verdict: Option<CallOutcome>,
         /// The tokens the child reported; `None` when it reported none.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         usage: Option<Usage>,
@@ -163,6 +172,19 @@ impl Outcome {
             self,
             Outcome::Text(_) | Outcome::Structured(_) | Outcome::Fail(_)
         )
+    }
+
+    /// The call's outcome as a journal without a `verdict` says it (one
+    /// written before verdicts were journaled): an answer completed, a
+    /// failure failed, a refused start was refused.
+    pub fn call_outcome(&self) -> CallOutcome {
+        match self {
+            Outcome::Text(_) | Outcome::Structured(_) => CallOutcome::Completed,
+            Outcome::Fail(m) => CallOutcome::Failed { reason: m.clone() },
+            Outcome::StartError(m) => CallOutcome::Refused { reason: m.clone() },
+            Outcome::ResultError(m) => CallOutcome::Undelivered { reason: m.clone() },
+            Outcome::Cancelled => CallOutcome::Cancelled,
+        }
     }
 
     /// The child result a replayed call gets (`None` when not replayable).
@@ -291,6 +313,7 @@ mod tests {
             key: "k".into(),
             child_id: Some("c".into()),
             outcome: Outcome::Structured(json!({"ok": true})),
+            verdict: None,
             usage: Some(Usage::new(1, 2)),
             worktree: None,
             at: 5,
@@ -314,6 +337,45 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// A journal written before verdicts (by an older dsh) still reads,
+    /// and its calls' outcomes come from their answers; a new line keeps
+    /// the host's verdict apart from the answer a resume replays.
+    #[test]
+    fn a_settled_line_without_a_verdict_reads_from_its_answer() {
+        let old: Line = serde_json::from_str(
+            r#"{"type":"settled","seq":1,"key":"k","outcome":{"startError":"quota"},"at":0}"#,
+        )
+        .expect("an old line");
+        let Line::Settled {
+            outcome, verdict, ..
+        } = old
+        else {
+            panic!("a settled line");
+        };
+        assert_eq!(verdict, None);
+        assert_eq!(
+            outcome.call_outcome(),
+            CallOutcome::Refused {
+                reason: "quota".into()
+            }
+        );
+        let new = Line::Settled {
+            seq: 1,
+            key: "k".into(),
+            child_id: None,
+            outcome: Outcome::Text("{}".into()),
+            verdict: Some(CallOutcome::Invalid {
+                reason: "no ok".into(),
+            }),
+            usage: None,
+            worktree: None,
+            at: 0,
+        };
+        let v: Value = serde_json::from_str(&new.to_text()).expect("json");
+        assert_eq!(v["outcome"], json!({"text": "{}"}));
+        assert_eq!(v["verdict"], json!({"kind": "invalid", "reason": "no ok"}));
     }
 
     #[test]

@@ -16,6 +16,7 @@ use super::reader::Journal;
 use super::record::Recorder;
 use super::writer::JournalWriter;
 use super::{call_key, now_ms};
+use crate::outcome::CallOutcome;
 use crate::provider::{
     AgentRequest, CallLimits, ChildOrigin, ChildOutcome, ChildResult, ResultFault, Session,
     StartRefused, Subagent, SubagentProvider, Usage,
@@ -222,12 +223,14 @@ impl Journaling {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn settle(
         &self,
         seq: u64,
         key: &str,
         child_id: Option<String>,
         outcome: Outcome,
+        verdict: CallOutcome,
         usage: Option<Usage>,
         worktree: Option<String>,
     ) {
@@ -241,6 +244,7 @@ impl Journaling {
                     key: key.to_string(),
                     child_id,
                     outcome,
+                    verdict: Some(verdict),
                     usage,
                     worktree,
                     at: now_ms(),
@@ -353,12 +357,25 @@ impl SubagentProvider for JournalingProvider {
                     key,
                     state: self.state.clone(),
                     abandoned: Mutex::new(None),
+                    answer: Mutex::new(None),
                     sessions: sessions.flatten(),
                 }))
             }
             Err(refused) => {
+                let verdict = CallOutcome::Refused {
+                    reason: refused.message.clone(),
+                }
+                .cut(crate::events::MAX_REASON_CHARS);
                 self.state
-                    .settle(seq, &key, None, Outcome::from_refusal(&refused), None, None)
+                    .settle(
+                        seq,
+                        &key,
+                        None,
+                        Outcome::from_refusal(&refused),
+                        verdict,
+                        None,
+                        None,
+                    )
                     .await;
                 Err(refused)
             }
@@ -376,6 +393,10 @@ struct JournaledChild {
     /// a child that then ends cancelled is journaled as failed with this
     /// reason, as the host reports it.
     abandoned: Mutex<Option<String>>,
+    /// What the child answered (its journaled `outcome` and usage), kept
+    /// from [`Subagent::result`] until the host's verdict comes with
+    /// [`Subagent::settled`] and the two are journaled together.
+    answer: Mutex<Option<(Outcome, Option<Usage>)>>,
     /// Stops the task journaling the child's sessions (when the child
     /// settles, or is dropped).
     sessions: Option<CancellationToken>,
@@ -439,7 +460,19 @@ impl Subagent for JournaledChild {
         {
             o.result = ChildResult::Failed(reason);
         }
-        let (outcome, usage) = Outcome::from_result(&r);
+        *self.answer.lock().unwrap_or_else(|e| e.into_inner()) = Some(Outcome::from_result(&r));
+        r
+    }
+
+    async fn settled(&self, verdict: &CallOutcome) {
+        let answer = self.answer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        // No answer: the host gave up on a child that never returned one
+        // (a stall or timeout past its grace); it is journaled as failed
+        // with the host's reason, which a resume replays.
+        let (outcome, usage) = answer.unwrap_or_else(|| {
+            let reason = verdict.reason().unwrap_or("abandoned").to_string();
+            (Outcome::Fail(reason), None)
+        });
         // A provider decides whether to keep a worktree while its child
         // ends, so by now the branch (if any) is known.
         let worktree = self.inner.kept_worktree().map(|k| k.branch);
@@ -449,11 +482,11 @@ impl Subagent for JournaledChild {
                 &self.key,
                 Some(self.inner.id().to_string()),
                 outcome,
+                verdict.clone(),
                 usage,
                 worktree,
             )
             .await;
-        r
     }
 
     fn cancel(&self) {
@@ -590,6 +623,7 @@ mod tests {
             key: key.into(),
             child_id: Some(format!("c{seq}")),
             outcome,
+            verdict: None,
             usage: None,
             worktree: None,
             at: 0,

@@ -2,7 +2,7 @@
 //! status, counts and the agents of the last attempt with their timings,
 //! tokens and outcomes (`dsh workflow runs`, `show` and `report`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::Path;
 
@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::rundir::{self, RESULT_FILE, RunInfo};
 use super::{JournalError, Line, Outcome, reader};
+use crate::outcome::CallOutcome;
 use crate::provider::Usage;
 
 /// Longest failure reason a summary keeps, in characters: a reason can be
@@ -43,7 +44,8 @@ impl fmt::Display for RunStatus {
     }
 }
 
-/// What became of one call in the last attempt.
+/// What became of one call in the last attempt, in short: derived from
+/// [`CallSummary::outcome`] (and `replayed`), which holds the reason too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CallState {
@@ -53,7 +55,8 @@ pub enum CallState {
     Running,
     /// Answered with text or a structured answer.
     Completed,
-    /// The child failed.
+    /// The child failed, its answer did not match the schema, or it
+    /// stalled or timed out.
     Failed,
     /// The provider refused to start a child.
     StartError,
@@ -64,26 +67,28 @@ pub enum CallState {
 }
 
 impl CallState {
-    /// The word `show` prints.
+    /// The word of the state: `replayed`, `running`, or the outcome's
+    /// [`CallOutcome::word`].
     pub fn as_str(self) -> &'static str {
         match self {
             CallState::Replayed => "replayed",
             CallState::Running => "running",
             CallState::Completed => "completed",
-            CallState::Failed => "failed",
-            CallState::StartError => "start error",
-            CallState::ResultError => "result error",
+            CallState::Failed | CallState::ResultError => "failed",
+            CallState::StartError => "refused",
             CallState::Cancelled => "cancelled",
         }
     }
 
-    fn of(outcome: &Outcome) -> CallState {
+    fn of(replayed: bool, outcome: Option<&CallOutcome>) -> CallState {
         match outcome {
-            Outcome::Text(_) | Outcome::Structured(_) => CallState::Completed,
-            Outcome::Fail(_) => CallState::Failed,
-            Outcome::StartError(_) => CallState::StartError,
-            Outcome::ResultError(_) => CallState::ResultError,
-            Outcome::Cancelled => CallState::Cancelled,
+            _ if replayed => CallState::Replayed,
+            None => CallState::Running,
+            Some(CallOutcome::Completed) => CallState::Completed,
+            Some(CallOutcome::Cancelled) => CallState::Cancelled,
+            Some(CallOutcome::Refused { .. }) => CallState::StartError,
+            Some(CallOutcome::Undelivered { .. }) => CallState::ResultError,
+            Some(_) => CallState::Failed,
         }
     }
 }
@@ -95,9 +100,13 @@ pub struct CallSummary {
     pub seq: u64,
     /// The call's display label.
     pub label: String,
-    /// What became of it.
+    /// How it ended, as the host decided it (the journal's `verdict`; for
+    /// a replayed call, the verdict of the attempt that answered it);
+    /// `None` while it runs, or if it never settled.
+    pub outcome: Option<CallOutcome>,
+    /// The same in short (see [`CallState`]).
     pub state: CallState,
-    /// Its answer came from the journal.
+    /// Its answer came from the journal of an earlier attempt.
     pub replayed: bool,
     /// Its phase; `None` without one (or in a journal older than phases).
     pub phase: Option<String>,
@@ -105,13 +114,18 @@ pub struct CallSummary {
     pub workflow: Option<String>,
     /// When it started, in milliseconds since the Unix epoch.
     pub started_at: u64,
-    /// When it settled; `None` while running, and for a replayed call
-    /// (whose answer was journaled in an earlier attempt).
+    /// When it settled; `None` while running. A replayed call settles as
+    /// it starts.
     pub settled_at: Option<u64>,
-    /// The tokens its child reported.
+    /// How long the attempt that answered a replayed call took to answer
+    /// it; `None` for a live call (see [`CallSummary::duration_ms`]), or
+    /// when the journal does not have that attempt's answer.
+    pub answered_in_ms: Option<u64>,
+    /// The tokens its child reported (for a replayed call, the child of
+    /// the attempt that answered it).
     pub usage: Option<Usage>,
-    /// Why it failed (a child's failure, a refused start, a result fault),
-    /// cut to [`MAX_REASON_CHARS`]; `None` otherwise.
+    /// Why it did not complete (the outcome's reason), cut to
+    /// [`MAX_REASON_CHARS`]; `None` otherwise.
     pub reason: Option<String>,
     /// The branch of the worktree its child changed and that was kept.
     pub worktree: Option<String>,
@@ -126,11 +140,31 @@ pub struct CallSummary {
 }
 
 impl CallSummary {
-    /// Milliseconds from its start to its end; `None` while unsettled.
+    /// Milliseconds from its start to its end; `None` while unsettled. For
+    /// a replayed call: how long the attempt that answered it took.
     pub fn duration_ms(&self) -> Option<u64> {
+        if self.replayed {
+            return self.answered_in_ms;
+        }
         self.settled_at
             .map(|end| end.saturating_sub(self.started_at))
     }
+
+    /// The word views print for it: its outcome's
+    /// ([`CallOutcome::word`]), or `running`.
+    pub fn word(&self) -> &'static str {
+        self.outcome.as_ref().map_or("running", CallOutcome::word)
+    }
+}
+
+/// What a settled call left for a later attempt that replays it.
+#[derive(Debug, Clone)]
+struct Answered {
+    outcome: CallOutcome,
+    usage: Option<Usage>,
+    took_ms: u64,
+    worktree: Option<String>,
+    answer: Option<Value>,
 }
 
 /// `s` cut to at most `max` characters, with `…` where it was cut.
@@ -198,21 +232,85 @@ pub fn summarize_with_texts(dir: &Path, max_chars: usize) -> Result<RunSummary, 
     summarize_inner(dir, Some(max_chars))
 }
 
+/// One call of the attempt being read, with what the summary needs to
+/// find its slot (its key) and whether its answer would be replayed.
+struct Read {
+    call: CallSummary,
+    key: String,
+    replayable: bool,
+}
+
+/// Numbers the calls of one attempt by slot (the n-th call with a key, in
+/// `seq` order, is slot n: the journal's replay rule) and keeps each
+/// replayable answer for the attempts after it.
+fn close_attempt(calls: &BTreeMap<u64, Read>, answered: &mut HashMap<(String, usize), Answered>) {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for r in calls.values() {
+        let n = counts.entry(r.key.as_str()).or_insert(0);
+        let slot = (r.key.clone(), *n);
+        *n += 1;
+        if r.call.replayed || !r.replayable {
+            continue;
+        }
+        if let (Some(outcome), Some(took_ms)) = (&r.call.outcome, r.call.duration_ms()) {
+            answered.insert(
+                slot,
+                Answered {
+                    outcome: outcome.clone(),
+                    usage: r.call.usage,
+                    took_ms,
+                    worktree: r.call.worktree.clone(),
+                    answer: r.call.answer.clone(),
+                },
+            );
+        }
+    }
+}
+
+/// The slot of each replayed call of the last attempt, filled from the
+/// attempt that answered it.
+fn fill_replayed(calls: &mut BTreeMap<u64, Read>, answered: &HashMap<(String, usize), Answered>) {
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for r in calls.values_mut() {
+        let n = counts.entry(r.key.clone()).or_insert(0);
+        let slot = (r.key.clone(), *n);
+        *n += 1;
+        if !r.call.replayed {
+            continue;
+        }
+        if let Some(a) = answered.get(&slot) {
+            let c = &mut r.call;
+            c.reason = a.outcome.reason().map(|m| cut(m, MAX_REASON_CHARS));
+            c.outcome = Some(a.outcome.clone());
+            c.usage = a.usage;
+            c.answered_in_ms = Some(a.took_ms);
+            c.worktree = a.worktree.clone();
+            c.answer = a.answer.clone();
+        }
+    }
+}
+
 fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, JournalError> {
     let info = rundir::read_info(dir)?;
     let result: Option<Value> = std::fs::read_to_string(dir.join(RESULT_FILE))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
-    // Streamed: one line in memory at a time, whatever the journal's size.
-    let mut attempt_calls: BTreeMap<u64, CallSummary> = BTreeMap::new();
+    // Streamed: one line in memory at a time, whatever the journal's size;
+    // earlier attempts leave only the answers a later one may replay.
+    let mut attempt_calls: BTreeMap<u64, Read> = BTreeMap::new();
+    let mut answered: HashMap<(String, usize), Answered> = HashMap::new();
     let mut attempt_started_at = None;
+    let mut last_attempt = 0;
     reader::scan(&dir.join(rundir::JOURNAL_FILE), |line| match line {
-        Line::Attempt { at, .. } => {
+        Line::Attempt { at, attempt, .. } => {
+            close_attempt(&attempt_calls, &mut answered);
             attempt_calls.clear();
             attempt_started_at = Some(at);
+            last_attempt = attempt;
         }
         Line::Start {
             seq,
+            key,
             label,
             phase,
             workflow,
@@ -221,70 +319,90 @@ fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, Journ
             at,
             ..
         } => {
-            let state = if replayed {
-                CallState::Replayed
-            } else {
-                CallState::Running
-            };
             attempt_calls.insert(
                 seq,
-                CallSummary {
-                    seq,
-                    label,
-                    state,
-                    replayed,
-                    phase,
-                    workflow,
-                    started_at: at,
-                    settled_at: None,
-                    usage: None,
-                    reason: None,
-                    worktree: None,
-                    session: None,
-                    prompt: texts.map(|max| cut(&prompt, max)),
-                    answer: None,
+                Read {
+                    call: CallSummary {
+                        seq,
+                        label,
+                        outcome: None,
+                        state: CallState::Running,
+                        replayed,
+                        phase,
+                        workflow,
+                        started_at: at,
+                        // A replayed call is answered as it starts.
+                        settled_at: replayed.then_some(at),
+                        answered_in_ms: None,
+                        usage: None,
+                        reason: None,
+                        worktree: None,
+                        session: None,
+                        prompt: texts.map(|max| cut(&prompt, max)),
+                        answer: None,
+                    },
+                    key,
+                    replayable: false,
                 },
             );
         }
         Line::Session { seq, session, .. } => {
-            if let Some(c) = attempt_calls.get_mut(&seq) {
-                c.session = Some(session);
+            if let Some(r) = attempt_calls.get_mut(&seq) {
+                r.call.session = Some(session);
             }
         }
         Line::Settled {
             seq,
             outcome,
+            verdict,
             usage,
             worktree,
             at,
             ..
         } => {
-            if let Some(c) = attempt_calls.get_mut(&seq) {
-                c.state = CallState::of(&outcome);
+            if let Some(r) = attempt_calls.get_mut(&seq) {
+                // A journal older than verdicts: its answer says it.
+                let verdict = verdict.unwrap_or_else(|| outcome.call_outcome());
+                r.replayable = outcome.replayable();
+                let c = &mut r.call;
+                c.reason = verdict.reason().map(|m| cut(m, MAX_REASON_CHARS));
+                c.outcome = Some(verdict);
                 c.settled_at = Some(at);
                 c.usage = usage;
                 c.worktree = worktree;
-                c.reason = match &outcome {
-                    Outcome::Fail(m) | Outcome::StartError(m) | Outcome::ResultError(m) => {
-                        Some(cut(m, MAX_REASON_CHARS))
-                    }
-                    _ => None,
-                };
                 c.answer = texts.and_then(|max| kept_answer(&outcome, max));
             }
         }
     })?;
-    let (mut done, mut failed, mut replayed) = (0, 0, 0);
-    for c in attempt_calls.values() {
-        match c.state {
-            CallState::Completed => done += 1,
-            // A replayed call was answered (and counted) in an earlier
-            // attempt; it is counted as replayed below.
-            CallState::Replayed | CallState::Running | CallState::Cancelled => {}
-            CallState::Failed | CallState::StartError | CallState::ResultError => failed += 1,
+    fill_replayed(&mut attempt_calls, &answered);
+    // The last attempt settled (its result is written) with calls still
+    // open: the run ended around them (a kill, a forced stop) and their
+    // `agent-end`s said `cancelled`; so does the summary.
+    let settled_attempt = result
+        .as_ref()
+        .and_then(|r| r["attempt"].as_u64())
+        .is_some_and(|a| a == u64::from(last_attempt));
+    if settled_attempt {
+        for r in attempt_calls.values_mut() {
+            if r.call.outcome.is_none() {
+                r.call.outcome = Some(CallOutcome::Cancelled);
+            }
         }
+    }
+    for r in attempt_calls.values_mut() {
+        r.call.state = CallState::of(r.call.replayed, r.call.outcome.as_ref());
+    }
+    let (mut done, mut failed, mut replayed) = (0, 0, 0);
+    for Read { call: c, .. } in attempt_calls.values() {
         if c.replayed {
+            // Answered (and counted) in an earlier attempt.
             replayed += 1;
+            continue;
+        }
+        match &c.outcome {
+            Some(CallOutcome::Completed) => done += 1,
+            Some(o) if o.is_failure() => failed += 1,
+            _ => {}
         }
     }
     let last = result
@@ -315,7 +433,7 @@ fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, Journ
         elapsed_ms,
         unjournaled,
         attempt_started_at,
-        calls: attempt_calls.into_values().collect(),
+        calls: attempt_calls.into_values().map(|r| r.call).collect(),
     })
 }
 

@@ -22,10 +22,17 @@ use crate::provider::{
 /// overflow, no timer that can never matter).
 const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
-/// Awaits `child`'s result under `limits`. `run` is the run's token: once
-/// it fires the bounds no longer apply. After abandoning a child its
-/// result is awaited for at most `grace` (a child must settle promptly
-/// after a cancel; one that does not is failed anyway).
+/// Which of a call's bounds fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Bound {
+    /// No progress for the stall bound.
+    Stall,
+    /// No answer within the timeout.
+    Timeout,
+}
+
+/// [`guarded_by`] without the bound that fired (the unit tests' view).
+#[cfg(test)]
 pub(super) async fn guarded(
     child: Arc<dyn Subagent>,
     progress: Option<Progress>,
@@ -33,46 +40,75 @@ pub(super) async fn guarded(
     run: CancellationToken,
     grace: Duration,
 ) -> Result<ChildOutcome, ResultFault> {
+    guarded_by(child, progress, limits, run, grace).await.0
+}
+
+/// Awaits `child`'s result under `limits`. `run` is the run's token: once
+/// it fires the bounds no longer apply. After abandoning a child its
+/// result is awaited for at most `grace` (a child must settle promptly
+/// after a cancel; one that does not is failed anyway). Also returns the
+/// bound that failed the call, if one did (an answer that came in anyway
+/// stands, and then no bound is named).
+pub(super) async fn guarded_by(
+    child: Arc<dyn Subagent>,
+    progress: Option<Progress>,
+    limits: CallLimits,
+    run: CancellationToken,
+    grace: Duration,
+) -> (Result<ChildOutcome, ResultFault>, Option<Bound>) {
     if limits.stall.is_none() && limits.timeout.is_none() {
-        return child.result().await;
+        return (child.result().await, None);
     }
     let started = Instant::now();
     let result = child.result();
     tokio::pin!(result);
     let fired = tokio::select! {
         biased;
-        r = &mut result => return r,
+        r = &mut result => return (r, None),
         _ = run.cancelled() => None,
-        reason = first_bound(&limits, progress.as_ref(), started) => Some(reason),
+        fired = first_bound(&limits, progress.as_ref(), started) => Some(fired),
     };
-    let Some(reason) = fired else {
+    let Some((bound, reason)) = fired else {
         // The run is being cancelled: the child was (or is about to be)
         // cancelled by the run, and ends as that says.
-        return result.await;
+        return (result.await, None);
     };
     tracing::debug!(child = child.id(), %reason, "abandoning a child");
     child.abandon(&reason);
     match tokio::time::timeout(grace, &mut result).await {
         // It answered before it stopped: the answer stands.
-        Ok(Ok(o)) if !matches!(o.result, ChildResult::Cancelled) => Ok(o),
-        Ok(Ok(o)) => Ok(ChildOutcome {
-            result: ChildResult::Failed(reason),
-            usage: o.usage,
-        }),
-        Ok(Err(_)) | Err(_) => Ok(ChildOutcome {
-            result: ChildResult::Failed(reason),
-            usage: None,
-        }),
+        Ok(Ok(o)) if !matches!(o.result, ChildResult::Cancelled) => {
+            let failed = matches!(o.result, ChildResult::Failed(_));
+            (Ok(o), failed.then_some(bound))
+        }
+        Ok(Ok(o)) => (
+            Ok(ChildOutcome {
+                result: ChildResult::Failed(reason),
+                usage: o.usage,
+            }),
+            Some(bound),
+        ),
+        Ok(Err(_)) | Err(_) => (
+            Ok(ChildOutcome {
+                result: ChildResult::Failed(reason),
+                usage: None,
+            }),
+            Some(bound),
+        ),
     }
 }
 
 /// Resolves with the failure reason of the first bound to fire.
-async fn first_bound(limits: &CallLimits, progress: Option<&Progress>, started: Instant) -> String {
+async fn first_bound(
+    limits: &CallLimits,
+    progress: Option<&Progress>,
+    started: Instant,
+) -> (Bound, String) {
     let stall = async {
         match &limits.stall {
             Some(l) if l.after < FOREVER => {
                 stalled(l.after, progress, started).await;
-                stall_reason(l)
+                (Bound::Stall, stall_reason(l))
             }
             _ => std::future::pending().await,
         }
@@ -81,7 +117,7 @@ async fn first_bound(limits: &CallLimits, progress: Option<&Progress>, started: 
         match &limits.timeout {
             Some(l) if l.after < FOREVER => {
                 tokio::time::sleep_until(started + l.after).await;
-                timeout_reason(l)
+                (Bound::Timeout, timeout_reason(l))
             }
             _ => std::future::pending().await,
         }

@@ -10,7 +10,8 @@ use dsh_protocol::{CallId, ChildOutcome as WireOutcome, ErrorCode, HostMsg, enco
 use serde_json::Value;
 
 use super::{Claim, Supervisor, guard, violation};
-use crate::events::{AgentOutcomeKind, EventKind, MAX_REASON_CHARS, shown, shown_label};
+use crate::events::{EventKind, MAX_REASON_CHARS, shown_label};
+use crate::outcome::CallOutcome;
 use crate::provider::{
     AgentRequest, CallLimits, ChildOutcome, ChildResult, ResultFault, StartRefused, Subagent,
 };
@@ -23,8 +24,17 @@ pub(super) enum Internal {
     },
     Settled {
         call_id: CallId,
-        res: Result<ChildOutcome, ResultFault>,
+        settled: Settlement,
     },
+}
+
+/// A settled call as the host decided it (off the supervisor's loop, in
+/// the call's own task): the frame for the worker and the one outcome
+/// every view reads.
+pub(super) struct Settlement {
+    msg: HostMsg,
+    outcome: CallOutcome,
+    usage: Option<dsh_protocol::Usage>,
 }
 
 /// A call as the host tracks it.
@@ -191,23 +201,30 @@ impl Supervisor {
                             label: info.label.clone(),
                             workflow: info.workflow.clone(),
                         });
+                        let schema = info.schema.clone();
+                        let settler = child.clone();
                         let mut fut = Box::pin(async move {
-                            let guarded = guard::guarded(watched, progress, limits, run, grace);
-                            match activity {
+                            let guarded = guard::guarded_by(watched, progress, limits, run, grace);
+                            let (res, bound) = match activity {
                                 // Activities become events until the child
                                 // settles; then its agent-end follows them.
                                 Some(pump) => pump.while_running(guarded).await,
                                 None => guarded.await,
-                            }
+                            };
+                            let settled = judge(call_id, schema.as_ref(), res, bound);
+                            // Recorded (journaled) before the script or any
+                            // view hears of it.
+                            settler.settled(&settled.outcome).await;
+                            settled
                         });
                         match poll_once(&mut fut) {
                             // Settled at once (fixtures, caches): the
                             // settlement is the call's next frame, and a
                             // `ChildStarted` before it would tell the worker
                             // nothing (one frame fewer per call; protocol.md).
-                            Some(res) => {
+                            Some(settled) => {
                                 self.ledger.live.insert(call_id, Live { info, child });
-                                self.on_internal(Internal::Settled { call_id, res });
+                                self.on_internal(Internal::Settled { call_id, settled });
                             }
                             None => {
                                 self.send(&HostMsg::ChildStarted {
@@ -217,8 +234,8 @@ impl Supervisor {
                                 self.ledger.live.insert(call_id, Live { info, child });
                                 let tx = self.internal_tx.clone();
                                 self.tasks.spawn(async move {
-                                    let res = fut.await;
-                                    let _ = tx.send(Internal::Settled { call_id, res });
+                                    let settled = fut.await;
+                                    let _ = tx.send(Internal::Settled { call_id, settled });
                                 });
                             }
                         }
@@ -230,64 +247,12 @@ impl Supervisor {
                     }),
                 }
             }
-            Internal::Settled { call_id, res } => {
+            Internal::Settled { call_id, settled } => {
                 let Some(live) = self.ledger.live.remove(&call_id) else {
                     return;
                 };
-                let mut usage = None;
-                let (msg, kind, mut reason) = match res {
-                    Ok(outcome) => {
-                        usage = outcome.usage;
-                        let (wire, kind) = normalize(live.info.schema.as_ref(), outcome.result);
-                        let reason = match &wire {
-                            WireOutcome::Failed(r) => Some(r.clone()),
-                            _ => None,
-                        };
-                        (
-                            HostMsg::ChildSettled {
-                                call_id,
-                                outcome: wire,
-                                usage: outcome.usage,
-                            },
-                            kind,
-                            reason,
-                        )
-                    }
-                    Err(fault) => {
-                        let message = format!(
-                            "agent(): delivering the result of call #{call_id} failed: {fault}"
-                        );
-                        (
-                            HostMsg::ChildFailed {
-                                call_id,
-                                message: message.clone(),
-                            },
-                            AgentOutcomeKind::Failed,
-                            Some(message),
-                        )
-                    }
-                };
-                let kind = match encode(&msg, dsh_protocol::DEFAULT_MAX_FRAME_BYTES) {
-                    Err(dsh_protocol::FrameError::TooLargeToSend { len, max }) => {
-                        // An answer too large for one frame is a delivery
-                        // fault, never a call left waiting forever.
-                        let message = format!(
-                            "agent(): the answer to call #{call_id} is {len} bytes, over the \
-                             protocol's frame limit of {max} bytes"
-                        );
-                        self.send(&HostMsg::ChildFailed {
-                            call_id,
-                            message: message.clone(),
-                        });
-                        reason = Some(message);
-                        AgentOutcomeKind::Failed
-                    }
-                    _ => {
-                        self.send(&msg);
-                        kind
-                    }
-                };
-                self.emit_end(call_id, &live, kind, usage, reason);
+                self.send(&settled.msg);
+                self.emit_end(call_id, &live, &settled.outcome, settled.usage);
                 let child = live.child;
                 let grace = self.limits.dispose_grace;
                 let mut disposed = Box::pin(async move {
@@ -305,9 +270,8 @@ impl Supervisor {
         &self,
         call_id: CallId,
         live: &Live,
-        outcome: AgentOutcomeKind,
+        outcome: &CallOutcome,
         usage: Option<dsh_protocol::Usage>,
-        reason: Option<String>,
     ) {
         if let Some(u) = usage {
             let t = self.ledger.total.get();
@@ -318,56 +282,124 @@ impl Supervisor {
             label: live.info.label.clone(),
             phase: live.info.phase.clone(),
             child_id: live.child.id().to_string(),
-            outcome,
+            outcome: outcome.event_kind(),
             origin: live.child.origin(),
             usage,
-            reason: reason.map(|r| shown(&r, MAX_REASON_CHARS)),
+            // Already cut to MAX_REASON_CHARS by `judge`.
+            reason: outcome.reason().map(str::to_string),
             worktree: live.child.kept_worktree(),
             workflow: live.info.workflow.clone(),
         });
     }
 }
 
+/// Decides how call `call_id` ended, once: the answer checked against
+/// the call's schema, the bound that failed it (if one did), a fault in
+/// delivering it, an answer too large for one frame. The frame for the
+/// worker and the [`CallOutcome`] every view reads come from here.
+fn judge(
+    call_id: CallId,
+    schema: Option<&Value>,
+    res: Result<ChildOutcome, ResultFault>,
+    bound: Option<guard::Bound>,
+) -> Settlement {
+    let (msg, outcome, usage) = match res {
+        Ok(o) => {
+            let (wire, outcome) = normalize(schema, o.result, bound);
+            let msg = HostMsg::ChildSettled {
+                call_id,
+                outcome: wire,
+                usage: o.usage,
+            };
+            (msg, outcome, o.usage)
+        }
+        Err(fault) => {
+            let message =
+                format!("agent(): delivering the result of call #{call_id} failed: {fault}");
+            let msg = HostMsg::ChildFailed {
+                call_id,
+                message: message.clone(),
+            };
+            (msg, CallOutcome::Undelivered { reason: message }, None)
+        }
+    };
+    if let Err(dsh_protocol::FrameError::TooLargeToSend { len, max }) =
+        encode(&msg, dsh_protocol::DEFAULT_MAX_FRAME_BYTES)
+    {
+        // An answer too large for one frame is a delivery fault, never a
+        // call left waiting forever.
+        let message = format!(
+            "agent(): the answer to call #{call_id} is {len} bytes, over the protocol's frame \
+             limit of {max} bytes"
+        );
+        return Settlement {
+            msg: HostMsg::ChildFailed {
+                call_id,
+                message: message.clone(),
+            },
+            outcome: CallOutcome::Undelivered { reason: message },
+            usage,
+        };
+    }
+    Settlement {
+        msg,
+        outcome: outcome.cut(MAX_REASON_CHARS),
+        usage,
+    }
+}
+
 /// Applies the schema rules every provider gets for free: text answers to
 /// schema calls are parsed and validated, structured answers are validated,
-/// a structured answer to a plain call becomes its JSON text.
-fn normalize(schema: Option<&Value>, result: ChildResult) -> (WireOutcome, AgentOutcomeKind) {
-    let checked = |v: Value, schema: &Value| -> (WireOutcome, AgentOutcomeKind) {
+/// a structured answer to a plain call becomes its JSON text. A failure is
+/// [`CallOutcome::Stalled`] or [`CallOutcome::TimedOut`] when `bound`
+/// failed the call.
+fn normalize(
+    schema: Option<&Value>,
+    result: ChildResult,
+    bound: Option<guard::Bound>,
+) -> (WireOutcome, CallOutcome) {
+    let invalid = |reason: String| {
+        (
+            WireOutcome::Failed(reason.clone()),
+            CallOutcome::Invalid { reason },
+        )
+    };
+    let checked = |v: Value, schema: &Value| -> (WireOutcome, CallOutcome) {
         let problems = schema::validate(schema, &v, "value");
         if problems.is_empty() {
             (
                 WireOutcome::Structured(v.to_string()),
-                AgentOutcomeKind::Completed,
+                CallOutcome::Completed,
             )
         } else {
             let list: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
-            (
-                WireOutcome::Failed(format!(
-                    "the structured answer does not match the schema: {}",
-                    list.join("; ")
-                )),
-                AgentOutcomeKind::Failed,
-            )
+            invalid(format!(
+                "the structured answer does not match the schema: {}",
+                list.join("; ")
+            ))
         }
     };
     match (result, schema) {
         (ChildResult::Text(t), Some(s)) => match serde_json::from_str::<Value>(&t) {
             Ok(v) => checked(v, s),
-            Err(e) => (
-                WireOutcome::Failed(format!(
-                    "the answer is not the JSON the schema asks for: {e}"
-                )),
-                AgentOutcomeKind::Failed,
-            ),
+            Err(e) => invalid(format!(
+                "the answer is not the JSON the schema asks for: {e}"
+            )),
         },
-        (ChildResult::Text(t), None) => (WireOutcome::Text(t), AgentOutcomeKind::Completed),
+        (ChildResult::Text(t), None) => (WireOutcome::Text(t), CallOutcome::Completed),
         (ChildResult::Structured(v), Some(s)) => checked(v, s),
-        (ChildResult::Structured(v), None) => (
-            WireOutcome::Text(v.to_string()),
-            AgentOutcomeKind::Completed,
-        ),
-        (ChildResult::Failed(r), _) => (WireOutcome::Failed(r), AgentOutcomeKind::Failed),
-        (ChildResult::Cancelled, _) => (WireOutcome::Cancelled, AgentOutcomeKind::Cancelled),
+        (ChildResult::Structured(v), None) => {
+            (WireOutcome::Text(v.to_string()), CallOutcome::Completed)
+        }
+        (ChildResult::Failed(r), _) => {
+            let outcome = match bound {
+                Some(guard::Bound::Stall) => CallOutcome::Stalled { reason: r.clone() },
+                Some(guard::Bound::Timeout) => CallOutcome::TimedOut { reason: r.clone() },
+                None => CallOutcome::Failed { reason: r.clone() },
+            };
+            (WireOutcome::Failed(r), outcome)
+        }
+        (ChildResult::Cancelled, _) => (WireOutcome::Cancelled, CallOutcome::Cancelled),
     }
 }
 

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use super::cancel::cancel_error;
 use super::ledger::Internal;
 use super::{Claim, DRAIN_TIMEOUT, Phase, Supervisor};
-use crate::events::{AgentOutcomeKind, EventKind};
+use crate::events::EventKind;
 use crate::limits::millis;
 use crate::result::{RunError, RunResult};
 
@@ -191,7 +191,7 @@ impl Supervisor {
         ids.sort_unstable();
         for id in ids {
             if let Some(live) = self.ledger.live.get(&id) {
-                self.emit_end(id, live, AgentOutcomeKind::Cancelled, None, None);
+                self.emit_end(id, live, &crate::outcome::CallOutcome::Cancelled, None);
             }
         }
     }
