@@ -96,6 +96,14 @@ pub async fn execute(
         (show.events == EventsMode::Pretty && terminal).then(|| Live::new(color, budget));
     let mut ticks = tokio::time::interval(crate::live::FLUSH_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // `--events-file` naming the run directory's own events file (the
+    // recipe from before the run directory kept one): the library writes
+    // it already, and two writers would write every event twice.
+    if let (Some(f), Some(kept)) = (&events_file, durable_run.events_file())
+        && same_file(f, kept)
+    {
+        events_file = None;
+    }
     let run = durable_run.run();
     let run_id = run.id().to_string();
     // The file is its own subscriber: a slow terminal never costs it events.
@@ -173,6 +181,15 @@ pub async fn execute(
         exit::ERROR
     } else {
         code
+    }
+}
+
+/// Whether `f` is the file at `path` (same device and inode).
+fn same_file(f: &std::fs::File, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (f.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
     }
 }
 

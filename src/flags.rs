@@ -224,7 +224,7 @@ pub enum ColorMode {
 
 #[derive(Args, Debug)]
 pub struct ResumeArgs {
-    /// The run id (under the runs directory), or the path of its run directory.
+    /// The run: its id (under the runs directory), `latest`, a unique prefix of its id, or the path of its run directory.
     pub run: String,
     /// Run the script even if it changed since the run; only calls whose keys still match are replayed.
     #[arg(long)]
@@ -263,7 +263,7 @@ pub struct RunsArgs {
 
 #[derive(Args, Debug)]
 pub struct ShowArgs {
-    /// The run id, or the path of its run directory.
+    /// The run: its id, `latest`, a unique prefix of its id, or the path of its run directory.
     pub run: String,
     /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
     #[arg(long, value_name = "DIR")]
@@ -275,7 +275,7 @@ pub struct ShowArgs {
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
-    /// The run id, or the path of its run directory.
+    /// The run: its id, `latest`, a unique prefix of its id, or the path of its run directory.
     pub run: String,
     /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
     #[arg(long, value_name = "DIR")]

@@ -28,9 +28,6 @@ use crate::runs_cmd::{by_phase, duration, end_of, origin_of, show_json};
 const TEXT_CHARS: usize = 2000;
 /// Most log lines the file keeps.
 const MAX_LOG_LINES: usize = 1000;
-/// The events file the report reads logs from, when the run wrote one into
-/// its run directory (`--events-file <run dir>/events.jsonl`).
-const EVENTS_FILE: &str = "events.jsonl";
 
 /// `dsh workflow report`.
 pub fn report(a: &ReportArgs) -> Result<i32, CliError> {
@@ -38,7 +35,7 @@ pub fn report(a: &ReportArgs) -> Result<i32, CliError> {
     let dir = rundir::resolve(&root, &a.run).map_err(|e| CliError::usage(e.to_string()))?;
     let s = summary::summarize_with_texts(&dir, TEXT_CHARS)
         .map_err(|e| CliError::usage(e.to_string()))?;
-    let logs = read_logs(&dir.join(EVENTS_FILE));
+    let logs = read_logs(&dir.join(rundir::EVENTS_FILE));
     let html = render(&s, &logs);
     let out: PathBuf = a.output.clone().unwrap_or_else(|| dir.join("report.html"));
     std::fs::write(&out, html)
@@ -47,21 +44,31 @@ pub fn report(a: &ReportArgs) -> Result<i32, CliError> {
     Ok(exit::COMPLETED)
 }
 
-/// The `workflow/log` messages of an events file; none when there is no
-/// such file or it cannot be read (logs are a bonus, never a failure).
+/// The `workflow/log` messages of the last attempt in an events file (each
+/// attempt appends its events, from its `workflow/start` on); none when
+/// there is no such file or it cannot be read (logs are a bonus, never a
+/// failure).
 fn read_logs(path: &Path) -> Vec<String> {
     use std::io::BufRead;
     let Ok(file) = std::fs::File::open(path) else {
         return Vec::new();
     };
-    std::io::BufReader::new(file)
+    let mut logs = Vec::new();
+    for ev in std::io::BufReader::new(file)
         .lines()
         .map_while(Result::ok)
         .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
-        .filter(|ev| ev["type"] == "workflow/log")
-        .filter_map(|ev| ev["message"].as_str().map(|m| cut(m, TEXT_CHARS)))
-        .take(MAX_LOG_LINES)
-        .collect()
+    {
+        if ev["type"] == "workflow/start" {
+            logs.clear();
+        } else if ev["type"] == "workflow/log"
+            && logs.len() < MAX_LOG_LINES
+            && let Some(m) = ev["message"].as_str()
+        {
+            logs.push(cut(m, TEXT_CHARS));
+        }
+    }
+    logs
 }
 
 /// `s` with `&`, `<`, `>`, `"` and `'` as entities: safe in element text

@@ -449,3 +449,123 @@ fn calls_with_one_key_replay_in_call_order_whatever_order_they_settled_in() {
     );
     assert_mentions(&stderr, &["2 call(s) replayed"]);
 }
+
+// ------------------------------------------------------------------ run ids, events
+
+/// Two runs of `wf.ts` in one directory; their ids, oldest first.
+fn two_runs() -> (tempfile::TempDir, String, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("wf.ts"),
+        "log(\"hello from the script\");\nreturn await agent(\"a\");",
+    )
+    .expect("script");
+    std::fs::write(
+        dir.path().join("fx.json"),
+        fixture(json!([{ "match": {}, "text": "A" }])).to_string(),
+    )
+    .expect("fixture");
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let (_, stderr, code) = dsh_in(
+            dir.path(),
+            &[
+                "workflow",
+                "run",
+                "wf.ts",
+                "--fixture",
+                "fx.json",
+                "--events",
+                "none",
+            ],
+        );
+        assert_eq!(code, Some(0), "{stderr}");
+        let runs = dir.path().join(".dsh/runs");
+        let new: Vec<String> = std::fs::read_dir(&runs)
+            .expect("runs")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|id| !ids.contains(id))
+            .collect();
+        assert_eq!(new.len(), 1, "{new:?}");
+        ids.extend(new);
+    }
+    let second = ids.pop().expect("two ids");
+    let first = ids.pop().expect("two ids");
+    (dir, first, second)
+}
+
+/// The shortest prefix of `id` (after `run-`) no other id shares.
+fn unique_prefix(id: &str, other: &str) -> String {
+    let tail = id.strip_prefix("run-").expect("a run id");
+    let other = other.strip_prefix("run-").expect("a run id");
+    (1..=tail.len())
+        .map(|n| &tail[..n])
+        .find(|p| !other.starts_with(p))
+        .expect("ids differ")
+        .to_string()
+}
+
+#[test]
+fn latest_and_a_unique_prefix_name_a_run_in_show_report_and_resume() {
+    let (dir, first, second) = two_runs();
+    let json = |run: &str| {
+        let (out, err, code) = dsh_in(dir.path(), &["workflow", "show", run, "--json"]);
+        assert_eq!(code, Some(0), "show {run}: {err}");
+        serde_json::from_str::<Value>(&out).expect("json")["runId"].clone()
+    };
+    assert_eq!(json("latest"), json!(second));
+    let p1 = unique_prefix(&first, &second);
+    assert_eq!(json(&p1), json!(first));
+    assert_eq!(json(&format!("run-{p1}")), json!(first));
+    assert_eq!(json(&second), json!(second));
+
+    // Ambiguous: says so and lists the candidates.
+    let (_, err, code) = dsh_in(dir.path(), &["workflow", "show", "run-"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert_mentions(&err, &["error[USAGE]", "ambiguous", &first, &second]);
+
+    let (out, err, code) = dsh_in(dir.path(), &["workflow", "report", "latest"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(&second), "{out}");
+
+    let (out, err, code) = dsh_in(dir.path(), &["workflow", "resume", &p1, "--events", "none"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out.trim(), "\"A\"");
+    assert_mentions(
+        &err,
+        &[&format!("resumed run {first}"), "1 call(s) replayed"],
+    );
+}
+
+#[test]
+fn a_run_directory_keeps_its_events_and_the_report_shows_its_logs() {
+    let (dir, first, _) = two_runs();
+    let run_dir = dir.path().join(".dsh/runs").join(&first);
+    let events = read_events(&run_dir.join("events.jsonl"), true);
+    assert_event_guarantees(&events);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "workflow/log" && e["message"] == "hello from the script"),
+        "{events:#?}"
+    );
+    // A resume appends its attempt's events.
+    let (_, err, code) = dsh_in(
+        dir.path(),
+        &["workflow", "resume", &first, "--events", "none"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let events = read_events(&run_dir.join("events.jsonl"), true);
+    assert_eq!(events_of(&events, "workflow/start").len(), 2, "{events:#?}");
+    assert_eq!(events_of(&events, "workflow/end").len(), 2, "{events:#?}");
+
+    let (out, err, code) = dsh_in(dir.path(), &["workflow", "report", &first]);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(dir.path().join(out.trim())).expect("the report");
+    let logs = html
+        .split("<h2>Logs</h2>")
+        .nth(1)
+        .expect("a Logs section without any flag");
+    // The last attempt's logs, once.
+    assert_eq!(logs.matches("hello from the script").count(), 1, "{logs}");
+}

@@ -84,6 +84,15 @@ pub enum JournalWarning {
         /// The calls' `seq`s.
         seqs: Vec<u64>,
     },
+    /// The run's events could not be kept in its run directory
+    /// (`events.jsonl`): the report of this attempt has no logs.
+    #[error("cannot keep the run's events in {path} ({problem}); its report will have no logs")]
+    NoEvents {
+        /// The events file, as displayed.
+        path: String,
+        /// What failed.
+        problem: String,
+    },
     /// A crash cut the journal's last line; it is ignored.
     #[error("{path}: the last line was cut off by a crash and is ignored")]
     TornLine {
@@ -218,7 +227,12 @@ impl Durable {
         match start(req) {
             Ok(run) => {
                 self.started(&run);
-                Ok(DurableRun { run, durable: self })
+                let events = self.keep_events(&run);
+                Ok(DurableRun {
+                    run,
+                    durable: self,
+                    events,
+                })
             }
             Err(e) => {
                 self.abandon();
@@ -260,6 +274,33 @@ impl Durable {
         }
     }
 
+    /// Appends the run's events to `events.jsonl` in its run directory as
+    /// they come (a subscriber of its own, so a slow terminal never costs
+    /// it events), so a report has the logs without any flag. `None`
+    /// without a run directory, or when the file cannot be opened (said
+    /// as a warning).
+    fn keep_events(&self, run: &WorkflowRun) -> Option<EventsWriter> {
+        let dir = self
+            .dir
+            .lock()
+            .ok()
+            .and_then(|d| d.as_ref().map(|d| d.path.clone()))?;
+        let path = dir.join(rundir::EVENTS_FILE);
+        match open_events(&path) {
+            Ok(file) => Some(EventsWriter {
+                task: tokio::spawn(write_events(file, run.subscribe())),
+                path,
+            }),
+            Err(e) => {
+                self.warn(JournalWarning::NoEvents {
+                    path: path.display().to_string(),
+                    problem: e.to_string(),
+                });
+                None
+            }
+        }
+    }
+
     /// The run never started: remove the directory prepared for it.
     fn abandon(&self) {
         if let Some((root, info, _)) = &self.pending {
@@ -274,6 +315,49 @@ impl Durable {
 pub struct DurableRun {
     run: WorkflowRun,
     durable: Durable,
+    events: Option<EventsWriter>,
+}
+
+/// The task appending a run's events to its run directory.
+struct EventsWriter {
+    task: tokio::task::JoinHandle<Option<std::io::Error>>,
+    path: PathBuf,
+}
+
+/// Opens (creating) a run directory's events file for appending: never
+/// through a symlink, and only a regular file (a run directory is data).
+fn open_events(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(f)
+}
+
+/// Writes every event as a JSON line, each in one write; the first write
+/// error stops the writing and is returned.
+async fn write_events(
+    mut f: std::fs::File,
+    mut events: crate::events::EventStream,
+) -> Option<std::io::Error> {
+    use std::io::Write;
+    let mut error = None;
+    while let Some(ev) = events.next().await {
+        if error.is_some() {
+            continue;
+        }
+        let mut line = ev.to_json().to_string();
+        line.push('\n');
+        if let Err(e) = f.write_all(line.as_bytes()) {
+            error = Some(e);
+        }
+    }
+    error
 }
 
 /// What [`DurableRun::finish`] reports.
@@ -305,6 +389,12 @@ impl DurableRun {
         self.durable.take_warnings()
     }
 
+    /// The run directory's events file, when the run keeps one (see
+    /// [`rundir::EVENTS_FILE`]).
+    pub fn events_file(&self) -> Option<&Path> {
+        self.events.as_ref().map(|w| w.path.as_path())
+    }
+
     /// The run directory the journal is kept in; `None` without a journal.
     pub fn run_dir(&self) -> Option<PathBuf> {
         self.durable
@@ -321,6 +411,16 @@ impl DurableRun {
         self.run.result().await;
         let result = self.run.dispose().await;
         let d = &self.durable;
+        if let Some(w) = self.events {
+            // Ends with the run's `workflow/end`, which came before the
+            // result.
+            if let Ok(Some(e)) = w.task.await {
+                d.warn(JournalWarning::NoEvents {
+                    path: w.path.display().to_string(),
+                    problem: e.to_string(),
+                });
+            }
+        }
         let mut finished = Finished {
             result,
             replayed: 0,

@@ -28,6 +28,9 @@ pub const RUN_FILE: &str = "run.json";
 pub const JOURNAL_FILE: &str = "journal.jsonl";
 /// The result, once an attempt settled, inside a run directory.
 pub const RESULT_FILE: &str = "result.json";
+/// The run's events, one JSON object per line (as `--events jsonl`), each
+/// attempt's appended: what `dsh workflow report` reads the logs from.
+pub const EVENTS_FILE: &str = "events.jsonl";
 const LOCK_FILE: &str = "lock";
 
 /// The default runs directory, relative to the working directory.
@@ -248,7 +251,10 @@ pub fn read_info(dir: &Path) -> Result<RunInfo, JournalError> {
     })
 }
 
-/// Finds a run by id (under `root`) or by the path of its directory.
+/// Finds a run by the path of its directory, by its id under `root`, as
+/// `latest` (the run under `root` that started last), or by a unique
+/// prefix of its id under `root` (with or without the `run-`). A prefix
+/// that matches several runs is an error listing them.
 pub fn resolve(root: &Path, run: &str) -> Result<PathBuf, JournalError> {
     let as_path = Path::new(run);
     if as_path.join(RUN_FILE).is_file() {
@@ -258,13 +264,75 @@ pub fn resolve(root: &Path, run: &str) -> Result<PathBuf, JournalError> {
     if under.join(RUN_FILE).is_file() {
         return Ok(under);
     }
-    Err(JournalError::Invalid {
+    let invalid = |message: String| JournalError::Invalid {
         path: run.to_string(),
-        message: format!(
+        message,
+    };
+    // Only a plain name can be an id or a prefix of one.
+    let plain = !run.is_empty() && !run.contains('/') && run != "." && run != "..";
+    if !plain {
+        return Err(invalid(format!(
             "no such run: neither a run directory nor a run id under {} (list them with `dsh workflow runs`)",
             root.display()
-        ),
-    })
+        )));
+    }
+    let ids = run_ids(root);
+    if run == "latest" {
+        return ids
+            .iter()
+            .filter_map(|id| {
+                let dir = root.join(id);
+                read_info(&dir).ok().map(|info| (info.started_at, id, dir))
+            })
+            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)))
+            .map(|(_, _, dir)| dir)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "no runs under {} yet (run one with `dsh workflow run`, or name the runs directory with --runs-dir)",
+                    root.display()
+                ))
+            });
+    }
+    let mut matches: Vec<&String> = ids
+        .iter()
+        .filter(|id| {
+            id.starts_with(run) || id.strip_prefix("run-").is_some_and(|s| s.starts_with(run))
+        })
+        .collect();
+    matches.sort();
+    match matches.as_slice() {
+        [one] => Ok(root.join(one)),
+        [] => Err(invalid(format!(
+            "no such run: neither a run directory nor a run id (or the start of one) under {} (list them with `dsh workflow runs`, or say `latest`)",
+            root.display()
+        ))),
+        many => {
+            const SHOWN: usize = 10;
+            let mut list: Vec<String> = many.iter().take(SHOWN).map(|id| id.to_string()).collect();
+            if many.len() > SHOWN {
+                list.push(format!("and {} more", many.len() - SHOWN));
+            }
+            Err(invalid(format!(
+                "ambiguous run id: it starts {} runs under {}: {}; give more of the id",
+                many.len(),
+                root.display(),
+                list.join(", ")
+            )))
+        }
+    }
+}
+
+/// The ids of the runs under `root`: its directories that hold a
+/// `run.json` (none when it cannot be read).
+fn run_ids(root: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join(RUN_FILE).is_file())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect()
 }
 
 /// Whether some process holds the run's lock right now.
