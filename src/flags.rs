@@ -229,6 +229,9 @@ pub struct ResumeArgs {
     /// Run the script even if it changed since the run; only calls whose keys still match are replayed.
     #[arg(long)]
     pub allow_changed: bool,
+    /// Replay only completed answers: calls that failed, stalled or timed out are made again, by the provider as configured now.
+    #[arg(long)]
+    pub retry_failed: bool,
     /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
     #[arg(long, value_name = "DIR")]
     pub runs_dir: Option<PathBuf>,

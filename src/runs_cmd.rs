@@ -9,7 +9,9 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use dsh_orchestrator::CallOutcome;
 use dsh_orchestrator::journal::summary::{self, CallSummary, RunSummary, cut};
-use dsh_orchestrator::journal::{JournalError, ResumeError, ResumeOptions, StoredRun, rundir};
+use dsh_orchestrator::journal::{
+    JournalError, Replay, ResumeError, ResumeOptions, StoredRun, rundir,
+};
 use serde_json::{Value, json};
 
 use crate::error::{CliError, exit};
@@ -27,6 +29,11 @@ pub async fn resume(a: ResumeArgs) -> Result<i32, CliError> {
         timeout: a.timeout,
         record: a.record.clone(),
         journal_limit: a.journal_limit,
+        replay: if a.retry_failed {
+            Replay::Completed
+        } else {
+            Replay::Answers
+        },
     };
     let (req, durable) = stored
         .resume(&options, |spec| {

@@ -330,3 +330,97 @@ fn a_replayed_call_says_what_its_answering_attempt_said(
         .expect("the row");
     assert!(row.contains("3/4"), "{row}");
 }
+
+/// `resume --retry-failed`: the completed answer replays; the calls that
+/// failed (by the provider, by the schema, by a stall) are made again by
+/// the provider as it is configured now.
+#[test]
+fn retry_failed_replays_completed_answers_and_asks_the_failed_calls_again() {
+    let script = format!(
+        "const schema = {SCHEMA};\n\
+         return [\n\
+           await agent(\"a\", {{ label: \"a\" }}),\n\
+           await agent(\"b\", {{ label: \"b\" }}),\n\
+           await agent(\"c\", {{ label: \"c\", schema }}),\n\
+           await agent(\"d\", {{ label: \"d\", stallMs: 300 }}),\n\
+         ];"
+    );
+    let first = run(
+        &script,
+        json!([
+            { "match": { "prompt": "a" }, "text": "A" },
+            { "match": { "prompt": "b" }, "fail": "model refused" },
+            { "match": { "prompt": "c" }, "text": "{\"ok\":\"yes\"}" },
+            { "match": { "prompt": "d" }, "text": "too late", "delayMs": 60000 },
+        ]),
+        Some(""),
+        &[],
+    );
+    first.assert_code(0);
+    assert_eq!(first.json(), json!(["A", null, null, null]));
+    let dir = first.dir.path();
+    let id = only_run_id(dir);
+    // The provider as configured now: its fixture answers every call.
+    std::fs::write(
+        dir.join("fx.json"),
+        fixture(json!([
+            { "match": { "prompt": "a" }, "text": "A again (must not be asked)" },
+            { "match": { "prompt": "b" }, "text": "B" },
+            { "match": { "prompt": "c" }, "text": "{\"ok\":true}" },
+            { "match": { "prompt": "d" }, "text": "D" },
+        ]))
+        .to_string(),
+    )
+    .expect("fixture");
+    let (stdout, stderr, code) = dsh_in(
+        dir,
+        &[
+            "workflow",
+            "resume",
+            &id,
+            "--retry-failed",
+            "--events",
+            "none",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout).expect("json"),
+        json!(["A", "B", { "ok": true }, "D"])
+    );
+    assert!(
+        stderr.contains("1 call(s) replayed from the journal, 3 ran live"),
+        "{stderr}"
+    );
+    let (text, _, _) = dsh_in(dir, &["workflow", "show", &id, "--json"]);
+    let v: Value = serde_json::from_str(&text).expect("show --json");
+    let outcomes: Vec<(&str, bool)> = v["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .map(|a| {
+            (
+                a["outcome"].as_str().unwrap_or_default(),
+                a["replayed"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("completed", true),
+            ("completed", false),
+            ("completed", false),
+            ("completed", false)
+        ]
+    );
+
+    // Without the flag the failures replay as they were.
+    let (stdout, stderr, code) = dsh_in(dir, &["workflow", "resume", &id, "--events", "none"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout).expect("json"),
+        json!(["A", "B", { "ok": true }, "D"]),
+        "the retried answers are the journal's now"
+    );
+}

@@ -18,7 +18,9 @@ use super::rundir::{
     limits_to_json, sha256_hex,
 };
 use super::writer::JournalWriter;
-use super::{DEFAULT_JOURNAL_LIMIT, JournalError, Journaling, JournalingProvider, Line, reader};
+use super::{
+    DEFAULT_JOURNAL_LIMIT, JournalError, Journaling, JournalingProvider, Line, Replay, reader,
+};
 use crate::provider::SubagentProvider;
 use crate::result::RunResult;
 use crate::run::{StartError, StartRequest, WorkflowRun, new_run_id, start};
@@ -484,6 +486,9 @@ pub struct ResumeOptions {
     /// a whole, earlier attempts included); `None` is
     /// [`DEFAULT_JOURNAL_LIMIT`].
     pub journal_limit: Option<u64>,
+    /// Which journaled answers are replayed (`--retry-failed`:
+    /// [`Replay::Completed`]).
+    pub replay: Replay,
 }
 
 /// Why a stored run cannot be resumed.
@@ -605,8 +610,13 @@ impl StoredRun {
             at: super::now_ms(),
         });
         let state = Arc::new(
-            Journaling::new(Some(writer), Some(&previous), options.record.as_deref())
-                .with_limit(options.journal_limit.unwrap_or(DEFAULT_JOURNAL_LIMIT)),
+            Journaling::replaying(
+                Some(writer),
+                Some(&previous),
+                options.replay,
+                options.record.as_deref(),
+            )
+            .with_limit(options.journal_limit.unwrap_or(DEFAULT_JOURNAL_LIMIT)),
         );
 
         let mut req = StartRequest::new(script_path.display().to_string(), source)

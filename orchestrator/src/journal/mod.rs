@@ -34,7 +34,7 @@ pub use durable::{
 };
 pub use key::call_key;
 pub use line::{Line, Outcome};
-pub use provider::{DEFAULT_JOURNAL_LIMIT, Journaling, JournalingProvider};
+pub use provider::{DEFAULT_JOURNAL_LIMIT, Journaling, JournalingProvider, Replay};
 pub use rundir::{ProviderSpec, RunDir, RunInfo};
 pub use summary::{CallState, CallSummary, RunStatus, RunSummary};
 

@@ -82,7 +82,18 @@ impl Journaling {
         previous: Option<&Journal>,
         recording: Option<&std::path::Path>,
     ) -> Self {
-        let (answers, sessions) = previous.map(by_slot).unwrap_or_default();
+        Journaling::replaying(writer, previous, Replay::Answers, recording)
+    }
+
+    /// [`Journaling::new`], replaying the answers of `previous` that
+    /// `replay` names.
+    pub fn replaying(
+        writer: Option<JournalWriter>,
+        previous: Option<&Journal>,
+        replay: Replay,
+        recording: Option<&std::path::Path>,
+    ) -> Self {
+        let (answers, sessions) = previous.map(|j| by_slot(j, replay)).unwrap_or_default();
         Journaling {
             writer,
             answers: Mutex::new(answers),
@@ -523,9 +534,14 @@ impl Subagent for JournaledChild {
 /// answer with that key, whatever order the calls settled in and however
 /// many resumes came before. A slot's session is the last one journaled
 /// for it, in any attempt; it is kept only while the slot has no answer.
-fn by_slot(journal: &Journal) -> (BySlot<Answer>, BySlot<Session>) {
+///
+/// With [`Replay::Completed`] (`--retry-failed`) a slot whose last answer
+/// failed (the host's verdict: failed, invalid, stalled, timed out) has no
+/// answer and no session: it is asked afresh.
+fn by_slot(journal: &Journal, replay: Replay) -> (BySlot<Answer>, BySlot<Session>) {
     let mut answers = HashMap::new();
     let mut sessions = HashMap::new();
+    let mut retried = std::collections::HashSet::new();
     let mut attempt: Vec<&Line> = Vec::new();
     let mut flush = |lines: &mut Vec<&Line>| {
         // seq → (key, slot), from the start lines in seq order.
@@ -547,11 +563,29 @@ fn by_slot(journal: &Journal) -> (BySlot<Answer>, BySlot<Session>) {
                 Line::Settled {
                     seq,
                     outcome,
+                    verdict,
+                    ..
+                } if replay == Replay::Completed
+                    && outcome.replayable()
+                    && verdict
+                        .clone()
+                        .unwrap_or_else(|| outcome.call_outcome())
+                        .is_failure() =>
+                {
+                    if let Some(slot) = slots.get(seq) {
+                        answers.remove(slot);
+                        retried.insert(slot.clone());
+                    }
+                }
+                Line::Settled {
+                    seq,
+                    outcome,
                     usage,
                     child_id,
                     ..
                 } if outcome.replayable() => {
                     if let Some(slot) = slots.get(seq) {
+                        retried.remove(slot);
                         answers.insert(
                             slot.clone(),
                             Answer {
@@ -590,8 +624,22 @@ fn by_slot(journal: &Journal) -> (BySlot<Answer>, BySlot<Session>) {
         attempt.push(line);
     }
     flush(&mut attempt);
-    sessions.retain(|slot, _| !answers.contains_key(slot));
+    sessions.retain(|slot, _| !answers.contains_key(slot) && !retried.contains(slot));
     (answers, sessions)
+}
+
+/// Which journaled answers a resume replays.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Replay {
+    /// Every answer a child gave, failures included (a failed call fails
+    /// again at once, as it did): the default.
+    #[default]
+    Answers,
+    /// Only completed answers (`dsh workflow resume --retry-failed`): a
+    /// call that failed, whose answer did not match its schema, that
+    /// stalled or timed out is asked again, by the provider as it is
+    /// configured now.
+    Completed,
 }
 
 #[cfg(test)]
@@ -666,7 +714,7 @@ mod tests {
             ],
             ..Journal::default()
         };
-        let (a, _) = by_slot(&j);
+        let (a, _) = by_slot(&j, Replay::Answers);
         assert_eq!(text(&a, "k", 0).as_deref(), Some("first, live"));
         assert_eq!(text(&a, "k", 1).as_deref(), Some("second"));
         assert_eq!(text(&a, "k", 2).as_deref(), Some("third"));
@@ -706,7 +754,7 @@ mod tests {
             ],
             ..Journal::default()
         };
-        let (answers, sessions) = by_slot(&j);
+        let (answers, sessions) = by_slot(&j, Replay::Answers);
         assert_eq!(answers.len(), 1);
         let id = |k: &str, n: usize| sessions.get(&(k.to_string(), n)).map(|s| s.id.clone());
         assert_eq!(id("k", 0), None, "answered: replayed, not continued");
@@ -721,6 +769,48 @@ mod tests {
         assert!(
             matches!(state.take_slot("k"), Slot::Live(Some(s)) if s.id == "s2" && s.provider == "claude")
         );
+    }
+
+    #[test]
+    fn retrying_failed_calls_replays_only_completed_answers() {
+        let verdict = |seq: u64, outcome: Outcome, verdict: CallOutcome| Line::Settled {
+            verdict: Some(verdict),
+            ..settled(seq, "k", outcome)
+        };
+        let j = Journal {
+            lines: vec![
+                attempt(1),
+                start(1, "k", false),
+                start(2, "k", false),
+                start(3, "k", false),
+                start(4, "k", false),
+                session(3, "k", "s3"),
+                verdict(1, Outcome::Text("ok".into()), CallOutcome::Completed),
+                // A journal from before verdicts: its answer says failed.
+                settled(2, "k", Outcome::Fail("no".into())),
+                verdict(
+                    3,
+                    Outcome::Fail("stalled: …".into()),
+                    CallOutcome::Stalled {
+                        reason: "stalled: …".into(),
+                    },
+                ),
+                verdict(
+                    4,
+                    Outcome::Text("not json".into()),
+                    CallOutcome::Invalid {
+                        reason: "not json".into(),
+                    },
+                ),
+            ],
+            ..Journal::default()
+        };
+        let (all, _) = by_slot(&j, Replay::Answers);
+        assert_eq!(all.len(), 4, "by default every answer replays");
+        let (answers, sessions) = by_slot(&j, Replay::Completed);
+        assert_eq!(text(&answers, "k", 0).as_deref(), Some("ok"));
+        assert_eq!(answers.len(), 1, "{answers:?}");
+        assert!(sessions.is_empty(), "a retried call starts afresh");
     }
 
     #[test]
