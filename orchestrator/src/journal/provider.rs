@@ -773,9 +773,12 @@ mod tests {
 
     #[test]
     fn retrying_failed_calls_replays_only_completed_answers() {
-        let verdict = |seq: u64, outcome: Outcome, verdict: CallOutcome| Line::Settled {
-            verdict: Some(verdict),
-            ..settled(seq, "k", outcome)
+        let verdict = |seq: u64, outcome: Outcome, verdict: CallOutcome| {
+            let mut line = settled(seq, "k", outcome);
+            if let Line::Settled { verdict: v, .. } = &mut line {
+                *v = Some(verdict);
+            }
+            line
         };
         let j = Journal {
             lines: vec![
