@@ -13,6 +13,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "../orchestrator/src/providers/openai/test_server.rs"]
+mod http_server;
 
 use std::path::Path;
 
@@ -76,6 +78,12 @@ fn journal(dir: &Path, id: &str) -> Vec<Value> {
         .collect()
 }
 
+/// A reason as the one-line views show it: whitespace runs (a provider's
+/// reason may have line breaks) as single spaces.
+fn flat(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 #[track_caller]
 fn assert_reason(view: &str, got: Option<&str>, want: Option<&str>) {
     match want {
@@ -120,7 +128,7 @@ fn assert_views_agree(out: &Output, want: Expect, replayed: bool) {
             .unwrap_or_else(|| panic!("no live line for the call:\n{}", out.stderr));
         assert!(line.contains("the call"), "{line}");
         match want.reason {
-            Some(r) => assert!(line.contains(&format!("the call — {r}")), "{line}"),
+            Some(r) => assert!(line.contains(&format!("the call — {}", flat(r))), "{line}"),
             None => assert!(!line.contains(" — "), "{line}"),
         }
     }
@@ -169,9 +177,9 @@ fn assert_views_agree(out: &Output, want: Expect, replayed: bool) {
     );
     if let Some(r) = want.reason {
         let r = if replayed {
-            format!("{}: {r}", want.word)
+            format!("{}: {}", want.word, flat(r))
         } else {
-            r.to_string()
+            flat(r)
         };
         assert!(row.contains(&r), "show: {row}");
     }
@@ -422,5 +430,57 @@ fn retry_failed_replays_completed_answers_and_asks_the_failed_calls_again() {
         serde_json::from_str::<Value>(&stdout).expect("json"),
         json!(["A", "B", { "ok": true }, "D"]),
         "the retried answers are the journal's now"
+    );
+}
+
+/// An agent provider checks a schema call's answer itself and gives a
+/// wrong one one corrective turn; still wrong after it, the call failed —
+/// and every view says so (before, only the live line did when the host's
+/// check was the one that failed it). The model is a scripted HTTP server
+/// on 127.0.0.1 behind an `openai` provider in `dsh.toml`.
+#[test]
+fn failed_by_the_schema_after_the_corrective_turn() {
+    use http_server::{Reply, TestServer};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let server = rt.block_on(TestServer::start(vec![
+        Reply::chat(r#"{"ok":"yes"}"#),
+        Reply::chat(r#"{"ok":"still no"}"#),
+    ]));
+    let ws = Workspace::new("wf.ts", &call(&format!(", schema: {SCHEMA}")), None);
+    ws.file(
+        "dsh.toml",
+        &format!(
+            "[workflow]\nprovider = \"api\"\n\n[providers.api]\nkind = \"openai\"\n\
+             base_url = \"{}\"\napi_key_env = \"\"\ntools = []\nstream = false\n",
+            server.base_url()
+        ),
+    );
+    let out = ws.run(&["--events", "lines"]);
+    out.assert_code(0);
+    assert_eq!(out.json(), Value::Null, "{}", out.stderr);
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "the call and its corrective turn"
+    );
+    let reason = events_of(&out.events, "workflow/agent-end")[0]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(reason.contains("(after one corrective turn)"), "{reason}");
+    assert_views_agree(
+        &out,
+        Expect {
+            word: "failed",
+            kind: "failed",
+            reason: Some("the answer does not match the schema:"),
+            counts: "0/1/0",
+            class: "failed",
+        },
+        false,
     );
 }
