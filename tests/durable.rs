@@ -569,3 +569,33 @@ fn a_run_directory_keeps_its_events_and_the_report_shows_its_logs() {
     // The last attempt's logs, once.
     assert_eq!(logs.matches("hello from the script").count(), 1, "{logs}");
 }
+
+/// `--events-file` naming the run directory's own `events.jsonl` (how
+/// logs reached the report before every run kept that file) is written
+/// once, not by two writers.
+#[test]
+fn an_events_file_that_is_the_run_directorys_own_gets_each_event_once() {
+    let (dir, first, _) = two_runs();
+    let file = dir
+        .path()
+        .join(".dsh/runs")
+        .join(&first)
+        .join("events.jsonl");
+    let arg = file.display().to_string();
+    let (_, err, code) = dsh_in(
+        dir.path(),
+        &[
+            "workflow",
+            "resume",
+            &first,
+            "--events",
+            "none",
+            "--events-file",
+            &arg,
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let events = read_events(&file, true);
+    assert_eq!(events_of(&events, "workflow/start").len(), 1, "{events:#?}");
+    assert_eq!(events_of(&events, "workflow/end").len(), 1, "{events:#?}");
+}
