@@ -13,6 +13,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use dsh_orchestrator::files;
 use dsh_orchestrator::journal::CallState;
 use dsh_orchestrator::journal::rundir;
 use dsh_orchestrator::journal::summary::{self, RunSummary, cut};
@@ -38,7 +39,11 @@ pub fn report(a: &ReportArgs) -> Result<i32, CliError> {
     let dir = rundir::resolve(&root, &a.run).map_err(|e| CliError::usage(e.to_string()))?;
     let s = summary::summarize_with_texts(&dir, TEXT_CHARS)
         .map_err(|e| CliError::usage(e.to_string()))?;
-    let logs = read_logs(&dir.join(EVENTS_FILE));
+    let mut warnings = s.warnings.clone();
+    let logs = read_logs(&dir.join(EVENTS_FILE), &mut warnings);
+    for w in &warnings {
+        crate::error::warn(w);
+    }
     let html = render(&s, &logs);
     let out: PathBuf = a.output.clone().unwrap_or_else(|| dir.join("report.html"));
     std::fs::write(&out, html)
@@ -48,20 +53,92 @@ pub fn report(a: &ReportArgs) -> Result<i32, CliError> {
 }
 
 /// The `workflow/log` messages of an events file; none when there is no
-/// such file or it cannot be read (logs are a bonus, never a failure).
-fn read_logs(path: &Path) -> Vec<String> {
-    use std::io::BufRead;
-    let Ok(file) = std::fs::File::open(path) else {
-        return Vec::new();
+/// such file (logs are a bonus, never a failure). The file sits in a run
+/// directory, which a cloned repository can ship: it is read the bounded
+/// way — never through a symlink, a regular file only (a FIFO would block
+/// forever), lines over [`files::EVENT_LINE_LIMIT`] skipped, at most
+/// [`files::EVENTS_READ_LIMIT`] bytes — and what could not be read is a
+/// warning naming the file.
+fn read_logs(path: &Path, warnings: &mut Vec<String>) -> Vec<String> {
+    use std::io::{BufRead, Read};
+    let file = match files::open_own(path) {
+        Ok(f) => f,
+        Err(files::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Vec::new();
+        }
+        Err(e) => {
+            warnings.push(format!(
+                "{}: cannot read: {e}; the report has no logs",
+                path.display()
+            ));
+            return Vec::new();
+        }
     };
-    std::io::BufReader::new(file)
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
-        .filter(|ev| ev["type"] == "workflow/log")
-        .filter_map(|ev| ev["message"].as_str().map(|m| cut(m, TEXT_CHARS)))
-        .take(MAX_LOG_LINES)
-        .collect()
+    let mut r = std::io::BufReader::new(file.take(files::EVENTS_READ_LIMIT));
+    let mut logs = Vec::new();
+    let mut line = Vec::new();
+    let mut skipped = 0usize;
+    while logs.len() < MAX_LOG_LINES {
+        line.clear();
+        match (&mut r)
+            .take(files::EVENT_LINE_LIMIT + 1)
+            .read_until(b'\n', &mut line)
+        {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                warnings.push(format!("{}: cannot read: {e}", path.display()));
+                break;
+            }
+        }
+        if line.len() as u64 > files::EVENT_LINE_LIMIT {
+            // Skip the rest of the over-long line without keeping it.
+            skipped += 1;
+            if line.last() != Some(&b'\n') && skip_line(&mut r).is_err() {
+                break;
+            }
+            continue;
+        }
+        let Ok(ev) = serde_json::from_slice::<Value>(&line) else {
+            continue;
+        };
+        if ev["type"] == "workflow/log"
+            && let Some(m) = ev["message"].as_str()
+        {
+            logs.push(cut(m, TEXT_CHARS));
+        }
+    }
+    if skipped > 0 {
+        warnings.push(format!(
+            "{}: {skipped} line(s) over {} bytes skipped",
+            path.display(),
+            files::EVENT_LINE_LIMIT
+        ));
+    }
+    if r.get_ref().limit() == 0 && logs.len() < MAX_LOG_LINES {
+        warnings.push(format!(
+            "{}: only the first {} bytes were read for logs",
+            path.display(),
+            files::EVENTS_READ_LIMIT
+        ));
+    }
+    logs
+}
+
+/// Reads up to the end of the current line, keeping nothing.
+fn skip_line(r: &mut impl std::io::BufRead) -> std::io::Result<()> {
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if let Some(i) = buf.iter().position(|&b| b == b'\n') {
+            r.consume(i + 1);
+            return Ok(());
+        }
+        let n = buf.len();
+        r.consume(n);
+    }
 }
 
 /// `s` with `&`, `<`, `>`, `"` and `'` as entities: safe in element text

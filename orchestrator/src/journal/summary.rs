@@ -185,6 +185,10 @@ pub struct RunSummary {
     /// When the last attempt began (its `attempt` line); `None` for a
     /// journal without one.
     pub attempt_started_at: Option<u64>,
+    /// What could not be read and was left out (a `result.json` that is a
+    /// symlink, a FIFO, too large, not JSON), one line each, naming the
+    /// file; the caller shows them.
+    pub warnings: Vec<String>,
 }
 
 /// Reads one run directory, without prompts and answers.
@@ -200,9 +204,8 @@ pub fn summarize_with_texts(dir: &Path, max_chars: usize) -> Result<RunSummary, 
 
 fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, JournalError> {
     let info = rundir::read_info(dir)?;
-    let result: Option<Value> = std::fs::read_to_string(dir.join(RESULT_FILE))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
+    let mut warnings = Vec::new();
+    let result = read_result(&dir.join(RESULT_FILE), &mut warnings);
     // Streamed: one line in memory at a time, whatever the journal's size.
     let mut attempt_calls: BTreeMap<u64, CallSummary> = BTreeMap::new();
     let mut attempt_started_at = None;
@@ -316,7 +319,38 @@ fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, Journ
         unjournaled,
         attempt_started_at,
         calls: attempt_calls.into_values().collect(),
+        warnings,
     })
+}
+
+/// `result.json`, read the one bounded way a run directory's files are
+/// (a cloned repository can ship a run directory whose `result.json` is a
+/// link to `/dev/zero`, a FIFO or a huge file): `None` when there is none,
+/// or — with a warning naming the file — when it cannot be read.
+fn read_result(path: &Path, warnings: &mut Vec<String>) -> Option<Value> {
+    let text = match crate::files::read_own_text(path, crate::files::RESULT_LIMIT) {
+        Ok(t) => t,
+        Err(crate::files::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return None;
+        }
+        Err(e) => {
+            warnings.push(format!(
+                "{}: cannot read: {e}; the run is shown without its result",
+                path.display()
+            ));
+            return None;
+        }
+    };
+    match serde_json::from_str(&text) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            warnings.push(format!(
+                "{}: not a result of this dsh version ({e}); the run is shown without its result",
+                path.display()
+            ));
+            None
+        }
+    }
 }
 
 /// Every readable run under `runs_dir`, newest first; `None` when there is
