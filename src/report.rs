@@ -46,8 +46,12 @@ pub fn report(a: &ReportArgs) -> Result<i32, CliError> {
     }
     let html = render(&s, &logs);
     let out: PathBuf = a.output.clone().unwrap_or_else(|| dir.join("report.html"));
-    std::fs::write(&out, html)
-        .map_err(|e| CliError::usage(format!("{}: cannot write the report: {e}", out.display())))?;
+    // A new file renamed over the old, never written through what is
+    // there: `report.html` in a run directory (which a cloned repository
+    // can ship) or the `-o` path may be a symlink to a file of the user's,
+    // or a device; those are refused, as `--record` refuses them.
+    rundir::write_atomic(&out, html.as_bytes())
+        .map_err(|e| CliError::usage(format!("cannot write the report: {e}")))?;
     println!("{}", crate::terminal::line(&out.display().to_string()));
     Ok(exit::COMPLETED)
 }
@@ -142,11 +146,17 @@ fn skip_line(r: &mut impl std::io::BufRead) -> std::io::Result<()> {
 }
 
 /// `s` with `&`, `<`, `>`, `"` and `'` as entities: safe in element text
-/// and in quoted attributes. Five replacements, so no crate for it.
+/// and in quoted attributes. Line breaks become character references too
+/// (a browser shows them the same), so every line of the file is one dsh
+/// wrote: text from the script or its agents cannot start a line of its
+/// own in the file (a shell or config line, should the file ever end up
+/// read as one).
 fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
+            '\n' => out.push_str("&#10;"),
+            '\r' => out.push_str("&#13;"),
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
@@ -398,6 +408,7 @@ mod tests {
             esc("<script>alert('x')&\"</script>"),
             "&lt;script&gt;alert(&#39;x&#39;)&amp;&quot;&lt;/script&gt;"
         );
+        assert_eq!(esc("a\nb\r\nc"), "a&#10;b&#13;&#10;c");
         assert_eq!(
             script_json(&json!(["</script><b>&"])),
             r#"["\u003c/script\u003e\u003cb\u003e\u0026"]"#
