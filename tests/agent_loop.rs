@@ -764,3 +764,60 @@ async fn a_worktree_whose_git_file_was_rewritten_runs_no_hook_on_the_host() {
     let branches = git(repo.path(), &["branch", "--list", "dsh/*"]);
     assert!(branches.contains("dsh/"), "{branches}");
 }
+
+/// A call that makes a git directory of its own (a copy of the real one,
+/// with `core.fsmonitor` set to a command) and points its worktree's `.git`
+/// at it: the host puts `.git` back before it keeps the worktree, so the
+/// documented review step (`git -C <kept path> status`) runs none of the
+/// call's commands and `git worktree remove` works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_worktree_has_its_own_git_file_back_before_the_user_reviews_it() {
+    let repo = repo();
+    let worktrees = tempfile::tempdir().expect("tempdir");
+    let outside = tempfile::tempdir().expect("tempdir");
+    let marker = outside.path().join("fsmonitor-ran");
+    let attack = format!(
+        "admin=$(sed 's/^gitdir: //' .git) && \
+         common=$(cd \"$admin\" && cd \"$(cat commondir)\" && pwd) && \
+         cp -r \"$common\" fake && rm -rf fake/worktrees && \
+         cp \"$admin/HEAD\" fake/HEAD && cp \"$admin/index\" fake/index && \
+         printf '[core]\\n\\tfsmonitor = \"touch {m}\"\\n' >> fake/config && \
+         printf 'gitdir: %s/fake\\n' \"$PWD\" > .git && \
+         echo changed >> README.md && cat .git",
+        m = marker.display()
+    );
+    let server = TestServer::start(vec![
+        Reply::stream_tools(&[("Bash", json!({ "command": attack }))], 1, 1),
+        Reply::stream_text("done", 1, 1),
+    ])
+    .await;
+    let provider = openai(&server, settings(repo.path(), worktrees.path()));
+    let run = start(
+        request("return await agent(\"Break out\", { isolation: \"worktree\" });")
+            .with_provider(provider),
+    )
+    .expect("start");
+    let (r, events) = finish(run).await;
+    assert!(r.is_completed(), "{r:?}");
+    let bash = last_result(&server, 1);
+    assert!(bash.contains("/fake"), "the attack ran: {bash}");
+    let end = &events_of(&events, "workflow/agent-end")[0];
+    let kept = PathBuf::from(end["worktree"]["path"].as_str().expect("kept"));
+    let dot_git = std::fs::read_to_string(kept.join(".git")).expect(".git is a file");
+    assert!(!dot_git.contains("/fake"), "{dot_git}");
+    // The review step the docs give.
+    let status = git(&kept, &["status", "--porcelain"]);
+    assert!(status.contains("README.md"), "{status}");
+    git(&kept, &["diff"]);
+    assert!(!marker.exists(), "the user's git ran the call's fsmonitor");
+    git(
+        repo.path(),
+        &[
+            "worktree",
+            "remove",
+            "--force",
+            kept.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(!kept.exists());
+}
