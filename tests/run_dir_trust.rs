@@ -237,6 +237,7 @@ fn a_planted_special_file_in_a_run_directory_is_read_bounded(
 #[rstest::rstest]
 #[case::script_is_dev_zero("/dev/zero", None, 0)]
 #[case::copy_outside_the_run_directory("/nonexistent/wf.ts", Some("../../../victim.txt"), 2)]
+#[case::script_is_not_a_script_file("VICTIM", None, 0)]
 fn resume_reads_the_script_named_by_run_json_bounded(
     #[case] script: &str,
     #[case] copy: Option<&str>,
@@ -250,7 +251,11 @@ fn resume_reads_the_script_named_by_run_json_bounded(
     let mut info: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&info_path).expect("run.json"))
             .expect("JSON");
-    info["script"] = script.into();
+    info["script"] = if script == "VICTIM" {
+        d.join("victim.txt").display().to_string().into()
+    } else {
+        script.into()
+    };
     if let Some(c) = copy {
         info["scriptCopy"] = c.into();
     }
@@ -263,7 +268,10 @@ fn resume_reads_the_script_named_by_run_json_bounded(
     )
     .expect("resume hung");
     assert_eq!(code, Some(expected), "{stdout}\n{stderr}");
+    assert!(!stderr.contains("secret"), "{stderr}");
+    assert!(!stdout.contains("secret"), "{stdout}");
     if expected == 0 {
+        // The copy ran: the original was not a script file to read.
         assert_eq!(stdout.trim(), "\"hi\"");
         return;
     }
@@ -272,6 +280,4 @@ fn resume_reads_the_script_named_by_run_json_bounded(
         stderr.contains("not a file name in the run directory"),
         "{stderr}"
     );
-    assert!(!stderr.contains("secret"), "{stderr}");
-    assert!(!stdout.contains("secret"), "{stdout}");
 }

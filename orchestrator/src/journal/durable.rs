@@ -458,7 +458,14 @@ impl StoredRun {
             )));
         }
         let copy = dir.path.join(copy_name);
-        let (script_path, source) = match crate::files::read_text(&original, script_limit) {
+        // Only a script file is read as the original: `run.json` could
+        // name `~/.netrc`, whose lines a parse error (after
+        // `--allow-changed`) would then quote.
+        let original_text = match crate::script::ScriptKind::from_path(&original) {
+            Some(_) => crate::files::read_text(&original, script_limit).map_err(|e| e.to_string()),
+            None => Err("not a .ts, .mts, .js or .mjs file".to_string()),
+        };
+        let (script_path, source) = match original_text {
             Ok(text) => (original.clone(), text),
             Err(first) => {
                 let text = crate::files::read_own_text(&copy, script_limit).map_err(|e| {
