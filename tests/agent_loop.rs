@@ -821,3 +821,64 @@ async fn a_kept_worktree_has_its_own_git_file_back_before_the_user_reviews_it() 
     );
     assert!(!kept.exists());
 }
+
+/// Bash in a plain workspace can change what the user's next dsh run or
+/// git command uses (Landlock cannot carve those paths out of the
+/// workspace); the CLI says so on stderr, naming what changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_changing_dsh_toml_or_claude_files_is_reported_to_the_user() {
+    let repo = repo();
+    let server = TestServer::start(vec![
+        Reply::stream_tools(
+            &[(
+                "Bash",
+                json!({ "command": "echo '# changed' >> dsh.toml && mkdir -p .claude/agents && echo x > .claude/agents/evil.md" }),
+            )],
+            1,
+            1,
+        ),
+        Reply::stream_text("done", 1, 1),
+    ])
+    .await;
+    std::fs::write(
+        repo.path().join("dsh.toml"),
+        format!(
+            "[workflow]\nprovider = \"loop\"\n\n[providers.loop]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"DSH_EXAMPLE_KEY\"\ntools = [\"Bash\"]\n",
+            server.base_url()
+        ),
+    )
+    .expect("write");
+    std::fs::write(
+        repo.path().join("wf.ts"),
+        "return await agent(\"change things\");\n",
+    )
+    .expect("write");
+    let out = tokio::process::Command::new(DSH)
+        .args([
+            "workflow",
+            "run",
+            "wf.ts",
+            "--events",
+            "none",
+            "--no-journal",
+        ])
+        .current_dir(repo.path())
+        .env("DSH_EXAMPLE_KEY", "sk-example")
+        .env_remove("DSH_WORKER")
+        .output()
+        .await
+        .expect("dsh runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        std::fs::read_to_string(repo.path().join("dsh.toml"))
+            .expect("dsh.toml")
+            .contains("# changed"),
+        "the command ran"
+    );
+    assert!(stderr.contains("a Bash tool call changed"), "{stderr}");
+    assert!(
+        stderr.contains("dsh.toml") && stderr.contains(".claude/agents/evil.md"),
+        "{stderr}"
+    );
+}
