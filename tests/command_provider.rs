@@ -746,3 +746,60 @@ async fn a_kept_worktrees_git_files_are_put_back() {
     );
     assert!(!kept.exists());
 }
+
+/// A submodule the call populates with a git directory of its own (its
+/// config sets `core.fsmonitor` to a command): the user's `git status` in
+/// the kept worktree would run `git status` inside it, so the host removes
+/// that `.git` before it keeps the worktree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submodule_populated_by_the_call_loses_its_git_link() {
+    let s = Scratch::new();
+    let lib = s.at("lib");
+    std::fs::create_dir_all(&lib).expect("mkdir");
+    git(&lib, &["init", "-q", "-b", "main"]);
+    std::fs::write(lib.join("l"), "lib\n").expect("write");
+    git(&lib, &["add", "l"]);
+    git(&lib, &["commit", "-q", "-m", "lib"]);
+    let repo = s.at("repo");
+    git_repo(&repo);
+    let lib_url = lib.display().to_string();
+    git(
+        &repo,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            &lib_url,
+            "lib",
+        ],
+    );
+    git(&repo, &["commit", "-q", "-m", "submodule"]);
+    let prog = s.script(
+        "agent.sh",
+        "mkdir -p @DIR@/fakesub && cp -r @DIR@/lib/.git/. @DIR@/fakesub/\n\
+         printf 'gitdir: @DIR@/fakesub\\n' > lib/.git\n\
+         (cd lib && git checkout -q -f HEAD)\n\
+         printf '[core]\\n\\tfsmonitor = \"touch @DIR@/ran\"\\n' >> @DIR@/fakesub/config\n\
+         echo more >> README\npwd",
+    );
+    let p = s.provider(json!({ "argv": [prog], "cwd": "repo", "worktree_dir": "wts" }));
+    let (r, events) = run_with(
+        "return await agent(\"work\", { isolation: \"worktree\" });",
+        p,
+    )
+    .await;
+    assert_completed(&r);
+    assert!(s.at("fakesub/config").exists(), "the program ran");
+    let end = agent_end(&events);
+    let kept = PathBuf::from(end["worktree"]["path"].as_str().expect("kept"));
+    assert!(kept.join("lib/l").exists(), "the submodule's files stay");
+    assert!(!kept.join("lib/.git").exists());
+    let status = git(&kept, &["status", "--porcelain"]);
+    assert!(status.contains("README"), "{status}");
+    assert!(
+        !s.at("ran").exists(),
+        "the user's git ran the call's fsmonitor"
+    );
+}

@@ -424,6 +424,49 @@ impl Worktree {
         }
     }
 
+    /// Removes a `.git` the call put in a submodule's directory. `git
+    /// worktree add` leaves submodules unpopulated; the user's `git status`
+    /// in the kept worktree runs `git status` inside every populated one,
+    /// with that one's config — so a `.git` naming a git directory of the
+    /// call's own (`core.fsmonitor` set to a command) would run its
+    /// command. The submodule's files stay; only the link to a git
+    /// directory goes.
+    async fn unpopulate_submodules(&self, branch_stem: &str) {
+        let Ok(listing) = self.git_here(&["ls-files", "--stage", "-z"]).await else {
+            return;
+        };
+        for entry in listing.split('\0') {
+            // `<mode> <object> <stage>\t<path>`; mode 160000 is a gitlink.
+            let Some((meta, rel)) = entry.split_once('\t') else {
+                continue;
+            };
+            if !meta.starts_with("160000 ") || Path::new(rel).is_absolute() || rel.contains("..") {
+                continue;
+            }
+            let dot_git = self.path.join(rel).join(".git");
+            let removed = match std::fs::symlink_metadata(&dot_git) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir_all(&dot_git),
+                Ok(_) => std::fs::remove_file(&dot_git),
+                Err(_) => continue,
+            };
+            match removed {
+                Ok(()) => tracing::warn!(
+                    "call {branch_stem} made the submodule {rel} a git checkout of its own in \
+                     its worktree; dsh removed {} (git status would run git inside it, with \
+                     its config)",
+                    dot_git.display()
+                ),
+                Err(e) => tracing::warn!(
+                    "call {branch_stem} made the submodule {rel} a git checkout of its own and \
+                     dsh could not remove {} ({e}); do not run git in {} before you have \
+                     removed it",
+                    dot_git.display(),
+                    self.path.display()
+                ),
+            }
+        }
+    }
+
     /// After the child: removed when unchanged (`None`), else kept on a new
     /// branch `dsh/<branch_stem>` (or `-2`, `-3`, … when taken). Either
     /// way the worktree's own git files are put back first
@@ -431,6 +474,7 @@ impl Worktree {
     /// whose `.git` the call chose.
     pub async fn finish(&self, branch_stem: &str) -> Option<KeptWorktree> {
         self.restore(branch_stem);
+        self.unpopulate_submodules(branch_stem).await;
         let status = self
             .git_here(&["status", "--porcelain", "--untracked-files=all"])
             .await;
