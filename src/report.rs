@@ -14,6 +14,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use dsh_orchestrator::CallOutcome;
+use dsh_orchestrator::files;
 use dsh_orchestrator::journal::rundir;
 use dsh_orchestrator::journal::summary::{self, RunSummary, cut};
 use serde_json::{Value, json};
@@ -35,48 +36,127 @@ pub fn report(a: &ReportArgs) -> Result<i32, CliError> {
     let dir = rundir::resolve(&root, &a.run).map_err(|e| CliError::usage(e.to_string()))?;
     let s = summary::summarize_with_texts(&dir, TEXT_CHARS)
         .map_err(|e| CliError::usage(e.to_string()))?;
-    let logs = read_logs(&dir.join(rundir::EVENTS_FILE));
+    let mut warnings = s.warnings.clone();
+    let logs = read_logs(&dir.join(rundir::EVENTS_FILE), &mut warnings);
+    for w in &warnings {
+        crate::error::warn(w);
+    }
     let html = render(&s, &logs);
     let out: PathBuf = a.output.clone().unwrap_or_else(|| dir.join("report.html"));
-    std::fs::write(&out, html)
-        .map_err(|e| CliError::usage(format!("{}: cannot write the report: {e}", out.display())))?;
+    // A new file renamed over the old, never written through what is
+    // there: `report.html` in a run directory (which a cloned repository
+    // can ship) or the `-o` path may be a symlink to a file of the user's,
+    // or a device; those are refused, as `--record` refuses them.
+    rundir::write_atomic(&out, html.as_bytes())
+        .map_err(|e| CliError::usage(format!("cannot write the report: {e}")))?;
     println!("{}", crate::terminal::line(&out.display().to_string()));
     Ok(exit::COMPLETED)
 }
 
 /// The `workflow/log` messages of the last attempt in an events file (each
 /// attempt appends its events, from its `workflow/start` on); none when
-/// there is no such file or it cannot be read (logs are a bonus, never a
-/// failure).
-fn read_logs(path: &Path) -> Vec<String> {
-    use std::io::BufRead;
-    let Ok(file) = std::fs::File::open(path) else {
-        return Vec::new();
+/// there is no such file (logs are a bonus, never a failure). The file sits in a run
+/// directory, which a cloned repository can ship: it is read the bounded
+/// way — never through a symlink, a regular file only (a FIFO would block
+/// forever), lines over [`files::EVENT_LINE_LIMIT`] skipped, at most
+/// [`files::EVENTS_READ_LIMIT`] bytes — and what could not be read is a
+/// warning naming the file.
+fn read_logs(path: &Path, warnings: &mut Vec<String>) -> Vec<String> {
+    use std::io::{BufRead, Read};
+    let file = match files::open_own(path) {
+        Ok(f) => f,
+        Err(files::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Vec::new();
+        }
+        Err(e) => {
+            warnings.push(format!(
+                "{}: cannot read: {e}; the report has no logs",
+                path.display()
+            ));
+            return Vec::new();
+        }
     };
+    let mut r = std::io::BufReader::new(file.take(files::EVENTS_READ_LIMIT));
     let mut logs = Vec::new();
-    for ev in std::io::BufReader::new(file)
-        .lines()
-        .map_while(Result::ok)
-        .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
-    {
+    let mut line = Vec::new();
+    let mut skipped = 0usize;
+    while logs.len() < MAX_LOG_LINES {
+        line.clear();
+        match (&mut r)
+            .take(files::EVENT_LINE_LIMIT + 1)
+            .read_until(b'\n', &mut line)
+        {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                warnings.push(format!("{}: cannot read: {e}", path.display()));
+                break;
+            }
+        }
+        if line.len() as u64 > files::EVENT_LINE_LIMIT {
+            // Skip the rest of the over-long line without keeping it.
+            skipped += 1;
+            if line.last() != Some(&b'\n') && skip_line(&mut r).is_err() {
+                break;
+            }
+            continue;
+        }
+        let Ok(ev) = serde_json::from_slice::<Value>(&line) else {
+            continue;
+        };
         if ev["type"] == "workflow/start" {
             logs.clear();
         } else if ev["type"] == "workflow/log"
-            && logs.len() < MAX_LOG_LINES
             && let Some(m) = ev["message"].as_str()
         {
             logs.push(cut(m, TEXT_CHARS));
         }
     }
+    if skipped > 0 {
+        warnings.push(format!(
+            "{}: {skipped} line(s) over {} bytes skipped",
+            path.display(),
+            files::EVENT_LINE_LIMIT
+        ));
+    }
+    if r.get_ref().limit() == 0 && logs.len() < MAX_LOG_LINES {
+        warnings.push(format!(
+            "{}: only the first {} bytes were read for logs",
+            path.display(),
+            files::EVENTS_READ_LIMIT
+        ));
+    }
     logs
 }
 
+/// Reads up to the end of the current line, keeping nothing.
+fn skip_line(r: &mut impl std::io::BufRead) -> std::io::Result<()> {
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if let Some(i) = buf.iter().position(|&b| b == b'\n') {
+            r.consume(i + 1);
+            return Ok(());
+        }
+        let n = buf.len();
+        r.consume(n);
+    }
+}
+
 /// `s` with `&`, `<`, `>`, `"` and `'` as entities: safe in element text
-/// and in quoted attributes. Five replacements, so no crate for it.
+/// and in quoted attributes. Line breaks become character references too
+/// (a browser shows them the same), so every line of the file is one dsh
+/// wrote: text from the script or its agents cannot start a line of its
+/// own in the file (a shell or config line, should the file ever end up
+/// read as one).
 fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
+            '\n' => out.push_str("&#10;"),
+            '\r' => out.push_str("&#13;"),
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
@@ -328,6 +408,7 @@ mod tests {
             esc("<script>alert('x')&\"</script>"),
             "&lt;script&gt;alert(&#39;x&#39;)&amp;&quot;&lt;/script&gt;"
         );
+        assert_eq!(esc("a\nb\r\nc"), "a&#10;b&#13;&#10;c");
         assert_eq!(
             script_json(&json!(["</script><b>&"])),
             r#"["\u003c/script\u003e\u003cb\u003e\u0026"]"#

@@ -333,6 +333,9 @@ fn script_path(arg: &Path, catalog: &Catalog) -> Result<PathBuf, CliError> {
     }
     let name = arg.to_string_lossy();
     if let Some(entry) = catalog.find(&name) {
+        if let Some(why) = catalog.refusal(&entry) {
+            return Err(CliError::usage(why));
+        }
         return Ok(entry.path);
     }
     Err(CliError::usage(format!(

@@ -92,6 +92,9 @@ pub fn runs(a: &RunsArgs) -> Result<i32, CliError> {
         }
         Err(e) => return Err(CliError::usage(e.to_string())),
     };
+    for w in all.iter().take(a.limit).flat_map(|s| &s.warnings) {
+        crate::error::warn(w);
+    }
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
         out,
@@ -119,6 +122,9 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
     let s: RunSummary = rundir::resolve(&root, &a.run)
         .and_then(|p| summary::summarize(&p))
         .map_err(|e| CliError::usage(e.to_string()))?;
+    for w in &s.warnings {
+        crate::error::warn(w);
+    }
     let mut out = std::io::stdout().lock();
     if a.json {
         let text = serde_json::to_string_pretty(&show_json(&s)).unwrap_or_else(|_| "{}".into());

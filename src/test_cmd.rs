@@ -359,12 +359,15 @@ async fn run_case(case: &Case, settings: &Settings) -> Report {
     let expected = if settings.update {
         None
     } else {
-        match std::fs::read_to_string(&case.expected) {
+        // Bounded and a regular file only: the expected file is the
+        // repository's, and a FIFO or a huge file there must fail the case,
+        // not hang or exhaust the test run.
+        match files::read_text(&case.expected, files::FIXTURE_LIMIT) {
             Ok(text) => match Expected::parse(&text) {
                 Ok(e) => Some(e),
                 Err(m) => return Report::fail(format!("{}: {m}", case.expected.display())),
             },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(files::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Report::fail(format!(
                     "no expected file {}; run `dsh workflow test --update {}` to write it from this run, then check it",
                     case.expected.display(),
@@ -498,7 +501,7 @@ fn compare(case: &Case, expected: &Expected, actual: &Actual) -> Verdict {
 /// the event parts it has (an author may leave out a part whose order
 /// depends on timing), with its values refreshed.
 fn update(case: &Case, actual: &Actual) -> Verdict {
-    let old = std::fs::read_to_string(&case.expected)
+    let old = files::read_text(&case.expected, files::FIXTURE_LIMIT)
         .ok()
         .and_then(|t| Expected::parse(&t).ok());
     let new = match &old {
@@ -512,11 +515,10 @@ fn update(case: &Case, actual: &Actual) -> Verdict {
         Ok(t) => t + "\n",
         Err(e) => return Verdict::Fail(vec![format!("cannot render the expected file: {e}")]),
     };
-    match std::fs::write(&case.expected, text) {
+    // A new file renamed into place, never written through what is there
+    // (a symlink, or a FIFO that would block the write forever).
+    match dsh_orchestrator::journal::rundir::write_atomic(&case.expected, text.as_bytes()) {
         Ok(()) => Verdict::New,
-        Err(e) => Verdict::Fail(vec![format!(
-            "{}: cannot write: {e}",
-            case.expected.display()
-        )]),
+        Err(e) => Verdict::Fail(vec![format!("cannot write: {e}")]),
     }
 }

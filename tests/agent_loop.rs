@@ -764,3 +764,121 @@ async fn a_worktree_whose_git_file_was_rewritten_runs_no_hook_on_the_host() {
     let branches = git(repo.path(), &["branch", "--list", "dsh/*"]);
     assert!(branches.contains("dsh/"), "{branches}");
 }
+
+/// A call that makes a git directory of its own (a copy of the real one,
+/// with `core.fsmonitor` set to a command) and points its worktree's `.git`
+/// at it: the host puts `.git` back before it keeps the worktree, so the
+/// documented review step (`git -C <kept path> status`) runs none of the
+/// call's commands and `git worktree remove` works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_worktree_has_its_own_git_file_back_before_the_user_reviews_it() {
+    let repo = repo();
+    let worktrees = tempfile::tempdir().expect("tempdir");
+    let outside = tempfile::tempdir().expect("tempdir");
+    let marker = outside.path().join("fsmonitor-ran");
+    let attack = format!(
+        "admin=$(sed 's/^gitdir: //' .git) && \
+         common=$(cd \"$admin\" && cd \"$(cat commondir)\" && pwd) && \
+         cp -r \"$common\" fake && rm -rf fake/worktrees && \
+         cp \"$admin/HEAD\" fake/HEAD && cp \"$admin/index\" fake/index && \
+         printf '[core]\\n\\tfsmonitor = \"touch {m}\"\\n' >> fake/config && \
+         printf 'gitdir: %s/fake\\n' \"$PWD\" > .git && \
+         echo changed >> README.md && cat .git",
+        m = marker.display()
+    );
+    let server = TestServer::start(vec![
+        Reply::stream_tools(&[("Bash", json!({ "command": attack }))], 1, 1),
+        Reply::stream_text("done", 1, 1),
+    ])
+    .await;
+    let provider = openai(&server, settings(repo.path(), worktrees.path()));
+    let run = start(
+        request("return await agent(\"Break out\", { isolation: \"worktree\" });")
+            .with_provider(provider),
+    )
+    .expect("start");
+    let (r, events) = finish(run).await;
+    assert!(r.is_completed(), "{r:?}");
+    let bash = last_result(&server, 1);
+    assert!(bash.contains("/fake"), "the attack ran: {bash}");
+    let end = &events_of(&events, "workflow/agent-end")[0];
+    let kept = PathBuf::from(end["worktree"]["path"].as_str().expect("kept"));
+    let dot_git = std::fs::read_to_string(kept.join(".git")).expect(".git is a file");
+    assert!(!dot_git.contains("/fake"), "{dot_git}");
+    // The review step the docs give.
+    let status = git(&kept, &["status", "--porcelain"]);
+    assert!(status.contains("README.md"), "{status}");
+    git(&kept, &["diff"]);
+    assert!(!marker.exists(), "the user's git ran the call's fsmonitor");
+    git(
+        repo.path(),
+        &[
+            "worktree",
+            "remove",
+            "--force",
+            kept.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(!kept.exists());
+}
+
+/// Bash in a plain workspace can change what the user's next dsh run or
+/// git command uses (Landlock cannot carve those paths out of the
+/// workspace); the CLI says so on stderr, naming what changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_changing_dsh_toml_or_claude_files_is_reported_to_the_user() {
+    let repo = repo();
+    let server = TestServer::start(vec![
+        Reply::stream_tools(
+            &[(
+                "Bash",
+                json!({ "command": "echo '# changed' >> dsh.toml && mkdir -p .claude/agents && echo x > .claude/agents/evil.md" }),
+            )],
+            1,
+            1,
+        ),
+        Reply::stream_text("done", 1, 1),
+    ])
+    .await;
+    std::fs::write(
+        repo.path().join("dsh.toml"),
+        format!(
+            "[workflow]\nprovider = \"loop\"\n\n[providers.loop]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"DSH_EXAMPLE_KEY\"\ntools = [\"Bash\"]\n",
+            server.base_url()
+        ),
+    )
+    .expect("write");
+    std::fs::write(
+        repo.path().join("wf.ts"),
+        "return await agent(\"change things\");\n",
+    )
+    .expect("write");
+    let out = tokio::process::Command::new(DSH)
+        .args([
+            "workflow",
+            "run",
+            "wf.ts",
+            "--events",
+            "none",
+            "--no-journal",
+        ])
+        .current_dir(repo.path())
+        .env("DSH_EXAMPLE_KEY", "sk-example")
+        .env_remove("DSH_WORKER")
+        .output()
+        .await
+        .expect("dsh runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        std::fs::read_to_string(repo.path().join("dsh.toml"))
+            .expect("dsh.toml")
+            .contains("# changed"),
+        "the command ran"
+    );
+    assert!(stderr.contains("a Bash tool call changed"), "{stderr}");
+    assert!(
+        stderr.contains("dsh.toml") && stderr.contains(".claude/agents/evil.md"),
+        "{stderr}"
+    );
+}

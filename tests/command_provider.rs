@@ -692,3 +692,114 @@ async fn a_program_gone_at_call_time_refuses_to_start() {
     );
     assert!(events_of(&events, "workflow/agent-start").is_empty());
 }
+
+/// A program run with the user's rights can reach its worktree's own git
+/// directory too: it points `commondir` at a copy of the repository whose
+/// config sets `core.fsmonitor` to a command, writes a `config.worktree`
+/// and replaces `.git` with a symlink. The host puts all three back before
+/// it keeps the worktree, so the user's `git -C <kept> status` runs none of
+/// it and `git worktree remove` works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_worktrees_git_files_are_put_back() {
+    let s = Scratch::new();
+    let repo = s.at("repo");
+    git_repo(&repo);
+    let prog = s.script(
+        "agent.sh",
+        "admin=$(sed 's/^gitdir: //' .git)\n\
+         cp -r \"$admin/$(cat \"$admin/commondir\")\" @DIR@/fake && rm -rf @DIR@/fake/worktrees\n\
+         printf '[core]\\n\\tfsmonitor = \"touch @DIR@/ran\"\\n' >> @DIR@/fake/config\n\
+         printf '%s\\n' @DIR@/fake > \"$admin/commondir\"\n\
+         printf '[core]\\n\\tfsmonitor = \"touch @DIR@/ran\"\\n' > \"$admin/config.worktree\"\n\
+         cp .git @DIR@/dotgit && rm .git && ln -s @DIR@/dotgit .git\n\
+         echo more >> README\npwd",
+    );
+    let p = s.provider(json!({ "argv": [prog], "cwd": "repo", "worktree_dir": "wts" }));
+    let (r, events) = run_with(
+        "return await agent(\"work\", { isolation: \"worktree\" });",
+        p,
+    )
+    .await;
+    assert_completed(&r);
+    assert!(s.at("fake/config").exists(), "the program ran");
+    let end = agent_end(&events);
+    let kept = PathBuf::from(end["worktree"]["path"].as_str().expect("kept"));
+    assert!(
+        std::fs::symlink_metadata(kept.join(".git"))
+            .expect(".git")
+            .is_file()
+    );
+    let status = git(&kept, &["status", "--porcelain"]);
+    assert!(status.contains("README"), "{status}");
+    assert!(
+        !s.at("ran").exists(),
+        "the user's git ran the program's fsmonitor"
+    );
+    git(
+        &repo,
+        &[
+            "worktree",
+            "remove",
+            "--force",
+            kept.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(!kept.exists());
+}
+
+/// A submodule the call populates with a git directory of its own (its
+/// config sets `core.fsmonitor` to a command): the user's `git status` in
+/// the kept worktree would run `git status` inside it, so the host removes
+/// that `.git` before it keeps the worktree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submodule_populated_by_the_call_loses_its_git_link() {
+    let s = Scratch::new();
+    let lib = s.at("lib");
+    std::fs::create_dir_all(&lib).expect("mkdir");
+    git(&lib, &["init", "-q", "-b", "main"]);
+    std::fs::write(lib.join("l"), "lib\n").expect("write");
+    git(&lib, &["add", "l"]);
+    git(&lib, &["commit", "-q", "-m", "lib"]);
+    let repo = s.at("repo");
+    git_repo(&repo);
+    let lib_url = lib.display().to_string();
+    git(
+        &repo,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "add",
+            "-q",
+            &lib_url,
+            "lib",
+        ],
+    );
+    git(&repo, &["commit", "-q", "-m", "submodule"]);
+    let prog = s.script(
+        "agent.sh",
+        "mkdir -p @DIR@/fakesub && cp -r @DIR@/lib/.git/. @DIR@/fakesub/\n\
+         printf 'gitdir: @DIR@/fakesub\\n' > lib/.git\n\
+         (cd lib && git checkout -q -f HEAD)\n\
+         printf '[core]\\n\\tfsmonitor = \"touch @DIR@/ran\"\\n' >> @DIR@/fakesub/config\n\
+         echo more >> README\npwd",
+    );
+    let p = s.provider(json!({ "argv": [prog], "cwd": "repo", "worktree_dir": "wts" }));
+    let (r, events) = run_with(
+        "return await agent(\"work\", { isolation: \"worktree\" });",
+        p,
+    )
+    .await;
+    assert_completed(&r);
+    assert!(s.at("fakesub/config").exists(), "the program ran");
+    let end = agent_end(&events);
+    let kept = PathBuf::from(end["worktree"]["path"].as_str().expect("kept"));
+    assert!(kept.join("lib/l").exists(), "the submodule's files stay");
+    assert!(!kept.join("lib/.git").exists());
+    let status = git(&kept, &["status", "--porcelain"]);
+    assert!(status.contains("README"), "{status}");
+    assert!(
+        !s.at("ran").exists(),
+        "the user's git ran the call's fsmonitor"
+    );
+}

@@ -499,3 +499,87 @@ return { r, s };
     assert_eq!(agents[1]["workflow"], Value::Null, "{v}");
     assert_eq!(agents[1]["phase"], "Fan out", "{v}");
 }
+
+/// The report is a new file renamed into place: `-o` naming a symlink, or
+/// a `report.html` symlink planted in the run directory (a cloned
+/// repository can ship one), is refused and the link's target untouched.
+#[rstest::rstest]
+#[case::output_flag(true)]
+#[case::planted_in_the_run_directory(false)]
+fn the_report_never_writes_through_a_symlink(#[case] with_flag: bool) {
+    let (dir, id) = trio();
+    let d = dir.path();
+    let victim = d.join("victim.txt");
+    std::fs::write(&victim, "untouched\n").expect("victim");
+    let link = if with_flag {
+        d.join("link.html")
+    } else {
+        d.join(".dsh/runs").join(&id).join("report.html")
+    };
+    std::os::unix::fs::symlink(&victim, &link).expect("symlink");
+    let link_arg = link.display().to_string();
+    let mut args = vec!["workflow", "report", &id];
+    if with_flag {
+        args.extend(["-o", &link_arg]);
+    }
+    let (out, err, rc) = dsh(d, &args, &[]);
+    assert_eq!(rc, Some(2), "{out}\n{err}");
+    let name = link.file_name().expect("name").to_string_lossy();
+    assert!(
+        err.contains(&format!("{name}: is a symlink; refusing to replace it")),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "untouched\n"
+    );
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .expect("link")
+            .file_type()
+            .is_symlink()
+    );
+    // A regular file at `-o` is replaced, as before.
+    let plain = d.join("plain.html");
+    std::fs::write(&plain, "old").expect("plain");
+    let plain_arg = plain.display().to_string();
+    let (_, err, rc) = dsh(d, &["workflow", "report", &id, "-o", &plain_arg], &[]);
+    assert_eq!(rc, Some(0), "{err}");
+    assert!(
+        std::fs::read_to_string(&plain)
+            .expect("report")
+            .starts_with("<!DOCTYPE html>")
+    );
+}
+
+/// Line breaks in text the script controls (its description, its logs)
+/// do not become lines of the report file: every line is one dsh wrote.
+#[test]
+fn script_text_cannot_forge_a_line_of_the_report() {
+    let script = "export const meta = { name: \"nl\", description: \"d\\nexport FORGED=1\\n\" };\n\
+                  log(\"x\\nFORGED_LOG=1\");\nreturn await agent(\"p\");\n";
+    let fx = fixture(json!([{ "match": {}, "text": "a\nFORGED_ANSWER=1" }]));
+    let out = Workspace::new("nl.ts", script, Some(&fx)).run(&[]);
+    out.assert_code(0);
+    let id = only_run_id(out.dir.path());
+    // The report takes logs from `events.jsonl` in the run directory.
+    let log = json!({ "type": "workflow/log", "message": "x\nFORGED_LOG=1" });
+    std::fs::write(
+        out.dir
+            .path()
+            .join(".dsh/runs")
+            .join(&id)
+            .join("events.jsonl"),
+        format!("{log}\n"),
+    )
+    .expect("events");
+    let (_, html) = report_of(out.dir.path(), &id);
+    assert!(html.contains("x&#10;FORGED_LOG=1"), "the log is in: {html}");
+    for forged in ["export FORGED=1", "FORGED_ANSWER=1", "FORGED_LOG=1"] {
+        assert!(
+            !html.lines().any(|l| l.trim_start().starts_with(forged)),
+            "a line of the file starts with {forged:?}: {html}"
+        );
+    }
+    assert!(html.contains("d&#10;export FORGED=1&#10;"), "{html}");
+}

@@ -503,3 +503,50 @@ fn a_script_with_nul_bytes_is_refused_without_an_excerpt() {
     );
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }
+
+/// An expected file a repository ships as a FIFO, or as a huge sparse
+/// file, fails its case at once instead of hanging or filling memory;
+/// `--update` never writes into a FIFO or through a symlink.
+#[rstest]
+#[case::fifo("fifo")]
+#[case::sparse("sparse")]
+#[case::symlink("symlink")]
+fn an_expected_file_that_is_not_a_plain_file_fails_the_case(#[case] what: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    write(d, "t.ts", PASS_TS);
+    write(d, "t.fixture.json", ANY_FIXTURE);
+    write(d, "t.args.json", r#"{"who": "Ada"}"#);
+    write(d, "victim.json", "{}\n");
+    let expected = d.join("t.expected.json");
+    match what {
+        "fifo" => {
+            let c = std::ffi::CString::new(expected.to_str().expect("utf-8")).expect("no NUL");
+            // SAFETY: a valid C string; mkfifo only creates the node.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        }
+        "sparse" => std::fs::File::create(&expected)
+            .and_then(|f| f.set_len(64 << 30))
+            .expect("sparse"),
+        _ => std::os::unix::fs::symlink(d.join("victim.json"), &expected).expect("symlink"),
+    }
+    if what != "symlink" {
+        let (stdout, stderr, code) = test_in(d, &["t.ts"]);
+        assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+        assert!(stdout.starts_with("FAIL t.ts"), "{stdout}");
+        assert!(stdout.contains("t.expected.json: cannot read"), "{stdout}");
+    }
+    let (stdout, stderr, code) = test_in(d, &["t.ts", "--update"]);
+    if what == "sparse" {
+        // A regular file, however large, is replaced.
+        assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+        assert!(std::fs::metadata(&expected).expect("expected").len() < 4096);
+    } else {
+        assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+        assert!(stdout.contains("refusing to replace it"), "{stdout}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(d.join("victim.json")).expect("victim"),
+        "{}\n"
+    );
+}

@@ -523,8 +523,37 @@ pub fn load_agent_dir(dir: &Path) -> Vec<Result<AgentFile, AgentFileError>> {
         ))));
         paths.truncate(MAX_AGENT_FILES);
     }
+    // A link may point anywhere beneath the directory that holds
+    // `.claude/` (the project, or the home directory), never out of it:
+    // anyone who can write in a project (a model with Bash) could
+    // otherwise plant `.claude/agents/x.md` linking to a host file it
+    // cannot read, whose text would become a system prompt sent to a
+    // model, or be quoted in a parse error.
+    let root = dir
+        .parent()
+        .and_then(Path::parent)
+        .and_then(|r| std::fs::canonicalize(r).ok());
     for path in paths {
         let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+        let is_link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+        if is_link
+            && let Some(root) = &root
+            && let Ok(real) = std::fs::canonicalize(&path)
+            && !real.starts_with(root)
+        {
+            out.push(Err(AgentFileError {
+                path: path.clone(),
+                line: None,
+                type_name: stem,
+                message: format!(
+                    "a symlink to {}, outside {}; dsh does not follow a link out of it for an \
+                     agent file (copy the file in instead)",
+                    real.display(),
+                    root.display()
+                ),
+            }));
+            continue;
+        }
         out.push(match crate::files::read_text(&path, AGENT_FILE_LIMIT) {
             Ok(text) => parse_agent_file(&path, &text),
             Err(e) => Err(AgentFileError {

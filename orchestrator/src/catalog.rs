@@ -222,10 +222,18 @@ impl Catalog {
             }
         };
         let display = self.display_name(&path);
-        let prepared = self.prepare_file(&path, &display).map_err(|e| LoadError {
-            code: e.code,
-            message: format!("{what}: {}", e.message),
-        })?;
+        // Only the project's own directory is confined: the user's
+        // `~/.claude/workflows/` and dsh's `workflows/` are the user's.
+        let confined = match target {
+            WorkflowTarget::ScriptPath(_) => true,
+            WorkflowTarget::Name(_) => self.origin_of(&path) == Some(Origin::Project),
+        };
+        let prepared = self
+            .prepare_file(&path, &display, confined)
+            .map_err(|e| LoadError {
+                code: e.code,
+                message: format!("{what}: {}", e.message),
+            })?;
         let Some(meta) = prepared.meta.clone() else {
             return Err(LoadError {
                 code: ErrorCode::MetaInvalid,
@@ -253,7 +261,7 @@ impl Catalog {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         let display = self.display_name(path);
-        let (meta, problem) = match self.prepare_file(path, &display) {
+        let (meta, problem) = match self.prepare_file(path, &display, origin == Origin::Project) {
             Ok(p) => match p.meta {
                 Some(m) => (Some(m), None),
                 None => (
@@ -276,13 +284,39 @@ impl Catalog {
         }
     }
 
-    /// Reads and prepares one file; errors name `display`.
-    fn prepare_file(&self, path: &Path, display: &str) -> Result<PreparedScript, LoadError> {
+    /// The origin of the catalog directory `path` is directly in.
+    fn origin_of(&self, path: &Path) -> Option<Origin> {
+        let parent = path.parent()?;
+        self.dirs
+            .iter()
+            .find(|d| d.path == parent)
+            .map(|d| d.origin)
+    }
+
+    /// Reads and prepares one file; errors name `display`. A `confined`
+    /// file (a `{scriptPath}`, or one of the project's
+    /// `.claude/workflows/`) is refused when a symlink leads it out of the
+    /// project: anyone who can write in the project (a model with Bash)
+    /// could otherwise plant `creds.ts` → a host file it may not read
+    /// itself, and have the host read it and quote it in a parse error.
+    /// A file outside the project that a path names directly (no link) is
+    /// still read, as documented, but its parse errors name the place
+    /// without quoting its lines.
+    fn prepare_file(
+        &self,
+        path: &Path,
+        display: &str,
+        confined: bool,
+    ) -> Result<PreparedScript, LoadError> {
         let Some(kind) = ScriptKind::from_path(path) else {
             return Err(invalid(format!(
                 "{display}: a workflow script must end in .ts, .mts, .js or .mjs"
             )));
         };
+        let reach = self.reach(path);
+        if confined && let Reach::LinkedOut(real) = &reach {
+            return Err(invalid(self.linked_out_message(display, real)));
+        }
         let source = crate::files::read_text(path, self.max_script_bytes as u64).map_err(|e| {
             invalid(format!(
                 "{display}: cannot read the script: {e}; check the path (relative to {})",
@@ -294,13 +328,70 @@ impl Catalog {
                 "{display}: it contains NUL bytes, so it is not script text"
             )));
         }
+        let quote = matches!(reach, Reach::Inside) || !confined;
         script::prepare(display, &source, kind).map_err(|e| LoadError {
             code: match e {
                 script::ScriptError::MetaInvalid(_) => ErrorCode::MetaInvalid,
                 _ => ErrorCode::ScriptParse,
             },
-            message: e.to_string(),
+            message: if quote {
+                e.to_string()
+            } else {
+                e.without_source()
+            },
         })
+    }
+
+    fn linked_out_message(&self, display: &str, real: &Path) -> String {
+        format!(
+            "{display}: a symlink to {}, outside the project {}; dsh never follows a link out \
+             of the project for a workflow file (copy the file into the project, or name it by \
+             its own path)",
+            real.display(),
+            self.base_dir.display()
+        )
+    }
+
+    /// Why `entry` (found by name) must not be run: a file of the project's
+    /// `.claude/workflows/` that a symlink leads out of the project. `dsh
+    /// workflow run NAME` asks before it reads the file.
+    pub fn refusal(&self, entry: &Entry) -> Option<String> {
+        if entry.origin != Origin::Project {
+            return None;
+        }
+        match self.reach(&entry.path) {
+            Reach::LinkedOut(real) => {
+                Some(self.linked_out_message(&self.display_name(&entry.path), &real))
+            }
+            _ => None,
+        }
+    }
+
+    /// Where `path` really is, compared with the project (`base_dir`).
+    fn reach(&self, path: &Path) -> Reach {
+        let (Ok(base), Ok(real)) = (
+            std::fs::canonicalize(&self.base_dir),
+            std::fs::canonicalize(path),
+        ) else {
+            // Nothing to read there: the read that follows says so.
+            return Reach::Inside;
+        };
+        if real.starts_with(&base) {
+            return Reach::Inside;
+        }
+        // The path as written, with `..` applied to the text only: equal to
+        // the real one when no symlink was followed. The project directory
+        // itself may be reached through a link (`/home` → `/data/home`), so
+        // the path is taken relative to it first.
+        let written = match path.strip_prefix(&self.base_dir) {
+            Ok(rest) => base.join(rest),
+            Err(_) => path.to_path_buf(),
+        };
+        if lexical(&written) == real {
+            Reach::NamedOutside
+        } else {
+            Reach::LinkedOut(real)
+        }
     }
 
     /// `path` relative to the base directory when it is inside it.
@@ -345,6 +436,33 @@ impl Catalog {
             .collect::<Vec<_>>()
             .join(", ")
     }
+}
+
+/// Where a workflow file is, as [`Catalog::reach`] finds it.
+#[derive(Debug)]
+enum Reach {
+    /// Inside the project (or nothing is there).
+    Inside,
+    /// Outside, named by its own path: no symlink on the way.
+    NamedOutside,
+    /// Outside, reached through a symlink; the real path.
+    LinkedOut(PathBuf),
+}
+
+/// `path` with `.` and `..` applied to its text, symlinks not looked at.
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn invalid(message: String) -> LoadError {

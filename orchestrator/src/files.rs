@@ -33,6 +33,10 @@ pub enum ReadError {
     /// It is not UTF-8 text.
     #[error("not UTF-8 text")]
     NotUtf8,
+    /// It is a symlink where only a file is read (a run directory's files,
+    /// which a cloned repository can plant).
+    #[error("a symlink; dsh never follows one here (remove it, or replace it with a regular file)")]
+    Symlink,
 }
 
 /// Reads `path` as UTF-8 text: a regular file of at most `limit` bytes.
@@ -57,6 +61,11 @@ fn read(path: &Path, limit: u64, flags: libc::c_int) -> Result<String, ReadError
 
 fn read_bytes(path: &Path, limit: u64, flags: libc::c_int) -> Result<Vec<u8>, ReadError> {
     let file = open_regular(path, flags)?;
+    // A huge (sparse) file is refused by its size, before a byte of it is
+    // read; the `take` below still bounds one that grows meanwhile.
+    if file.metadata()?.len() > limit {
+        return Err(ReadError::TooLarge { limit });
+    }
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
@@ -77,7 +86,16 @@ fn open_regular(path: &Path, flags: libc::c_int) -> Result<std::fs::File, ReadEr
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | flags)
-        .open(path)?;
+        .open(path)
+        .map_err(|e| {
+            // O_NOFOLLOW on a symlink fails with ELOOP, whose text ("too
+            // many levels of symbolic links") says nothing useful.
+            if flags & libc::O_NOFOLLOW != 0 && e.raw_os_error() == Some(libc::ELOOP) {
+                ReadError::Symlink
+            } else {
+                ReadError::Io(e)
+            }
+        })?;
     let kind = file.metadata()?.file_type();
     if !kind.is_file() {
         let what = if kind.is_dir() {
@@ -105,6 +123,17 @@ pub const FIXTURE_LIMIT: u64 = 64 << 20;
 pub const ARGS_LIMIT: u64 = dsh_protocol::DEFAULT_MAX_FRAME_BYTES as u64;
 /// Limit of a configuration file or a run's `run.json`.
 pub const CONFIG_LIMIT: u64 = 1 << 20;
+/// Limit of a run's `result.json`: a result travels in one frame, and its
+/// pretty-printed JSON stays within a few times that.
+pub const RESULT_LIMIT: u64 = 64 << 20;
+/// Limit of one line of an events file as `dsh workflow report` reads it;
+/// a longer line is skipped.
+pub const EVENT_LINE_LIMIT: u64 = dsh_protocol::DEFAULT_MAX_FRAME_BYTES as u64;
+/// Most bytes of an events file `dsh workflow report` reads for its logs.
+pub const EVENTS_READ_LIMIT: u64 = 256 << 20;
+/// Limit of a run's `lock` file as read for the holder's pid.
+pub const LOCK_LIMIT: u64 = 64;
+
 /// Limit of one journal line as `runs`, `show` and `resume` read it (the
 /// journal itself is streamed, line by line): a line holds at most one
 /// call's prompt and answer, each within a 16 MiB frame.

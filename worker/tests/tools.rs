@@ -576,3 +576,37 @@ fn strict_on_a_full_kernel_runs() {
     assert_eq!(status(&r), "ok", "{r}");
     assert_eq!(r["sandbox"]["level"], "Full", "{r}");
 }
+
+/// Edit and Write never change what takes effect outside the call — git's
+/// files, `.claude/` (agent types, saved workflows), a `dsh.toml` — by
+/// name or through a link; the file is left as it was.
+#[rstest]
+#[case::git_hook(".git/hooks/pre-commit")]
+#[case::git_config(".git/config")]
+#[case::claude_agent(".claude/agents/evil.md")]
+#[case::claude_workflow(".claude/workflows/evil.ts")]
+#[case::dsh_toml("dsh.toml")]
+#[case::nested_dsh_toml("sub/dsh.toml")]
+#[case::through_a_link("link-to-git/config")]
+fn edit_and_write_leave_configuration_alone(#[case] path: &str) {
+    let ws = Ws::new();
+    std::os::unix::fs::symlink(ws.path().join(".git"), ws.path().join("link-to-git")).unwrap();
+    let target = ws.path().join(path);
+    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+    std::fs::write(&target, "before\n").unwrap();
+    let r = ws.call("Write", json!({"file_path": path, "content": "after\n"}));
+    assert_eq!(status(&r), "denied", "{r}");
+    assert!(output(&r).contains("tools do not change it"), "{r}");
+    let r = ws.call(
+        "Edit",
+        json!({"file_path": path, "old_string": "before", "new_string": "after"}),
+    );
+    assert_eq!(status(&r), "denied", "{r}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "before\n");
+    // Other files with similar names are work like any other.
+    let r = ws.call(
+        "Write",
+        json!({"file_path": "docs/dsh.toml.md", "content": "x"}),
+    );
+    assert_eq!(status(&r), "ok", "{r}");
+}

@@ -354,3 +354,41 @@ fn a_value_with_a_colon_is_read_whole_as_claude_code_does(
         f.notes()
     );
 }
+
+/// An agent file that is a link out of the directory holding `.claude/`
+/// (a model with Bash can plant one) is refused unread; a link inside is
+/// followed.
+#[test]
+fn an_agent_file_linked_out_of_the_project_is_refused_unread() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let secret = root.path().join("secret.md");
+    std::fs::write(
+        &secret,
+        "---\nname: leak\ndescription: hunter2\n---\npassword hunter2\n",
+    )
+    .expect("secret");
+    let agents = root.path().join("proj/.claude/agents");
+    std::fs::create_dir_all(&agents).expect("mkdir");
+    std::os::unix::fs::symlink(&secret, agents.join("leak.md")).expect("symlink");
+    std::fs::create_dir_all(root.path().join("proj/docs")).expect("mkdir");
+    write(
+        &root.path().join("proj/docs"),
+        "inside.md",
+        "---\nname: inside\ndescription: I\n---\nbe inside\n",
+    );
+    std::os::unix::fs::symlink(
+        root.path().join("proj/docs/inside.md"),
+        agents.join("inside.md"),
+    )
+    .expect("symlink");
+    let got = load_agent_dir(&agents);
+    assert_eq!(got.len(), 2);
+    match &got[0] {
+        Ok(f) => assert_eq!(f.name, "inside"),
+        Err(e) => panic!("{e}"),
+    }
+    let e = got[1].as_ref().expect_err("refused");
+    assert_eq!(e.type_name.as_deref(), Some("leak"));
+    assert!(e.message.contains("a symlink to"), "{}", e.message);
+    assert!(!e.to_string().contains("hunter2"), "{e}");
+}

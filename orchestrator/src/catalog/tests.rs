@@ -123,3 +123,95 @@ fn a_loaded_child_is_a_function_of_its_hooks_with_its_lines_kept() {
     assert!(js.ends_with("}); })"), "{js}");
     assert!(!js.contains(": number"), "types stripped: {js}");
 }
+
+/// A project with a secret outside it: `root/secret.txt`, and the project
+/// `root/proj`.
+fn project_with_a_secret_outside() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let root = tempfile::tempdir().expect("tempdir");
+    let secret = write(root.path(), "secret.txt", "password = hunter2 oops\n");
+    let project = root.path().join("proj");
+    fs::create_dir_all(project.join(".claude/workflows")).expect("mkdir");
+    (root, project, secret)
+}
+
+/// A symlink planted in the project (a model with Bash can make one to a
+/// file its sandbox cannot read) is not followed out of the project, and
+/// the file's text never reaches the rejection.
+#[rstest]
+#[case::script_path("creds.ts", WorkflowTarget::ScriptPath("creds.ts".into()))]
+#[case::saved_workflow(".claude/workflows/creds.ts", WorkflowTarget::Name("creds".into()))]
+fn a_symlink_out_of_the_project_is_not_followed(
+    #[case] link: &str,
+    #[case] target: WorkflowTarget,
+) {
+    let (_root, project, secret) = project_with_a_secret_outside();
+    std::os::unix::fs::symlink(&secret, project.join(link)).expect("symlink");
+    let c = Catalog::standard(&project, None, None);
+    let err = c.load(&target).expect_err("refused");
+    assert_eq!(err.code, ErrorCode::InvalidArgument, "{}", err.message);
+    assert!(
+        err.message.contains("outside the project"),
+        "{}",
+        err.message
+    );
+    assert!(!err.message.contains("hunter2"), "{}", err.message);
+    for e in c.list() {
+        let problem = e.problem.unwrap_or_default();
+        assert!(!problem.contains("hunter2"), "{problem}");
+        assert!(
+            c.refusal(&c.find(&e.name).expect("found")).is_some(),
+            "{}",
+            e.name
+        );
+    }
+}
+
+/// A link that stays inside the project is followed as before.
+#[test]
+fn a_symlink_inside_the_project_is_followed() {
+    let (_root, project, _) = project_with_a_secret_outside();
+    write(&project.join("sub"), "child.ts", &meta("kid"));
+    std::os::unix::fs::symlink(project.join("sub/child.ts"), project.join("kid.ts"))
+        .expect("symlink");
+    std::os::unix::fs::symlink(
+        project.join("sub/child.ts"),
+        project.join(".claude/workflows/kid.ts"),
+    )
+    .expect("symlink");
+    let c = Catalog::standard(&project, None, None);
+    let by_path = c
+        .load(&WorkflowTarget::ScriptPath("kid.ts".into()))
+        .expect("loads");
+    assert_eq!(by_path.wire.name, "kid");
+    let entry = c.find("kid").expect("listed");
+    assert!(entry.problem.is_none(), "{:?}", entry.problem);
+    assert!(c.refusal(&entry).is_none());
+    c.load(&WorkflowTarget::Name("kid".into())).expect("loads");
+}
+
+/// A file outside the project named by its own path is still read (as
+/// documented), but a parse error names its place without its text.
+#[test]
+fn a_file_named_outside_the_project_is_not_quoted() {
+    let (root, project, _) = project_with_a_secret_outside();
+    let outside = write(
+        root.path(),
+        "other.ts",
+        "export const meta = { name: \"o\", description: \"d\" };\nconst password = hunter2 oops;\n",
+    );
+    let c = Catalog::standard(&project, None, None);
+    for given in [outside.display().to_string(), "../other.ts".to_string()] {
+        let err = c
+            .load(&WorkflowTarget::ScriptPath(given.clone()))
+            .expect_err("parse error");
+        assert_eq!(err.code, ErrorCode::ScriptParse, "{}", err.message);
+        assert!(err.message.contains("other.ts:2:"), "{}", err.message);
+        assert!(!err.message.contains("hunter2"), "{given}: {}", err.message);
+    }
+    // Inside the project the failing line is shown, as before.
+    write(&project, "bad.ts", "const password = hunter2 oops;\n");
+    let err = c
+        .load(&WorkflowTarget::ScriptPath("bad.ts".into()))
+        .expect_err("parse error");
+    assert!(err.message.contains("hunter2 oops"), "{}", err.message);
+}

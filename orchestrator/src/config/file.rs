@@ -546,6 +546,7 @@ fn provider_kind(
     match kind.as_str() {
         "openai" => {
             let agent = loop_settings(&mut table, base_dir).map_err(|e| de("openai", e))?;
+            check_workspace(name, &agent)?;
             toml::Value::Table(table)
                 .try_into::<OpenAiConfig>()
                 .map(|cfg| ProviderKind::Openai(OpenAiConfig { agent, ..cfg }))
@@ -553,6 +554,7 @@ fn provider_kind(
         }
         "anthropic" => {
             let agent = loop_settings(&mut table, base_dir).map_err(|e| de("anthropic", e))?;
+            check_workspace(name, &agent)?;
             toml::Value::Table(table)
                 .try_into::<AnthropicConfig>()
                 .map(|cfg| ProviderKind::Anthropic(AnthropicConfig { agent, ..cfg }))
@@ -602,6 +604,28 @@ fn loop_settings(
     let mut settings: LoopSettings = toml::Value::Table(keys).try_into()?;
     settings.resolve_paths(base_dir);
     Ok(settings)
+}
+
+/// The agent loop's `workspace` must be a directory now: a path that is
+/// not there would only fail at the first call, after the run started.
+fn check_workspace(name: &str, agent: &LoopSettings) -> Result<(), String> {
+    let Some(w) = &agent.workspace else {
+        return Ok(());
+    };
+    if w.is_dir() {
+        return Ok(());
+    }
+    let what = match std::fs::metadata(w) {
+        Ok(_) => "not a directory",
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "no such directory",
+        Err(_) => "not a directory dsh can use",
+    };
+    Err(format!(
+        "providers.{name}.workspace: {}: {what}; set it to an existing directory (a relative \
+         path is relative to the config file's directory), or leave it out for dsh's working \
+         directory",
+        w.display()
+    ))
 }
 
 /// The contract spells a command provider `command = [...]` and
@@ -692,6 +716,8 @@ system_prompt = "Review carefully."
     #[case::zero_concurrency("[workflow]\nmax_concurrent_agents = 0\n", "/p/dsh.toml:2", &["workflow.max_concurrent_agents", "at least 1"])]
     #[case::zero_provider_concurrency("[providers.x]\nkind = \"openai\"\nmodel = \"m\"\nconcurrency = 0\n", "/p/dsh.toml:4", &["providers.x.concurrency", "1 to 1024"])]
     #[case::provider_concurrency_too_high("[providers.x]\nkind = \"openai\"\n\n# fixed\nconcurrency = 5000\n", "/p/dsh.toml:5", &["providers.x.concurrency", "5000"])]
+    #[case::missing_workspace("[providers.x]\nkind = \"openai\"\nworkspace = \"/nonexistent\"\n", "/p/dsh.toml:3", &["providers.x.workspace", "/nonexistent", "no such directory"])]
+    #[case::missing_relative_workspace("[providers.x]\nkind = \"anthropic\"\n\nworkspace = \"gone\"\n", "/p/dsh.toml:4", &["providers.x.workspace", "/p/gone", "no such directory"])]
     fn errors_name_file_line_key_and_fix(
         #[case] text: &str,
         #[case] location: &str,

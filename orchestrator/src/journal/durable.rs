@@ -544,15 +544,40 @@ impl StoredRun {
         let dir = self.dir;
         let info = dir.info.clone();
         // The script: the original file if it is still there, else the copy.
+        // Both are read bounded, regular files only: `run.json` is data a
+        // cloned repository can ship, so its `script` may name `/dev/zero`
+        // or a FIFO, and the copy is a file of the run directory (never
+        // followed through a symlink, never a path out of it).
+        let script_limit = limits_from_json(&info.limits)
+            .map_or(crate::Limits::default().max_script_bytes, |l| {
+                l.max_script_bytes
+            }) as u64;
         let original = PathBuf::from(&info.script);
-        let copy = dir.path.join(&info.script_copy);
-        let (script_path, source) = match std::fs::read_to_string(&original) {
+        let copy_name = Path::new(&info.script_copy);
+        if copy_name.file_name() != Some(copy_name.as_os_str()) {
+            return Err(run(format!(
+                "{}: the script copy's name {:?} is not a file name in the run directory; \
+                 the run directory was edited",
+                dir.path.join(rundir::RUN_FILE).display(),
+                info.script_copy
+            )));
+        }
+        let copy = dir.path.join(copy_name);
+        // Only a script file is read as the original: `run.json` could
+        // name `~/.netrc`, whose lines a parse error (after
+        // `--allow-changed`) would then quote.
+        let original_text = match crate::script::ScriptKind::from_path(&original) {
+            Some(_) => crate::files::read_text(&original, script_limit).map_err(|e| e.to_string()),
+            None => Err("not a .ts, .mts, .js or .mjs file".to_string()),
+        };
+        let (script_path, source) = match original_text {
             Ok(text) => (original.clone(), text),
-            Err(_) => {
-                let text = std::fs::read_to_string(&copy).map_err(|e| {
+            Err(first) => {
+                let text = crate::files::read_own_text(&copy, script_limit).map_err(|e| {
                     run(format!(
-                        "{}: cannot read the script or its copy: {e}",
-                        info.script
+                        "{}: cannot read the script ({first}) or its copy {} ({e})",
+                        info.script,
+                        copy.display()
                     ))
                 })?;
                 (copy.clone(), text)

@@ -338,14 +338,19 @@ fn run_ids(root: &Path) -> Vec<String> {
 /// Whether some process holds the run's lock right now.
 pub fn is_locked(dir: &Path) -> bool {
     use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking and never through a link: `runs` reads run directories
+    // a cloned repository can ship, whose `lock` may be a FIFO or a link.
     let Ok(f) = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(dir.join(LOCK_FILE))
     else {
         return false;
     };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     // Taken for an instant and dropped with `f`.
     matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock))
 }
@@ -375,7 +380,9 @@ fn lock(dir: &Path, id: &str) -> Result<std::fs::File, JournalError> {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
             Err(std::fs::TryLockError::WouldBlock) => {
-                let pid = std::fs::read_to_string(&path)
+                // Bounded and never through a link: the name may have been
+                // swapped since it was opened.
+                let pid = crate::files::read_own_text(&path, crate::files::LOCK_LIMIT)
                     .ok()
                     .map(|s| s.trim().to_string())
                     .filter(|s| !s.is_empty())

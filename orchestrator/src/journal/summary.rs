@@ -219,6 +219,10 @@ pub struct RunSummary {
     /// When the last attempt began (its `attempt` line); `None` for a
     /// journal without one.
     pub attempt_started_at: Option<u64>,
+    /// What could not be read and was left out (a `result.json` that is a
+    /// symlink, a FIFO, too large, not JSON), one line each, naming the
+    /// file; the caller shows them.
+    pub warnings: Vec<String>,
 }
 
 /// Reads one run directory, without prompts and answers.
@@ -292,9 +296,8 @@ fn fill_replayed(calls: &mut BTreeMap<u64, Read>, answered: &HashMap<(String, us
 
 fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, JournalError> {
     let info = rundir::read_info(dir)?;
-    let result: Option<Value> = std::fs::read_to_string(dir.join(RESULT_FILE))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
+    let mut warnings = Vec::new();
+    let result = read_result(&dir.join(RESULT_FILE), &mut warnings);
     // Streamed: one line in memory at a time, whatever the journal's size;
     // earlier attempts leave only the answers a later one may replay.
     let mut attempt_calls: BTreeMap<u64, Read> = BTreeMap::new();
@@ -434,7 +437,38 @@ fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, Journ
         unjournaled,
         attempt_started_at,
         calls: attempt_calls.into_values().map(|r| r.call).collect(),
+        warnings,
     })
+}
+
+/// `result.json`, read the one bounded way a run directory's files are
+/// (a cloned repository can ship a run directory whose `result.json` is a
+/// link to `/dev/zero`, a FIFO or a huge file): `None` when there is none,
+/// or — with a warning naming the file — when it cannot be read.
+fn read_result(path: &Path, warnings: &mut Vec<String>) -> Option<Value> {
+    let text = match crate::files::read_own_text(path, crate::files::RESULT_LIMIT) {
+        Ok(t) => t,
+        Err(crate::files::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return None;
+        }
+        Err(e) => {
+            warnings.push(format!(
+                "{}: cannot read: {e}; the run is shown without its result",
+                path.display()
+            ));
+            return None;
+        }
+    };
+    match serde_json::from_str(&text) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            warnings.push(format!(
+                "{}: not a result of this dsh version ({e}); the run is shown without its result",
+                path.display()
+            ));
+            None
+        }
+    }
 }
 
 /// Every readable run under `runs_dir`, newest first; `None` when there is

@@ -208,6 +208,13 @@ impl ScriptError {
         }
     }
 
+    /// `file:line:col: message` per diagnostic, without the source lines
+    /// and carets: for a file whose text must not be shown to whoever
+    /// asked for it (a nested workflow outside the project).
+    pub fn without_source(&self) -> String {
+        diagnostic::render_plain(self.diagnostics())
+    }
+
     /// The individual diagnostics, in file order.
     pub fn diagnostics(&self) -> &[Diagnostic] {
         match self {

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read as _};
 
 use serde::Deserialize;
 
-use super::paths::{io_error, resolve, shown};
+use super::paths::{io_error, resolve, shown, writable};
 use super::{Ctx, Done, ToolError, cap_output, cut_line, input};
 
 /// Lines Read shows when no `limit` is given.
@@ -182,6 +182,7 @@ pub(crate) fn edit(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError
         "file_path: string, old_string: string, new_string: string, replace_all?: boolean",
     )?;
     let path = resolve(&ctx.workspace, "Edit", &inp.file_path)?;
+    writable(&ctx.workspace, "Edit", &path)?;
     let name = shown(&ctx.workspace, &path);
     if inp.old_string.is_empty() {
         return Err(ToolError::error(
@@ -237,6 +238,7 @@ struct WriteInput {
 pub(crate) fn write(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError> {
     let inp: WriteInput = input("Write", raw, "file_path: string, content: string")?;
     let path = resolve(&ctx.workspace, "Write", &inp.file_path)?;
+    writable(&ctx.workspace, "Write", &path)?;
     let name = shown(&ctx.workspace, &path);
     if path.is_dir() {
         return Err(ToolError::error(format!(

@@ -41,6 +41,10 @@ pub const MAX_REQUEST_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Defaults of the request's optional fields.
 pub const DEFAULT_BASH_TIMEOUT_MS: u64 = 120_000;
+/// dsh's configuration file's name (the orchestrator's `config::FILE_NAME`;
+/// the worker does not depend on the orchestrator): Edit and Write never
+/// change one.
+pub const CONFIG_FILE_NAME: &str = "dsh.toml";
 pub const DEFAULT_MAX_OUTPUT_BYTES: usize = 30_000;
 
 /// The tool request.

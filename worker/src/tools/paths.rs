@@ -40,6 +40,35 @@ pub(crate) fn resolve(workspace: &Path, tool: &str, given: &str) -> Result<PathB
     )))
 }
 
+/// Refuses a write (Edit, Write) to a file that takes effect outside the
+/// call — on the user's next git command or next dsh run — rather than
+/// being work to review: anything beneath a `.git` (hooks and config run
+/// programs with the user's rights), beneath a `.claude` (agent types,
+/// saved workflows, settings), or a `dsh.toml` (providers whose commands
+/// dsh runs). `path` is canonical (links resolved), so a link to one of
+/// them is refused too.
+pub(crate) fn writable(workspace: &Path, tool: &str, path: &Path) -> Result<(), ToolError> {
+    let rel = path.strip_prefix(workspace).unwrap_or(path);
+    let what = rel.components().find_map(|c| match c.as_os_str().to_str() {
+        Some(".git") => Some("git's own files (its hooks and config run programs as the user)"),
+        Some(".claude") => Some(
+            "Claude Code's and dsh's configuration (agent types, saved workflows), which the next run would use",
+        ),
+        _ => None,
+    });
+    let what = what.or_else(|| {
+        (rel.file_name().and_then(|n| n.to_str()) == Some(crate::tools::CONFIG_FILE_NAME))
+            .then_some("dsh's configuration, whose providers the next run would start")
+    });
+    match what {
+        None => Ok(()),
+        Some(what) => Err(ToolError::Denied(format!(
+            "{tool} refused: {} is {what}; tools do not change it (ask the user to)",
+            shown(workspace, path)
+        ))),
+    }
+}
+
 /// The canonical form of `path`, which may not exist yet.
 fn canonical(path: &Path, links: usize) -> std::io::Result<PathBuf> {
     match std::fs::canonicalize(path) {

@@ -8,6 +8,7 @@
 //! host checks paths itself (a clear `denied` for the model) and the kernel
 //! backs it up.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -138,6 +139,33 @@ pub async fn run_tool(
         "shellRead": ctx.shell_read,
         "shellWrite": ctx.shell_write,
     });
+    let timeout = if tool == "Bash" {
+        ctx.bash_timeout.saturating_add(HOST_MARGIN)
+    } else {
+        FILE_TOOL_TIMEOUT
+    };
+    // Bash in a plain workspace (no worktree: no git grants) can change
+    // what the user's next dsh run or git command uses; Landlock cannot
+    // carve those paths out of the workspace, so the change is reported.
+    let watched = (tool == "Bash" && ctx.shell_read.is_empty())
+        .then(|| (config_state(&ctx.workspace), ChangeWarning(&ctx.workspace)));
+    let outcome = run_host(ctx, tool, &command, request, timeout, cancel, progress).await;
+    if let Some((before, warn)) = watched {
+        warn.compare(&before, &config_state(&ctx.workspace));
+    }
+    outcome
+}
+
+/// Runs the tool host for one call and reads its answer.
+async fn run_host(
+    ctx: &ToolContext,
+    tool: &str,
+    command: &WorkerCommand,
+    request: Value,
+    timeout: Duration,
+    cancel: &CancellationToken,
+    progress: &Progress,
+) -> ToolOutcome {
     let mut args = command.args.clone();
     args.push("tool".into());
     let spec = ProcSpec {
@@ -148,11 +176,6 @@ pub async fn run_tool(
         env: Vec::new(),
         cwd: existing_dir(&ctx.workspace),
         stdin: Some(request.to_string().into_bytes()),
-    };
-    let timeout = if tool == "Bash" {
-        ctx.bash_timeout.saturating_add(HOST_MARGIN)
-    } else {
-        FILE_TOOL_TIMEOUT
     };
     let running = match process::spawn(&spec).await {
         Ok(r) => r,
@@ -201,6 +224,79 @@ pub async fn run_tool(
         Ending::Exited => {}
     }
     parse_answer(tool, &done.stdout, &done.stderr_tail)
+}
+
+/// Paths beneath a workspace that take effect outside a call: dsh's
+/// configuration, Claude Code's and dsh's `.claude/` (agent types, saved
+/// workflows), git's config and hooks.
+const WATCHED: [&str; 4] = ["dsh.toml", ".claude", ".git/config", ".git/hooks"];
+/// Most entries [`config_state`] records (a huge `.claude/` is not walked
+/// whole on every Bash call).
+const WATCHED_ENTRIES: usize = 2000;
+
+/// The state of the [`WATCHED`] paths of `workspace`: each entry (links
+/// not followed) with its kind, size and modification time.
+fn config_state(workspace: &Path) -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    let mut stack: Vec<PathBuf> = WATCHED.iter().map(|w| workspace.join(w)).collect();
+    while let Some(p) = stack.pop() {
+        if out.len() >= WATCHED_ENTRIES {
+            break;
+        }
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        let modified = m
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        let kind = m.file_type();
+        out.insert(
+            p.clone(),
+            format!(
+                "{kind:?} {} {modified}",
+                if kind.is_dir() { 0 } else { m.len() }
+            ),
+        );
+        if kind.is_dir()
+            && let Ok(entries) = std::fs::read_dir(&p)
+        {
+            stack.extend(entries.filter_map(Result::ok).map(|e| e.path()));
+        }
+    }
+    out
+}
+
+/// Says (tracing, warn) which watched paths of a workspace a Bash call
+/// changed.
+struct ChangeWarning<'a>(&'a Path);
+
+impl ChangeWarning<'_> {
+    fn compare(&self, before: &BTreeMap<PathBuf, String>, after: &BTreeMap<PathBuf, String>) {
+        let changed: Vec<String> = before
+            .keys()
+            .chain(after.keys().filter(|k| !before.contains_key(*k)))
+            .filter(|k| before.get(*k) != after.get(*k))
+            .map(|k| k.strip_prefix(self.0).unwrap_or(k).display().to_string())
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        let shown: Vec<&str> = changed.iter().take(5).map(String::as_str).collect();
+        tracing::warn!(
+            "a Bash tool call changed {}{} in the workspace {}: these take effect at your next \
+             dsh run or git command there (dsh.toml, .claude/, .git/config, .git/hooks/); \
+             review them before you run either (docs/sandbox.md, \"Tool calls\")",
+            shown.join(", "),
+            if changed.len() > shown.len() {
+                format!(" and {} more", changed.len() - shown.len())
+            } else {
+                String::new()
+            },
+            self.0.display()
+        );
+    }
 }
 
 /// The tool host's answer object, or an error saying what came instead.
