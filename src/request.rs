@@ -197,7 +197,15 @@ fn args_input(a: &RunArgs) -> Result<ArgsInput, CliError> {
     if let Some(json) = &a.args {
         return serde_json::from_str::<Value>(json)
             .map(ArgsInput::Json)
-            .map_err(|e| CliError::usage(format!("--args: not valid JSON: {e}")));
+            .map_err(|e| {
+                // The usual cause is plain text given where JSON is
+                // expected (`--args "fix the bug"`): name the flag that
+                // takes text as it is.
+                CliError::usage(format!(
+                    "--args: not valid JSON: {e}; to pass the args as a plain string, use \
+                     --args-text instead (or give --args a JSON string, '\"...\"')"
+                ))
+            });
     }
     if let Some(text) = &a.args_text {
         return Ok(ArgsInput::Text(text.clone()));

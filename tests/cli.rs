@@ -1406,6 +1406,7 @@ fn types_prints_the_declarations_of_the_globals() {
 #[case::bad_grace(&["--grace", "soon"], "soon")]
 #[case::negative_number(&["--max-concurrent", "-1"], "-1")]
 #[case::bad_args_json(&["--args", "{bad"], "--args")]
+#[case::args_text_given_as_json(&["--args", "fix the bug"], "use --args-text instead")]
 #[case::two_args_sources(&["--args", "1", "--args-text", "x"], "--args")]
 #[case::missing_args_file(&["--args-file", "nope.json"], "nope.json")]
 #[case::bad_events_mode(&["--events", "xml"], "xml")]
