@@ -1396,6 +1396,34 @@ fn types_prints_the_declarations_of_the_globals() {
     }
 }
 
+/// `dsh workflow types` declares every keyword the schema check accepts
+/// (it once knew 13 of them, so an editor flagged `minItems` in a schema
+/// dsh runs), and types `fatal` by `code`.
+#[test]
+fn types_declare_the_whole_schema_vocabulary_and_fatal_by_code() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (stdout, stderr, status) = dsh_in(dir.path(), &["workflow", "types"]);
+    assert_eq!(status, Some(0), "{stderr}");
+    let start = stdout
+        .find("type WorkflowSchema = {")
+        .expect("WorkflowSchema");
+    let body = &stdout[start..];
+    let body = &body[..body.find("\n};").expect("end of WorkflowSchema")];
+    for keyword in dsh_protocol::schema::keywords() {
+        assert!(
+            body.contains(&format!("\n  {keyword}?: ")),
+            "WorkflowSchema lacks {keyword:?}:\n{body}"
+        );
+    }
+    for decl in [
+        "WorkflowErrorOf<RunLevelCode, true>",
+        "WorkflowErrorOf<OrdinaryCode, false>",
+        "type RunLevelCode = \"BUDGET\" | \"CANCELLED\" | \"TIMEOUT\" | \"MEMORY\" | \"WORKER_EXITED\" | \"SANDBOX_UNAVAILABLE\";",
+    ] {
+        assert!(stdout.contains(decl), "missing {decl:?} in:\n{stdout}");
+    }
+}
+
 // ------------------------------------------------------------------ usage and fixtures
 
 #[rstest]

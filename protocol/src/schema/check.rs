@@ -124,6 +124,37 @@ fn uses_draft7_spelling(node: &Value, depth: usize) -> bool {
     subschemas(obj).any(|(_, sub)| uses_draft7_spelling(sub, depth + 1))
 }
 
+/// Every keyword the walk accepts, for [`super::keywords`]; `walk` takes
+/// the same lists, so the two cannot drift apart.
+pub(super) const KEYWORDS: &[&str] = &{
+    const SPECIAL: [&str; 5] = ["$schema", "$ref", "$dynamicRef", "dependencies", "items"];
+    const N: usize = SPECIAL.len()
+        + SCHEMA_KEYWORDS.len()
+        + SCHEMA_ARRAY_KEYWORDS.len()
+        + SCHEMA_MAP_KEYWORDS.len()
+        + VALUE_KEYWORDS.len();
+    let mut out = [""; N];
+    let mut n = 0;
+    let lists: [&[&str]; 5] = [
+        &SPECIAL,
+        SCHEMA_KEYWORDS,
+        SCHEMA_ARRAY_KEYWORDS,
+        SCHEMA_MAP_KEYWORDS,
+        VALUE_KEYWORDS,
+    ];
+    let mut l = 0;
+    while l < lists.len() {
+        let mut i = 0;
+        while i < lists[l].len() {
+            out[n] = lists[l][i];
+            n += 1;
+            i += 1;
+        }
+        l += 1;
+    }
+    out
+};
+
 /// The subschemas directly under a schema object, each with its path
 /// segments relative to the object (`["properties", "x"]`).
 fn subschemas(obj: &Map<String, Value>) -> impl Iterator<Item = (Vec<Seg<'_>>, &Value)> {
