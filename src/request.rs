@@ -691,10 +691,13 @@ fn describe(def: &AgentTypeDef) -> String {
                 def.source,
                 r.model.as_deref().unwrap_or("-")
             );
+            // A type that names no tools gets the provider's, never "all":
+            // the agent loop's default set is read-only, a CLI uses its
+            // own, a command provider's `{tools}` is empty.
             s.push_str(&format!(
                 "  tools: {}",
                 r.tools.as_ref().map_or_else(
-                    || "all".to_string(),
+                    || "the provider's".to_string(),
                     |t| if t.is_empty() {
                         "none".to_string()
                     } else {
