@@ -85,11 +85,13 @@ pub struct Live {
     ended: Vec<Ended>,
     /// Lines to print above the status area at the next flush.
     pending: Vec<String>,
+    start_note: Option<String>,
 }
 
 impl Live {
-    /// A live view on stderr; `budget` is the run's token budget.
-    pub fn new(color: bool, budget: Option<u64>) -> Live {
+    /// A live view on stderr; `budget` is the run's token budget,
+    /// `start_note` what the start line adds ([`progress::with_start_note`]).
+    pub fn new(color: bool, budget: Option<u64>, start_note: Option<String>) -> Live {
         let bar =
             ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(REDRAW_HZ));
         bar.set_style(
@@ -112,6 +114,7 @@ impl Live {
             output: 0,
             ended: Vec::new(),
             pending: Vec::new(),
+            start_note,
         }
     }
 
@@ -181,7 +184,11 @@ impl Live {
             }
             _ => {}
         }
-        self.pending.push(progress::line(ev, self.color));
+        self.pending.push(progress::with_start_note(
+            progress::line(ev, self.color),
+            ev,
+            self.start_note.as_deref(),
+        ));
         if matches!(ev.kind, EventKind::End { .. }) {
             self.flush();
         }
