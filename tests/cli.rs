@@ -355,6 +355,34 @@ fn fatal_hook_errors_settle_error_with_exit_1(
     }
 }
 
+/// An unsupported schema ends the run naming the call — its position in
+/// the original file, past the stripped type lines — and the schema path of
+/// the keyword at fault (a compile-time problem such as an unknown format
+/// was reported at the schema's root).
+#[test]
+fn unsupported_schema_names_the_call_site_and_the_keyword() {
+    let script = "type Row = { n: number };\ninterface Gone { x: string }\n\nconst v = await agent(\"x\", { schema: { type: \"object\", properties: { when: { type: \"string\", format: \"telephone\" } } } });\nreturn v;\n";
+    let out = run_ts(script, &std_fixture(), &["--output", "result"]);
+    let msg = assert_error_run(&out, "UNSUPPORTED_SCHEMA");
+    let col: u32 = msg
+        .strip_prefix("wf.ts:4:")
+        .unwrap_or_else(|| panic!("should start with the call's wf.ts:4:<col>: {msg}"))
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap_or_else(|_| panic!("a column after wf.ts:4: in {msg}"));
+    // `await` starts at column 11, the call's `(` is at column 22.
+    assert!(
+        (11..=22).contains(&col),
+        "column {col} is on the call: {msg}"
+    );
+    assert_mentions(
+        &msg,
+        &["options.schema.properties.when.format", "telephone"],
+    );
+}
+
 /// An exhausted heap is `MEMORY` wherever the allocation that failed
 /// falls, including when QuickJS cannot even allocate its out-of-memory
 /// error and throws a bare `null` (which one happens depends on sizes and
