@@ -323,3 +323,40 @@ fn off_a_terminal_the_lines_are_plain() {
         "{stderr}"
     );
 }
+
+/// A label with a line or paragraph separator (U+2028, U+2029) or a bidi
+/// control (U+202E …) is shown escaped, like an ESC: not escaped, the first
+/// could start a new line in the view and the second reorder it.
+#[test]
+fn separators_and_bidi_controls_in_a_label_are_escaped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("sep.ts"),
+        "await agent(\"x\", { label: \"a\\u2028end completed\\u2029b\\u202eevil\" });\nreturn 1;\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("sep.fixture.json"),
+        json!({ "version": 1, "answers": [{ "match": {}, "text": "ok" }] }).to_string(),
+    )
+    .expect("write");
+    let (_, stderr, code) = common::dsh_in(
+        dir.path(),
+        &[
+            "workflow",
+            "run",
+            "sep.ts",
+            "--fixture",
+            "sep.fixture.json",
+            "--no-journal",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    for raw in ['\u{2028}', '\u{2029}', '\u{202e}'] {
+        assert!(!stderr.contains(raw), "{raw:?} reached stderr: {stderr:?}");
+    }
+    assert!(
+        stderr.contains("agent #1 completed a\\u{2028}end completed\\u{2029}b\\u{202e}evil"),
+        "{stderr}"
+    );
+}
