@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use dsh_orchestrator::events::{Event, EventKind};
-use dsh_orchestrator::{Activity, AgentOutcomeKind, RunResult};
+use dsh_orchestrator::{Activity, AgentOutcomeKind, RunResult, Usage};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::progress;
@@ -43,6 +43,10 @@ struct Running {
     phase: Option<String>,
     since: Instant,
     activity: String,
+    /// Its tokens so far, from its latest `Tokens` activity (a running
+    /// total): counted in the header while it runs, replaced by its
+    /// `agent-end` usage when it ends.
+    usage: Usage,
 }
 
 /// One phase's counts.
@@ -134,6 +138,7 @@ impl Live {
                         phase: phase.clone(),
                         since: now,
                         activity: "started".into(),
+                        usage: Usage::default(),
                     },
                 );
                 let p = self.phase(phase.as_deref());
@@ -146,6 +151,9 @@ impl Live {
             EventKind::AgentActivity { seq, activity, .. } => {
                 if let Some(r) = self.running.get_mut(seq) {
                     r.activity = activity_text(activity);
+                    if let Activity::Tokens { usage } = activity {
+                        r.usage = *usage;
+                    }
                 }
                 // Activity is shown in the status area (at the next
                 // tick), not scrolled.
@@ -252,14 +260,20 @@ impl Live {
         };
         let now = Instant::now();
         let mut lines = Vec::new();
+        // Ended agents' usage plus what the running ones have streamed.
+        let (input, output) = self
+            .running
+            .values()
+            .fold((self.input, self.output), |(i, o), r| {
+                (i + r.usage.input, o + r.usage.output)
+            });
         let tokens = match self.budget {
-            Some(b) => format!(
-                " · {} tokens of {}",
-                count(self.input + self.output),
-                count(b)
-            ),
-            None if self.input + self.output > 0 => {
-                format!(" · {} tokens", count(self.input + self.output))
+            // `--budget` counts output tokens only (the worker adds each
+            // settled call's `usage.output`): the header shows that sum
+            // against it, not input and output together.
+            Some(b) => format!(" · {} of {} output tokens", count(output), count(b)),
+            None if input + output > 0 => {
+                format!(" · {}", tokens(input + output))
             }
             None => String::new(),
         };
@@ -325,8 +339,19 @@ impl Live {
         } else {
             ("", "")
         };
+        // The count the end line prints (`workflow/end`'s agentsStarted:
+        // every call admitted), so a cancelled run's end line and summary
+        // agree; calls that never got an agent-start (cancelled while they
+        // waited for a slot, refused at start) are said apart.
+        let ended = self.done + self.failed + self.cancelled;
+        let agents = result.agents_started.max(ended);
+        let unstarted = if agents > ended {
+            format!(" ({} never started)", agents - ended)
+        } else {
+            String::new()
+        };
         let mut out = format!(
-            "\n{bold}{}{reset} {} in {}: {} agents, {} failed, {} tokens in / {} out\n",
+            "\n{bold}{}{reset} {} in {}: {}{unstarted}, {} failed, {} in / {} out\n",
             esc(if self.name.is_empty() {
                 "run"
             } else {
@@ -334,9 +359,9 @@ impl Live {
             }),
             result.stop_reason.as_str(),
             secs(self.started.elapsed()),
-            self.done + self.failed + self.cancelled,
+            plural(agents, "agent"),
             self.failed,
-            count(self.input),
+            tokens(self.input),
             count(self.output),
         );
         for (title, p) in &self.phases {
@@ -345,12 +370,14 @@ impl Live {
                 _ => "-".into(),
             };
             out.push_str(&format!(
-                "  {:<20} {:>4} agents {:>4} failed {:>8} {:>9} tokens\n",
+                "  {:<20} {:>4} {:<6} {:>4} failed {:>8} {:>9} {}\n",
                 cut(&esc(title), 20),
                 p.started,
+                noun(p.started, "agent"),
                 p.failed,
                 wall,
-                count(p.input + p.output)
+                count(p.input + p.output),
+                noun(p.input + p.output, "token"),
             ));
         }
         let mut slow: Vec<&Ended> = self.ended.iter().collect();
@@ -404,7 +431,7 @@ fn console_rows() -> usize {
 fn activity_text(a: &Activity) -> String {
     match a {
         Activity::Turn { turn } => format!("turn {turn}"),
-        Activity::Tokens { usage } => format!("{} tokens", count(usage.input + usage.output)),
+        Activity::Tokens { usage } => tokens(usage.input + usage.output),
         Activity::ToolCall { tool, detail } => format!("{tool} {detail}"),
         Activity::ToolEnd { tool, status, .. } if status != "ok" => format!("{tool} {status}"),
         Activity::ToolEnd { tool, .. } => format!("{tool} done"),
@@ -435,6 +462,26 @@ fn count(n: u64) -> String {
     }
 }
 
+/// `word` or `words` for `n` of them (`word` + "s": every noun the view
+/// counts is regular).
+fn noun(n: u64, word: &str) -> String {
+    if n == 1 {
+        word.to_string()
+    } else {
+        format!("{word}s")
+    }
+}
+
+/// `1 agent`, `3 agents`.
+fn plural(n: u64, word: &str) -> String {
+    format!("{n} {}", noun(n, word))
+}
+
+/// `1 token`, `12.3k tokens`.
+fn tokens(n: u64) -> String {
+    format!("{} {}", count(n), noun(n, "token"))
+}
+
 /// A bar of `width` cells, `done` of `total` filled.
 fn gauge(done: u64, total: u64, width: usize) -> String {
     let filled = if total == 0 {
@@ -458,7 +505,161 @@ fn cut(s: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use dsh_orchestrator::{ChildOrigin, ErrorCode, Event, Meta, RunError, StopReason};
+
     use super::*;
+
+    fn ev(kind: EventKind) -> Event {
+        Event {
+            run_id: Arc::from("run-test"),
+            t: 0,
+            kind,
+        }
+    }
+
+    fn start(seq: u64, phase: &str) -> Event {
+        ev(EventKind::AgentStart {
+            seq,
+            label: format!("a{seq}"),
+            phase: Some(phase.into()),
+            child_id: format!("c-{seq}"),
+            origin: ChildOrigin::Live,
+            workflow: None,
+        })
+    }
+
+    fn end(seq: u64, phase: &str, outcome: AgentOutcomeKind, usage: Option<Usage>) -> Event {
+        ev(EventKind::AgentEnd {
+            seq,
+            label: format!("a{seq}"),
+            phase: Some(phase.into()),
+            child_id: format!("c-{seq}"),
+            outcome,
+            origin: ChildOrigin::Live,
+            usage,
+            reason: None,
+            worktree: None,
+            workflow: None,
+        })
+    }
+
+    fn usage(input: u64, output: u64) -> Usage {
+        Usage {
+            input,
+            output,
+            ..Usage::default()
+        }
+    }
+
+    fn live(budget: Option<u64>) -> Live {
+        let mut l = Live::new(false, budget, None);
+        l.bar.set_draw_target(ProgressDrawTarget::hidden());
+        l.event(&ev(EventKind::Start {
+            meta: Meta::default_for(std::path::Path::new("t.ts")),
+        }));
+        l
+    }
+
+    fn result(stop: StopReason, agents_started: u64) -> RunResult {
+        RunResult {
+            value: serde_json::Value::Null,
+            stop_reason: stop,
+            error: (stop != StopReason::Completed)
+                .then(|| RunError::new(ErrorCode::Cancelled, "the run was cancelled")),
+            agents_started,
+            log_bytes_dropped: 0,
+            sandbox: None,
+            usage: None,
+        }
+    }
+
+    /// "1 agents", "1 tokens": every count in the summary agrees with its
+    /// noun.
+    #[test]
+    fn the_summary_says_one_agent_and_one_token() {
+        let mut l = live(None);
+        l.event(&start(1, "Work"));
+        l.event(&end(
+            1,
+            "Work",
+            AgentOutcomeKind::Completed,
+            Some(usage(1, 0)),
+        ));
+        let summary = l.summary(&result(StopReason::Completed, 1), None);
+        assert!(
+            summary.contains(": 1 agent, 0 failed, 1 token in / 0 out"),
+            "{summary}"
+        );
+        assert!(summary.contains("   1 agent     0 failed"), "{summary}");
+        assert!(summary.contains("1 token\n"), "{summary}");
+        assert!(!summary.contains("1 agents"), "{summary}");
+    }
+
+    /// A run cancelled while a call waited for a slot: its end line counts
+    /// the call (agentsStarted), and so does the summary.
+    #[test]
+    fn a_cancelled_run_counts_its_agents_as_its_end_line_does() {
+        let mut l = live(None);
+        l.event(&start(1, "Work"));
+        l.event(&end(1, "Work", AgentOutcomeKind::Completed, None));
+        l.event(&start(2, "Work"));
+        l.event(&end(2, "Work", AgentOutcomeKind::Cancelled, None));
+        let r = result(StopReason::Cancelled, 3);
+        let end_line = progress::line(
+            &ev(EventKind::End {
+                stop_reason: r.stop_reason,
+                error: r.error.clone(),
+                agents_started: r.agents_started,
+                log_bytes_dropped: 0,
+            }),
+            false,
+        );
+        assert!(end_line.ends_with("(3 agents)"), "{end_line}");
+        let summary = l.summary(&r, None);
+        assert!(
+            summary.contains("cancelled in ")
+                && summary.contains(": 3 agents (1 never started), 0 failed"),
+            "{summary}"
+        );
+    }
+
+    /// `--budget` counts output tokens; the header showed input and output
+    /// together against it, and nothing of the agents still running.
+    #[test]
+    fn tokens_against_the_budget_are_output_tokens_counted_as_they_stream() {
+        let mut l = live(Some(1000));
+        l.event(&start(1, "Work"));
+        l.event(&end(
+            1,
+            "Work",
+            AgentOutcomeKind::Completed,
+            Some(usage(900, 100)),
+        ));
+        l.event(&start(2, "Work"));
+        l.event(&ev(EventKind::AgentActivity {
+            seq: 2,
+            label: "a2".into(),
+            activity: Activity::Tokens {
+                usage: usage(50, 20),
+            },
+            workflow: None,
+        }));
+        let status = l.status(40);
+        assert!(status.contains("120 of 1.0k output tokens"), "{status}");
+        // Without a budget: everything so far, the running agent included.
+        let mut l = live(None);
+        l.event(&start(1, "Work"));
+        l.event(&ev(EventKind::AgentActivity {
+            seq: 1,
+            label: "a1".into(),
+            activity: Activity::Tokens { usage: usage(1, 0) },
+            workflow: None,
+        }));
+        let status = l.status(40);
+        assert!(status.contains(" · 1 token"), "{status}");
+    }
 
     #[test]
     fn numbers_and_bars() {

@@ -189,8 +189,10 @@ fn the_status_area_shows_running_agents_then_a_summary() {
     });
     let screen = wait_screen(&tmux, "1 done · 2 running · 0 failed");
     assert!(screen.contains("fan-out "), "the run's name:\n{screen}");
+    // `--budget` counts output tokens: `quick`'s 200 (its 1000 input
+    // tokens are not counted against it).
     assert!(
-        screen.contains("1.2k tokens of 50.0k"),
+        screen.contains("200 of 50.0k output tokens"),
         "tokens against the budget:\n{screen}"
     );
     assert!(screen.contains("Work"), "the phase line:\n{screen}");
