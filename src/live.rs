@@ -53,6 +53,8 @@ struct Running {
 #[derive(Default)]
 struct PhaseTally {
     started: u64,
+    /// Calls of the phase waiting for a concurrency slot now.
+    queued: u64,
     done: u64,
     failed: u64,
     cancelled: u64,
@@ -79,6 +81,9 @@ pub struct Live {
     name: String,
     budget: Option<u64>,
     running: BTreeMap<u64, Running>,
+    /// Calls waiting for a slot (`workflow/agent-queued`), by seq: their
+    /// phase.
+    queued: BTreeMap<u64, Option<String>>,
     /// Phases in the order they were first seen.
     phases: Vec<(String, PhaseTally)>,
     done: u64,
@@ -110,6 +115,7 @@ impl Live {
             name: String::new(),
             budget,
             running: BTreeMap::new(),
+            queued: BTreeMap::new(),
             phases: Vec::new(),
             done: 0,
             failed: 0,
@@ -146,6 +152,25 @@ impl Live {
                 p.first.get_or_insert(now);
                 // A running agent has its line in the status area; only
                 // its end scrolls.
+                return;
+            }
+            EventKind::AgentQueued {
+                seq,
+                phase,
+                waiting,
+                ..
+            } => {
+                // Counted in the header and in its phase's total while it
+                // waits; it leaves with `waiting: false` (its start is
+                // next, or it never starts).
+                if *waiting {
+                    if self.queued.insert(*seq, phase.clone()).is_none() {
+                        self.phase(phase.as_deref()).queued += 1;
+                    }
+                } else if let Some(phase) = self.queued.remove(seq) {
+                    let p = self.phase(phase.as_deref());
+                    p.queued = p.queued.saturating_sub(1);
+                }
                 return;
             }
             EventKind::AgentActivity { seq, activity, .. } => {
@@ -278,7 +303,7 @@ impl Live {
             None => String::new(),
         };
         lines.push(format!(
-            "{bold}{}{reset} {dim}{}{reset} · {} done · {} running · {} failed{}{tokens}",
+            "{bold}{}{reset} {dim}{}{reset} · {} done · {} running · {} queued · {} failed{}{tokens}",
             esc(if self.name.is_empty() {
                 "run"
             } else {
@@ -287,6 +312,7 @@ impl Live {
             secs(now.duration_since(self.started)),
             self.done,
             self.running.len(),
+            self.queued.len(),
             self.failed,
             if self.cancelled > 0 {
                 format!(" · {} cancelled", self.cancelled)
@@ -296,11 +322,17 @@ impl Live {
         ));
         for (title, p) in &self.phases {
             let finished = p.done + p.failed + p.cancelled;
+            // The phase's calls: started, and waiting for a slot.
+            let total = p.started + p.queued;
             lines.push(format!(
-                "  {:<20} {} {finished}/{}{}",
+                "  {:<20} {} {finished}/{total}{}{}",
                 cut(&esc(title), 20),
-                gauge(finished, p.started, 12),
-                p.started,
+                gauge(finished, total, 12),
+                if p.queued > 0 {
+                    format!(" ({} queued)", p.queued)
+                } else {
+                    String::new()
+                },
                 if p.failed > 0 {
                     format!(" ({} failed)", p.failed)
                 } else {
@@ -623,6 +655,47 @@ mod tests {
                 && summary.contains(": 3 agents (1 never started), 0 failed"),
             "{summary}"
         );
+    }
+
+    fn queued(seq: u64, phase: &str, waiting: bool) -> Event {
+        ev(EventKind::AgentQueued {
+            seq,
+            label: format!("a{seq}"),
+            phase: Some(phase.into()),
+            waiting,
+            workflow: None,
+        })
+    }
+
+    /// Calls behind a full concurrency limit count in the header
+    /// (`queued`) and in their phase's total until they leave the queue.
+    #[test]
+    fn calls_waiting_for_a_slot_are_counted() {
+        let mut l = live(None);
+        l.event(&start(1, "Work"));
+        l.event(&queued(2, "Work", true));
+        l.event(&queued(3, "Work", true));
+        let status = l.status(40);
+        assert!(
+            status.contains("0 done · 1 running · 2 queued · 0 failed"),
+            "{status}"
+        );
+        assert!(status.contains(" 0/3 (2 queued)"), "{status}");
+        l.event(&end(1, "Work", AgentOutcomeKind::Completed, None));
+        l.event(&queued(2, "Work", false));
+        l.event(&start(2, "Work"));
+        let status = l.status(40);
+        assert!(
+            status.contains("1 done · 1 running · 1 queued · 0 failed"),
+            "{status}"
+        );
+        assert!(status.contains(" 1/3 (1 queued)"), "{status}");
+        // A call that leaves the queue and never starts (refused, or the
+        // run settled) no longer counts as waiting.
+        l.event(&queued(3, "Work", false));
+        let status = l.status(40);
+        assert!(status.contains("· 0 queued ·"), "{status}");
+        assert!(status.contains(" 1/2"), "{status}");
     }
 
     /// `--budget` counts output tokens; the header showed input and output

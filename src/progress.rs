@@ -142,6 +142,10 @@ fn shown_as_line(event: &Event) -> bool {
             Activity::ToolEnd { status, .. } => status != "ok",
             _ => false,
         },
+        // Waiting for a slot is the live view's (its header's `queued`)
+        // and `--events jsonl`'s: a line per queued call and one more when
+        // it leaves the queue would double a large fan-out's log.
+        EventKind::AgentQueued { .. } => false,
         _ => true,
     }
 }

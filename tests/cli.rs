@@ -864,6 +864,56 @@ return { rest, chained, early: await early };
     assert_eq!(starts[0]["seq"], 1);
 }
 
+/// A call behind a full concurrency limit is announced while it waits
+/// (`workflow/agent-queued`, `waiting: true`) and leaves the queue
+/// (`waiting: false`) before its `agent-start`; a run cancelled while calls
+/// wait pairs them before `workflow/end`. Before, the host heard of a call
+/// only when it started.
+#[test]
+fn calls_waiting_for_a_slot_are_announced_until_they_start() {
+    let fx = fixture(json!([
+        { "match": { "label": "hang" }, "hang": true },
+        { "match": {}, "text": "done", "delayMs": 50 }
+    ]));
+    let script = r#"
+phase("Fan");
+const r = await parallel([1, 2, 3].map((i) => () => agent(`job ${i}`, { label: `job-${i}` })));
+return r.length;
+"#;
+    let out = run_ts(script, &fx, &["--max-concurrent", "1"]);
+    out.assert_code(0);
+    assert_event_guarantees(&out.events);
+    let queued = out.events_of("workflow/agent-queued");
+    let pairs: Vec<(u64, bool)> = queued
+        .iter()
+        .map(|e| (e["seq"].as_u64().expect("seq"), e["waiting"] == true))
+        .collect();
+    assert_eq!(
+        pairs,
+        [(2, true), (3, true), (2, false), (3, false)],
+        "{queued:#?}"
+    );
+    assert_eq!(queued[0]["label"], "job-2");
+    assert_eq!(queued[0]["phase"], "Fan");
+
+    // Cancelled (the timeout) while two calls wait: they stop waiting
+    // before the end, and never start.
+    let script = r#"
+await parallel([() => agent("x", { label: "hang" }), () => agent("y"), () => agent("z")]);
+"#;
+    let out = run_ts(script, &fx, &["--max-concurrent", "1", "--timeout", "1s"]);
+    out.assert_code(124);
+    assert_event_guarantees(&out.events);
+    let queued: Vec<(u64, bool)> = out
+        .events_of("workflow/agent-queued")
+        .iter()
+        .map(|e| (e["seq"].as_u64().expect("seq"), e["waiting"] == true))
+        .collect();
+    assert_eq!(queued, [(2, true), (3, true), (2, false), (3, false)]);
+    assert_eq!(out.events_of("workflow/agent-start").len(), 1);
+    assert_eq!(end_event(&out)["agentsStarted"], 3);
+}
+
 #[test]
 fn concurrency_never_exceeds_max_concurrent() {
     let fx = fixture(json!([

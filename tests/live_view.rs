@@ -187,7 +187,7 @@ fn the_status_area_shows_running_agents_then_a_summary() {
     wait_events(&events, "quick done, the others running", |e| {
         ended(e, 1) && started(e, 2) && started(e, 3)
     });
-    let screen = wait_screen(&tmux, "1 done · 2 running · 0 failed");
+    let screen = wait_screen(&tmux, "1 done · 2 running · 0 queued · 0 failed");
     assert!(screen.contains("fan-out "), "the run's name:\n{screen}");
     // `--budget` counts output tokens: `quick`'s 200 (its 1000 input
     // tokens are not counted against it).

@@ -1038,7 +1038,7 @@
       return promise;
     }
     const call = [id, null, null, false, [prompt, label, phase, schemaJson, workflow, opts]];
-    const promise = N.admit(call);
+    const promise = N.admit(call, prompt, label, phase, workflow);
     calls[id] = call;
     queue[queueTail++] = call;
     return promise;
