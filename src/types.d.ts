@@ -2,7 +2,7 @@
 // Save as e.g. `dsh-workflow.d.ts` next to your scripts so editors check them:
 //   dsh workflow types > dsh-workflow.d.ts
 
-type JsonValue = string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+type JsonValue = string | number | boolean | null | readonly JsonValue[] | { readonly [key: string]: JsonValue };
 type JsonType = "object" | "array" | "string" | "number" | "integer" | "boolean" | "null";
 /** A subschema: a schema object, or `true` (anything) / `false` (nothing). */
 type WorkflowSubschema = WorkflowSchema | boolean;
@@ -28,12 +28,12 @@ type WorkflowSchema = {
   $defs?: Record<string, WorkflowSubschema>;
   definitions?: Record<string, WorkflowSubschema>;
   // any instance
-  type?: JsonType | JsonType[];
-  enum?: JsonValue[];
+  type?: JsonType | readonly JsonType[];
+  enum?: readonly JsonValue[];
   const?: JsonValue;
-  allOf?: WorkflowSubschema[];
-  anyOf?: WorkflowSubschema[];
-  oneOf?: WorkflowSubschema[];
+  allOf?: readonly WorkflowSubschema[];
+  anyOf?: readonly WorkflowSubschema[];
+  oneOf?: readonly WorkflowSubschema[];
   not?: WorkflowSubschema;
   if?: WorkflowSubschema;
   then?: WorkflowSubschema;
@@ -54,8 +54,8 @@ type WorkflowSchema = {
   contentMediaType?: string;
   contentSchema?: WorkflowSubschema;
   // arrays
-  items?: WorkflowSubschema | WorkflowSubschema[];
-  prefixItems?: WorkflowSubschema[];
+  items?: WorkflowSubschema | readonly WorkflowSubschema[];
+  prefixItems?: readonly WorkflowSubschema[];
   additionalItems?: WorkflowSubschema;
   unevaluatedItems?: WorkflowSubschema;
   contains?: WorkflowSubschema;
@@ -72,15 +72,15 @@ type WorkflowSchema = {
   propertyNames?: WorkflowSubschema;
   maxProperties?: number;
   minProperties?: number;
-  required?: string[];
-  dependentRequired?: Record<string, string[]>;
+  required?: readonly string[];
+  dependentRequired?: Record<string, readonly string[]>;
   dependentSchemas?: Record<string, WorkflowSubschema>;
-  dependencies?: Record<string, WorkflowSubschema | string[]>;
+  dependencies?: Record<string, WorkflowSubschema | readonly string[]>;
   // annotations
   title?: string;
   description?: string;
   default?: JsonValue;
-  examples?: JsonValue[];
+  examples?: readonly JsonValue[];
   deprecated?: boolean;
   readOnly?: boolean;
   writeOnly?: boolean;
@@ -106,9 +106,9 @@ interface AgentOptions {
   /** No-progress timeout in milliseconds: the call fails (resolves null) when the provider reports no progress for this long. */
   stallMs?: number;
   /** Tools this child may not use, for providers that have tools. */
-  disallowedTools?: string[];
+  disallowedTools?: readonly string[];
   /** Bash rules the child's Bash tool is clamped to, e.g. ["Bash(git log:*)"] (accepted as Claude Code accepts it). */
-  bashCommandClamp?: string[];
+  bashCommandClamp?: readonly string[];
   /** Accepted as Claude Code accepts it: the length of a prompt prefix shared by several calls. */
   sharedHeadLength?: number;
 }
