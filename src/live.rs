@@ -1,8 +1,9 @@
 //! The live view of a run on a terminal, in the style of cargo and
 //! nextest: finished agents, logs and phases scroll above a status area
 //! that is redrawn in place — the run's name and elapsed time; agents
-//! done, running and failed; tokens so far against `--budget`; one line per
-//! phase; one line per running agent (label, elapsed, latest activity), the
+//! done, running, queued (waiting for a slot) and failed; tokens so far,
+//! running agents' included (output tokens against `--budget`, which
+//! counts those); one line per phase; one line per running agent (label, elapsed, latest activity), the
 //! longest-running first, collapsed to "+N more" when the terminal is
 //! short. At the end the status area is cleared and a summary is printed.
 //!
