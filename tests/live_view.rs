@@ -254,6 +254,43 @@ fn the_status_area_shows_running_agents_then_a_summary() {
     );
 }
 
+/// Behind `--max-concurrent 1` the third call waits: the header counts it
+/// as queued and its phase's total includes it; cancelled, the end line
+/// and the summary count the same three calls.
+#[test]
+fn queued_calls_count_in_the_header_and_the_cancelled_summary() {
+    let Some(tmux) = Tmux::start("queued") else {
+        return;
+    };
+    let (dir, events) = setup(60_000, 60_000);
+    tmux.run(
+        &command(dir.path(), &events)
+            .replace(" --budget 50000", " --budget 50000 --max-concurrent 1"),
+    );
+    wait_events(&events, "quick done, slow running, never queued", |e| {
+        ended(e, 1)
+            && started(e, 2)
+            && e.iter().any(|e| {
+                e["type"] == "workflow/agent-queued" && e["seq"] == 3 && e["waiting"] == true
+            })
+    });
+    let screen = wait_screen(&tmux, "1 done · 1 running · 1 queued · 0 failed");
+    assert!(
+        screen.contains("1/3 (1 queued)"),
+        "the phase's total:\n{screen}"
+    );
+    tmux.keys("C-c");
+    let code = wait_exit(dir.path());
+    assert_eq!(code.trim(), "EXIT=130", "Ctrl-C cancels");
+    let screen = tmux.screen();
+    assert!(screen.contains("(3 agents)"), "the end line:\n{screen}");
+    assert!(
+        screen.contains("cancelled in")
+            && screen.contains(": 3 agents (1 never started), 0 failed"),
+        "the summary counts as the end line does:\n{screen}"
+    );
+}
+
 #[test]
 fn a_run_that_completes_ends_with_its_summary() {
     let Some(tmux) = Tmux::start("summary") else {
