@@ -14,7 +14,11 @@ use crate::{progress, request};
 
 /// `dsh workflow run`.
 pub async fn run(a: RunArgs) -> Result<i32, CliError> {
-    let (mut req, spec) = request::build(&a)?;
+    let request::Built {
+        mut req,
+        spec,
+        start_note,
+    } = request::build(&a)?;
     let events_file = open_events_file(&a.show)?;
     let options = DurableOptions {
         runs_dir: request::runs_root(a.runs_dir.as_deref()),
@@ -27,7 +31,7 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
         journal_limit: a.journal_limit,
     };
     let durable = Durable::new_run(&mut req, &a.script, spec, &options);
-    Ok(execute(req, durable, &a.show, events_file).await)
+    Ok(execute(req, durable, &a.show, events_file, start_note).await)
 }
 
 /// Creates `--events-file`: a new file or an existing regular one, never
@@ -68,6 +72,7 @@ pub async fn execute(
     durable: Durable,
     show: &ShowFlags,
     mut events_file: Option<std::fs::File>,
+    start_note: Option<String>,
 ) -> i32 {
     print_warnings(durable.take_warnings());
     let budget = req.limits.budget_tokens;
@@ -88,12 +93,15 @@ pub async fn execute(
     let mode = match show.events {
         EventsMode::Jsonl => progress::Mode::Jsonl,
         EventsMode::None => progress::Mode::None,
-        EventsMode::Pretty | EventsMode::Lines => progress::Mode::Lines { color },
+        EventsMode::Pretty | EventsMode::Lines => progress::Mode::Lines {
+            color,
+            start_note: start_note.clone(),
+        },
     };
     // On a terminal the pretty lines scroll above a redrawn status area;
     // anywhere else (CI, pipes) they are printed exactly as they are.
-    let mut live =
-        (show.events == EventsMode::Pretty && terminal).then(|| Live::new(color, budget));
+    let mut live = (show.events == EventsMode::Pretty && terminal)
+        .then(|| Live::new(color, budget, start_note));
     let mut ticks = tokio::time::interval(crate::live::FLUSH_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     // `--events-file` naming the run directory's own events file (the

@@ -23,7 +23,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Top {
-    /// Workflow scripts: run, check, print the globals' types.
+    /// Workflow scripts: run, check, types, test, runs, show, report, resume, providers, list, agents.
     Workflow {
         #[command(subcommand)]
         command: WorkflowCmd,
@@ -342,5 +342,37 @@ fn parse_usd(s: &str) -> Result<f64, String> {
         _ => Err(format!(
             "{s:?} is not a positive amount of US dollars; give one such as 2.50"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// `dsh --help` describes `workflow` by its subcommands; the line once
+    /// named three of them while eight more existed.
+    #[test]
+    fn the_workflow_help_line_names_every_subcommand() {
+        let cli = Cli::command();
+        let workflow = cli
+            .find_subcommand("workflow")
+            .expect("the workflow subcommand");
+        let about = workflow.get_about().expect("an about line").to_string();
+        let listed: Vec<&str> = about
+            .split_once(':')
+            .expect("`Workflow scripts: …`")
+            .1
+            .trim_end_matches('.')
+            .split(',')
+            .map(str::trim)
+            .collect();
+        let subcommands: Vec<&str> = workflow
+            .get_subcommands()
+            .map(clap::Command::get_name)
+            .filter(|n| *n != "help")
+            .collect();
+        assert_eq!(listed, subcommands, "{about}");
     }
 }

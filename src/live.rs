@@ -1,8 +1,9 @@
 //! The live view of a run on a terminal, in the style of cargo and
 //! nextest: finished agents, logs and phases scroll above a status area
 //! that is redrawn in place — the run's name and elapsed time; agents
-//! done, running and failed; tokens so far against `--budget`; one line per
-//! phase; one line per running agent (label, elapsed, latest activity), the
+//! done, running, queued (waiting for a slot) and failed; tokens so far,
+//! running agents' included (output tokens against `--budget`, which
+//! counts those); one line per phase; one line per running agent (label, elapsed, latest activity), the
 //! longest-running first, collapsed to "+N more" when the terminal is
 //! short. At the end the status area is cleared and a summary is printed.
 //!
@@ -18,7 +19,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use dsh_orchestrator::events::{Event, EventKind};
-use dsh_orchestrator::{Activity, AgentOutcomeKind, RunResult};
+use dsh_orchestrator::{Activity, AgentOutcomeKind, RunResult, Usage};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::progress;
@@ -43,12 +44,18 @@ struct Running {
     phase: Option<String>,
     since: Instant,
     activity: String,
+    /// Its tokens so far, from its latest `Tokens` activity (a running
+    /// total): counted in the header while it runs, replaced by its
+    /// `agent-end` usage when it ends.
+    usage: Usage,
 }
 
 /// One phase's counts.
 #[derive(Default)]
 struct PhaseTally {
     started: u64,
+    /// Calls of the phase waiting for a concurrency slot now.
+    queued: u64,
     done: u64,
     failed: u64,
     cancelled: u64,
@@ -82,6 +89,9 @@ pub struct Live {
     name: String,
     budget: Option<u64>,
     running: BTreeMap<u64, Running>,
+    /// Calls waiting for a slot (`workflow/agent-queued`), by seq: their
+    /// phase.
+    queued: BTreeMap<u64, Option<String>>,
     /// Phases in the order they were first seen.
     phases: Vec<(String, PhaseTally)>,
     done: u64,
@@ -95,11 +105,13 @@ pub struct Live {
     failures: Vec<Failure>,
     /// Lines to print above the status area at the next flush.
     pending: Vec<String>,
+    start_note: Option<String>,
 }
 
 impl Live {
-    /// A live view on stderr; `budget` is the run's token budget.
-    pub fn new(color: bool, budget: Option<u64>) -> Live {
+    /// A live view on stderr; `budget` is the run's token budget,
+    /// `start_note` what the start line adds ([`progress::with_start_note`]).
+    pub fn new(color: bool, budget: Option<u64>, start_note: Option<String>) -> Live {
         let bar =
             ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr_with_hz(REDRAW_HZ));
         bar.set_style(
@@ -114,6 +126,7 @@ impl Live {
             name: String::new(),
             budget,
             running: BTreeMap::new(),
+            queued: BTreeMap::new(),
             phases: Vec::new(),
             done: 0,
             failed: 0,
@@ -123,6 +136,7 @@ impl Live {
             ended: Vec::new(),
             failures: Vec::new(),
             pending: Vec::new(),
+            start_note,
         }
     }
 
@@ -142,6 +156,7 @@ impl Live {
                         phase: phase.clone(),
                         since: now,
                         activity: "started".into(),
+                        usage: Usage::default(),
                     },
                 );
                 let p = self.phase(phase.as_deref());
@@ -151,9 +166,31 @@ impl Live {
                 // its end scrolls.
                 return;
             }
+            EventKind::AgentQueued {
+                seq,
+                phase,
+                waiting,
+                ..
+            } => {
+                // Counted in the header and in its phase's total while it
+                // waits; it leaves with `waiting: false` (its start is
+                // next, or it never starts).
+                if *waiting {
+                    if self.queued.insert(*seq, phase.clone()).is_none() {
+                        self.phase(phase.as_deref()).queued += 1;
+                    }
+                } else if let Some(phase) = self.queued.remove(seq) {
+                    let p = self.phase(phase.as_deref());
+                    p.queued = p.queued.saturating_sub(1);
+                }
+                return;
+            }
             EventKind::AgentActivity { seq, activity, .. } => {
                 if let Some(r) = self.running.get_mut(seq) {
                     r.activity = activity_text(activity);
+                    if let Activity::Tokens { usage } = activity {
+                        r.usage = *usage;
+                    }
                 }
                 // Activity is shown in the status area (at the next
                 // tick), not scrolled.
@@ -201,7 +238,11 @@ impl Live {
             }
             _ => {}
         }
-        self.pending.push(progress::line(ev, self.color));
+        self.pending.push(progress::with_start_note(
+            progress::line(ev, self.color),
+            ev,
+            self.start_note.as_deref(),
+        ));
         if matches!(ev.kind, EventKind::End { .. }) {
             self.flush();
         }
@@ -265,19 +306,25 @@ impl Live {
         };
         let now = Instant::now();
         let mut lines = Vec::new();
+        // Ended agents' usage plus what the running ones have streamed.
+        let (input, output) = self
+            .running
+            .values()
+            .fold((self.input, self.output), |(i, o), r| {
+                (i + r.usage.input, o + r.usage.output)
+            });
         let tokens = match self.budget {
-            Some(b) => format!(
-                " · {} tokens of {}",
-                count(self.input + self.output),
-                count(b)
-            ),
-            None if self.input + self.output > 0 => {
-                format!(" · {} tokens", count(self.input + self.output))
+            // `--budget` counts output tokens only (the worker adds each
+            // settled call's `usage.output`): the header shows that sum
+            // against it, not input and output together.
+            Some(b) => format!(" · {} of {} output tokens", count(output), count(b)),
+            None if input + output > 0 => {
+                format!(" · {}", tokens(input + output))
             }
             None => String::new(),
         };
         lines.push(format!(
-            "{bold}{}{reset} {dim}{}{reset} · {} done · {} running · {} failed{}{tokens}",
+            "{bold}{}{reset} {dim}{}{reset} · {} done · {} running · {} queued · {} failed{}{tokens}",
             esc(if self.name.is_empty() {
                 "run"
             } else {
@@ -286,6 +333,7 @@ impl Live {
             secs(now.duration_since(self.started)),
             self.done,
             self.running.len(),
+            self.queued.len(),
             self.failed,
             if self.cancelled > 0 {
                 format!(" · {} cancelled", self.cancelled)
@@ -295,11 +343,17 @@ impl Live {
         ));
         for (title, p) in &self.phases {
             let finished = p.done + p.failed + p.cancelled;
+            // The phase's calls: started, and waiting for a slot.
+            let total = p.started + p.queued;
             lines.push(format!(
-                "  {:<20} {} {finished}/{}{}",
+                "  {:<20} {} {finished}/{total}{}{}",
                 cut(&esc(title), 20),
-                gauge(finished, p.started, 12),
-                p.started,
+                gauge(finished, total, 12),
+                if p.queued > 0 {
+                    format!(" ({} queued)", p.queued)
+                } else {
+                    String::new()
+                },
                 if p.failed > 0 {
                     format!(" ({} failed)", p.failed)
                 } else {
@@ -338,8 +392,19 @@ impl Live {
         } else {
             ("", "", "")
         };
+        // The count the end line prints (`workflow/end`'s agentsStarted:
+        // every call admitted), so a cancelled run's end line and summary
+        // agree; calls that never got an agent-start (cancelled while they
+        // waited for a slot, refused at start) are said apart.
+        let ended = self.done + self.failed + self.cancelled;
+        let agents = result.agents_started.max(ended);
+        let unstarted = if agents > ended {
+            format!(" ({} never started)", agents - ended)
+        } else {
+            String::new()
+        };
         let mut out = format!(
-            "\n{bold}{}{reset} {} in {}: {} agents, {} failed, {} tokens in / {} out\n",
+            "\n{bold}{}{reset} {} in {}: {}{unstarted}, {} failed, {} in / {} out\n",
             esc(if self.name.is_empty() {
                 "run"
             } else {
@@ -347,9 +412,9 @@ impl Live {
             }),
             result.stop_reason.as_str(),
             secs(self.started.elapsed()),
-            self.done + self.failed + self.cancelled,
+            plural(agents, "agent"),
             self.failed,
-            count(self.input),
+            tokens(self.input),
             count(self.output),
         );
         for (title, p) in &self.phases {
@@ -358,12 +423,14 @@ impl Live {
                 _ => "-".into(),
             };
             out.push_str(&format!(
-                "  {:<20} {:>4} agents {:>4} failed {:>8} {:>9} tokens\n",
+                "  {:<20} {:>4} {:<6} {:>4} failed {:>8} {:>9} {}\n",
                 cut(&esc(title), 20),
                 p.started,
+                noun(p.started, "agent"),
                 p.failed,
                 wall,
-                count(p.input + p.output)
+                count(p.input + p.output),
+                noun(p.input + p.output, "token"),
             ));
         }
         let mut slow: Vec<&Ended> = self.ended.iter().collect();
@@ -429,7 +496,7 @@ fn console_rows() -> usize {
 fn activity_text(a: &Activity) -> String {
     match a {
         Activity::Turn { turn } => format!("turn {turn}"),
-        Activity::Tokens { usage } => format!("{} tokens", count(usage.input + usage.output)),
+        Activity::Tokens { usage } => tokens(usage.input + usage.output),
         Activity::ToolCall { tool, detail } => format!("{tool} {detail}"),
         Activity::ToolEnd { tool, status, .. } if status != "ok" => format!("{tool} {status}"),
         Activity::ToolEnd { tool, .. } => format!("{tool} done"),
@@ -460,6 +527,26 @@ fn count(n: u64) -> String {
     }
 }
 
+/// `word` or `words` for `n` of them (`word` + "s": every noun the view
+/// counts is regular).
+fn noun(n: u64, word: &str) -> String {
+    if n == 1 {
+        word.to_string()
+    } else {
+        format!("{word}s")
+    }
+}
+
+/// `1 agent`, `3 agents`.
+fn plural(n: u64, word: &str) -> String {
+    format!("{n} {}", noun(n, word))
+}
+
+/// `1 token`, `12.3k tokens`.
+fn tokens(n: u64) -> String {
+    format!("{} {}", count(n), noun(n, "token"))
+}
+
 /// A bar of `width` cells, `done` of `total` filled.
 fn gauge(done: u64, total: u64, width: usize) -> String {
     let filled = if total == 0 {
@@ -483,7 +570,202 @@ fn cut(s: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use dsh_orchestrator::{ChildOrigin, ErrorCode, Event, Meta, RunError, StopReason};
+
     use super::*;
+
+    fn ev(kind: EventKind) -> Event {
+        Event {
+            run_id: Arc::from("run-test"),
+            t: 0,
+            kind,
+        }
+    }
+
+    fn start(seq: u64, phase: &str) -> Event {
+        ev(EventKind::AgentStart {
+            seq,
+            label: format!("a{seq}"),
+            phase: Some(phase.into()),
+            child_id: format!("c-{seq}"),
+            origin: ChildOrigin::Live,
+            workflow: None,
+        })
+    }
+
+    fn end(seq: u64, phase: &str, outcome: AgentOutcomeKind, usage: Option<Usage>) -> Event {
+        ev(EventKind::AgentEnd {
+            seq,
+            label: format!("a{seq}"),
+            phase: Some(phase.into()),
+            child_id: format!("c-{seq}"),
+            outcome,
+            origin: ChildOrigin::Live,
+            usage,
+            reason: None,
+            worktree: None,
+            workflow: None,
+        })
+    }
+
+    fn usage(input: u64, output: u64) -> Usage {
+        Usage {
+            input,
+            output,
+            ..Usage::default()
+        }
+    }
+
+    fn live(budget: Option<u64>) -> Live {
+        let mut l = Live::new(false, budget, None);
+        l.bar.set_draw_target(ProgressDrawTarget::hidden());
+        l.event(&ev(EventKind::Start {
+            meta: Meta::default_for(std::path::Path::new("t.ts")),
+        }));
+        l
+    }
+
+    fn result(stop: StopReason, agents_started: u64) -> RunResult {
+        RunResult {
+            value: serde_json::Value::Null,
+            stop_reason: stop,
+            error: (stop != StopReason::Completed)
+                .then(|| RunError::new(ErrorCode::Cancelled, "the run was cancelled")),
+            agents_started,
+            log_bytes_dropped: 0,
+            sandbox: None,
+            usage: None,
+        }
+    }
+
+    /// "1 agents", "1 tokens": every count in the summary agrees with its
+    /// noun.
+    #[test]
+    fn the_summary_says_one_agent_and_one_token() {
+        let mut l = live(None);
+        l.event(&start(1, "Work"));
+        l.event(&end(
+            1,
+            "Work",
+            AgentOutcomeKind::Completed,
+            Some(usage(1, 0)),
+        ));
+        let summary = l.summary(&result(StopReason::Completed, 1), None);
+        assert!(
+            summary.contains(": 1 agent, 0 failed, 1 token in / 0 out"),
+            "{summary}"
+        );
+        assert!(summary.contains("   1 agent     0 failed"), "{summary}");
+        assert!(summary.contains("1 token\n"), "{summary}");
+        assert!(!summary.contains("1 agents"), "{summary}");
+    }
+
+    /// A run cancelled while a call waited for a slot: its end line counts
+    /// the call (agentsStarted), and so does the summary.
+    #[test]
+    fn a_cancelled_run_counts_its_agents_as_its_end_line_does() {
+        let mut l = live(None);
+        l.event(&start(1, "Work"));
+        l.event(&end(1, "Work", AgentOutcomeKind::Completed, None));
+        l.event(&start(2, "Work"));
+        l.event(&end(2, "Work", AgentOutcomeKind::Cancelled, None));
+        let r = result(StopReason::Cancelled, 3);
+        let end_line = progress::line(
+            &ev(EventKind::End {
+                stop_reason: r.stop_reason,
+                error: r.error.clone(),
+                agents_started: r.agents_started,
+                log_bytes_dropped: 0,
+            }),
+            false,
+        );
+        assert!(end_line.ends_with("(3 agents)"), "{end_line}");
+        let summary = l.summary(&r, None);
+        assert!(
+            summary.contains("cancelled in ")
+                && summary.contains(": 3 agents (1 never started), 0 failed"),
+            "{summary}"
+        );
+    }
+
+    fn queued(seq: u64, phase: &str, waiting: bool) -> Event {
+        ev(EventKind::AgentQueued {
+            seq,
+            label: format!("a{seq}"),
+            phase: Some(phase.into()),
+            waiting,
+            workflow: None,
+        })
+    }
+
+    /// Calls behind a full concurrency limit count in the header
+    /// (`queued`) and in their phase's total until they leave the queue.
+    #[test]
+    fn calls_waiting_for_a_slot_are_counted() {
+        let mut l = live(None);
+        l.event(&start(1, "Work"));
+        l.event(&queued(2, "Work", true));
+        l.event(&queued(3, "Work", true));
+        let status = l.status(40);
+        assert!(
+            status.contains("0 done · 1 running · 2 queued · 0 failed"),
+            "{status}"
+        );
+        assert!(status.contains(" 0/3 (2 queued)"), "{status}");
+        l.event(&end(1, "Work", AgentOutcomeKind::Completed, None));
+        l.event(&queued(2, "Work", false));
+        l.event(&start(2, "Work"));
+        let status = l.status(40);
+        assert!(
+            status.contains("1 done · 1 running · 1 queued · 0 failed"),
+            "{status}"
+        );
+        assert!(status.contains(" 1/3 (1 queued)"), "{status}");
+        // A call that leaves the queue and never starts (refused, or the
+        // run settled) no longer counts as waiting.
+        l.event(&queued(3, "Work", false));
+        let status = l.status(40);
+        assert!(status.contains("· 0 queued ·"), "{status}");
+        assert!(status.contains(" 1/2"), "{status}");
+    }
+
+    /// `--budget` counts output tokens; the header showed input and output
+    /// together against it, and nothing of the agents still running.
+    #[test]
+    fn tokens_against_the_budget_are_output_tokens_counted_as_they_stream() {
+        let mut l = live(Some(1000));
+        l.event(&start(1, "Work"));
+        l.event(&end(
+            1,
+            "Work",
+            AgentOutcomeKind::Completed,
+            Some(usage(900, 100)),
+        ));
+        l.event(&start(2, "Work"));
+        l.event(&ev(EventKind::AgentActivity {
+            seq: 2,
+            label: "a2".into(),
+            activity: Activity::Tokens {
+                usage: usage(50, 20),
+            },
+            workflow: None,
+        }));
+        let status = l.status(40);
+        assert!(status.contains("120 of 1.0k output tokens"), "{status}");
+        // Without a budget: everything so far, the running agent included.
+        let mut l = live(None);
+        l.event(&start(1, "Work"));
+        l.event(&ev(EventKind::AgentActivity {
+            seq: 1,
+            label: "a1".into(),
+            activity: Activity::Tokens { usage: usage(1, 0) },
+            workflow: None,
+        }));
+        let status = l.status(40);
+        assert!(status.contains(" · 1 token"), "{status}");
+    }
 
     #[test]
     fn numbers_and_bars() {

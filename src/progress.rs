@@ -163,6 +163,10 @@ fn shown_as_line(event: &Event) -> bool {
             Activity::ToolEnd { status, .. } => status != "ok",
             _ => false,
         },
+        // Waiting for a slot is the live view's (its header's `queued`)
+        // and `--events jsonl`'s: a line per queued call and one more when
+        // it leaves the queue would double a large fan-out's log.
+        EventKind::AgentQueued { .. } => false,
         _ => true,
     }
 }
@@ -170,8 +174,21 @@ fn shown_as_line(event: &Event) -> bool {
 /// Where and how events are shown.
 pub enum Mode {
     Jsonl,
-    Lines { color: bool },
+    Lines {
+        color: bool,
+        /// Added to the start line (see [`with_start_note`]).
+        start_note: Option<String>,
+    },
     None,
+}
+
+/// The start line with `note` after it: what the run was given beyond its
+/// flags, e.g. the provider an API key chose.
+pub fn with_start_note(line: String, event: &Event, note: Option<&str>) -> String {
+    match (note, &event.kind) {
+        (Some(n), EventKind::Start { .. }) => format!("{line} · {}", esc(n)),
+        _ => line,
+    }
 }
 
 /// A warning as one text: `path: message`, or the message alone.
@@ -186,7 +203,9 @@ pub fn show(mode: &Mode, event: &Event) {
     let text = match mode {
         Mode::Jsonl => event.to_json().to_string(),
         Mode::Lines { .. } if !shown_as_line(event) => return,
-        Mode::Lines { color } => line(event, *color),
+        Mode::Lines { color, start_note } => {
+            with_start_note(line(event, *color), event, start_note.as_deref())
+        }
         // A warning is said on stderr whatever the events mode (contract
         // §0): with events off, as a `dsh: warning:` line.
         Mode::None => match &event.kind {

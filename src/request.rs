@@ -47,7 +47,7 @@ pub fn check(script: &Path) -> Result<Meta, CliError> {
 
 /// The request of `dsh workflow run`, and how a resume of it gets its
 /// provider back.
-pub fn build(a: &RunArgs) -> Result<(StartRequest, ProviderSpec), CliError> {
+pub fn build(a: &RunArgs) -> Result<Built, CliError> {
     if a.dry_run && a.fixture.is_some() {
         return Err(CliError::usage(
             "--dry-run and --fixture exclude each other: a dry run answers every agent() call itself, without any provider; drop one of them",
@@ -91,6 +91,7 @@ pub fn build(a: &RunArgs) -> Result<(StartRequest, ProviderSpec), CliError> {
     if let Some(ahead) = ahead {
         req = req.with_spawned_worker(ahead);
     }
+    let mut note = None;
     let spec = if a.dry_run {
         let items = a
             .dry_run_items
@@ -104,21 +105,94 @@ pub fn build(a: &RunArgs) -> Result<(StartRequest, ProviderSpec), CliError> {
         req.provider = Some(gated(fixture(f)?, &config));
         ProviderSpec::Fixture(absolute(f).display().to_string())
     } else {
-        req = req.with_provider(Arc::new(providers_router(
-            &config,
-            a.provider.clone(),
-            Some(sandbox),
-        )?));
+        let pick = default_provider(&config, a.provider.clone(), |k| std::env::var_os(k));
+        let router = providers_router(&config, pick.name.clone(), Some(sandbox), pick.from_key)?
+            .with_keys_set(pick.competing);
+        req = req.with_provider(Arc::new(router));
+        note = pick.note;
         ProviderSpec::Configured {
             config: config
                 .path
                 .as_deref()
                 .map(absolute)
                 .map(|p| p.display().to_string()),
-            provider: a.provider.clone(),
+            // The provider a key chose is recorded as if named, so a
+            // resume asks the same one whatever keys are set then.
+            provider: pick.name,
         }
     };
-    Ok((req, spec))
+    Ok(Built {
+        req,
+        spec,
+        start_note: note,
+    })
+}
+
+/// What [`build`] makes of the flags: the request, how a resume gets its
+/// provider back, and what the start line adds (the provider a key chose).
+pub struct Built {
+    pub req: StartRequest,
+    pub spec: ProviderSpec,
+    /// Said after the start line in the readable modes, e.g.
+    /// `provider deepseek (DEEPSEEK_API_KEY is set; no provider is configured)`.
+    pub start_note: Option<String>,
+}
+
+/// The default provider of a run: `--provider`, else `workflow.provider`,
+/// else — the README's promise that an exported `DEEPSEEK_API_KEY` is all
+/// it takes — the one API provider whose key is set (`env`). With several
+/// keys set there is no default, and a call without a provider says how
+/// to choose.
+struct DefaultPick {
+    /// The provider to use as the default.
+    name: Option<String>,
+    /// The variable whose key chose `name`.
+    from_key: Option<String>,
+    /// With no default: the providers whose keys are set, when several.
+    competing: Vec<(String, String)>,
+    /// What the start line says about it.
+    note: Option<String>,
+}
+
+fn default_provider(
+    config: &Config,
+    flag: Option<String>,
+    env: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> DefaultPick {
+    let none = |name| DefaultPick {
+        name,
+        from_key: None,
+        competing: Vec::new(),
+        note: None,
+    };
+    if flag.is_some() || config.workflow.provider.is_some() {
+        return none(flag);
+    }
+    let mut keyed = config.providers_with_keys(env);
+    match keyed.len() {
+        0 => none(None),
+        1 => {
+            let (name, var) = keyed.remove(0);
+            DefaultPick {
+                note: Some(format!(
+                    "provider {name} ({var} is set; no provider is configured)"
+                )),
+                name: Some(name),
+                from_key: Some(var),
+                competing: Vec::new(),
+            }
+        }
+        _ => DefaultPick {
+            name: None,
+            from_key: None,
+            note: Some(format!(
+                "no default provider: several API keys are set ({}); choose one with --provider \
+                 NAME or workflow.provider in dsh.toml",
+                router::keyed_list(&keyed)
+            )),
+            competing: keyed,
+        },
+    }
 }
 
 /// `dsh.toml`'s limits with the flags on top, validated; a bad value names
@@ -197,7 +271,15 @@ fn args_input(a: &RunArgs) -> Result<ArgsInput, CliError> {
     if let Some(json) = &a.args {
         return serde_json::from_str::<Value>(json)
             .map(ArgsInput::Json)
-            .map_err(|e| CliError::usage(format!("--args: not valid JSON: {e}")));
+            .map_err(|e| {
+                // The usual cause is plain text given where JSON is
+                // expected (`--args "fix the bug"`): name the flag that
+                // takes text as it is.
+                CliError::usage(format!(
+                    "--args: not valid JSON: {e}; to pass the args as a plain string, use \
+                     --args-text instead (or give --args a JSON string, '\"...\"')"
+                ))
+            });
     }
     if let Some(text) = &a.args_text {
         return Ok(ArgsInput::Text(text.clone()));
@@ -289,7 +371,12 @@ pub fn resume_provider(
                     load_config(Some(path))?
                 }
             };
-            Some(Arc::new(providers_router(&config, provider.clone(), None)?))
+            Some(Arc::new(providers_router(
+                &config,
+                provider.clone(),
+                None,
+                None,
+            )?))
         }
         (None, other) => {
             return Err(CliError::usage(format!(
@@ -406,6 +493,7 @@ fn providers_router(
     config: &Config,
     flag: Option<String>,
     sandbox: Option<SandboxPolicy>,
+    from_key: Option<String>,
 ) -> Result<Router, CliError> {
     let mut config = config.clone();
     config.set_tool_host(&ToolHost {
@@ -427,7 +515,12 @@ fn providers_router(
             )
         )));
     }
-    let where_ = if flag.is_some() {
+    let where_ = if let Some(var) = from_key {
+        format!(
+            "provider {} (chosen because {var} is set and no provider is configured)",
+            flag.as_deref().unwrap_or_default()
+        )
+    } else if flag.is_some() {
         "--provider".to_string()
     } else {
         format!("{}: workflow.provider", config.location())
@@ -686,10 +779,13 @@ fn describe(def: &AgentTypeDef) -> String {
                 def.source,
                 r.model.as_deref().unwrap_or("-")
             );
+            // A type that names no tools gets the provider's, never "all":
+            // the agent loop's default set is read-only, a CLI uses its
+            // own, a command provider's `{tools}` is empty.
             s.push_str(&format!(
                 "  tools: {}",
                 r.tools.as_ref().map_or_else(
-                    || "all".to_string(),
+                    || "the provider's".to_string(),
                     |t| if t.is_empty() {
                         "none".to_string()
                     } else {

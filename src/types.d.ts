@@ -2,20 +2,88 @@
 // Save as e.g. `dsh-workflow.d.ts` next to your scripts so editors check them:
 //   dsh workflow types > dsh-workflow.d.ts
 
-/** A JSON Schema in the supported subset (object root at the top). */
+type JsonValue = string | number | boolean | null | readonly JsonValue[] | { readonly [key: string]: JsonValue };
+type JsonType = "object" | "array" | "string" | "number" | "integer" | "boolean" | "null";
+/** A subschema: a schema object, or `true` (anything) / `false` (nothing). */
+type WorkflowSubschema = WorkflowSchema | boolean;
+
+/**
+ * A JSON Schema: the whole vocabulary of draft 2020-12 and the draft-07
+ * spellings (`items` as an array, `additionalItems`, `dependencies`,
+ * `definitions`). The top level must have "type": "object"; a keyword
+ * outside JSON Schema (e.g. "x-priority") is refused with UNSUPPORTED_SCHEMA.
+ */
 type WorkflowSchema = {
-  type?: "object" | "array" | "string" | "number" | "integer" | "boolean" | "null";
-  properties?: Record<string, WorkflowSchema>;
-  required?: string[];
-  additionalProperties?: boolean;
-  items?: WorkflowSchema;
-  enum?: (string | number | boolean | null)[];
-  const?: string | number | boolean | null;
-  oneOf?: WorkflowSchema[];
-  description?: string;
+  // core
+  $schema?: "https://json-schema.org/draft/2020-12/schema" | "https://json-schema.org/draft/2020-12/schema#"
+    | "http://json-schema.org/draft-07/schema#" | "http://json-schema.org/draft-07/schema";
+  $id?: string;
+  /** Only references inside the schema ("#/$defs/x", "#anchor"). */
+  $ref?: string;
+  $dynamicRef?: string;
+  $anchor?: string;
+  $dynamicAnchor?: string;
+  $comment?: string;
+  $vocabulary?: Record<string, boolean>;
+  $defs?: Record<string, WorkflowSubschema>;
+  definitions?: Record<string, WorkflowSubschema>;
+  // any instance
+  type?: JsonType | readonly JsonType[];
+  enum?: readonly JsonValue[];
+  const?: JsonValue;
+  allOf?: readonly WorkflowSubschema[];
+  anyOf?: readonly WorkflowSubschema[];
+  oneOf?: readonly WorkflowSubschema[];
+  not?: WorkflowSubschema;
+  if?: WorkflowSubschema;
+  then?: WorkflowSubschema;
+  else?: WorkflowSubschema;
+  // numbers
+  multipleOf?: number;
+  maximum?: number;
+  exclusiveMaximum?: number;
+  minimum?: number;
+  exclusiveMinimum?: number;
+  // strings
+  maxLength?: number;
+  minLength?: number;
+  pattern?: string;
+  /** Asserted: an unknown format is refused. */
+  format?: string;
+  contentEncoding?: string;
+  contentMediaType?: string;
+  contentSchema?: WorkflowSubschema;
+  // arrays
+  items?: WorkflowSubschema | readonly WorkflowSubschema[];
+  prefixItems?: readonly WorkflowSubschema[];
+  additionalItems?: WorkflowSubschema;
+  unevaluatedItems?: WorkflowSubschema;
+  contains?: WorkflowSubschema;
+  maxContains?: number;
+  minContains?: number;
+  maxItems?: number;
+  minItems?: number;
+  uniqueItems?: boolean;
+  // objects
+  properties?: Record<string, WorkflowSubschema>;
+  patternProperties?: Record<string, WorkflowSubschema>;
+  additionalProperties?: WorkflowSubschema;
+  unevaluatedProperties?: WorkflowSubschema;
+  propertyNames?: WorkflowSubschema;
+  maxProperties?: number;
+  minProperties?: number;
+  required?: readonly string[];
+  dependentRequired?: Record<string, readonly string[]>;
+  dependentSchemas?: Record<string, WorkflowSubschema>;
+  dependencies?: Record<string, WorkflowSubschema | readonly string[]>;
+  // annotations
   title?: string;
-  default?: unknown;
-  examples?: unknown[];
+  description?: string;
+  default?: JsonValue;
+  examples?: readonly JsonValue[];
+  deprecated?: boolean;
+  readOnly?: boolean;
+  writeOnly?: boolean;
 };
 
 interface AgentOptions {
@@ -38,9 +106,9 @@ interface AgentOptions {
   /** No-progress timeout in milliseconds: the call fails (resolves null) when the provider reports no progress for this long. */
   stallMs?: number;
   /** Tools this child may not use, for providers that have tools. */
-  disallowedTools?: string[];
+  disallowedTools?: readonly string[];
   /** Bash rules the child's Bash tool is clamped to, e.g. ["Bash(git log:*)"] (accepted as Claude Code accepts it). */
-  bashCommandClamp?: string[];
+  bashCommandClamp?: readonly string[];
   /** Accepted as Claude Code accepts it: the length of a prompt prefix shared by several calls. */
   sharedHeadLength?: number;
 }
@@ -74,15 +142,27 @@ declare const budget: {
   remaining(): number;
 };
 
-/** The error hooks throw. Branch on `code`, never on instanceof. */
-declare class WorkflowError extends Error {
+/** The run-level stops: `fatal: true`, and inside parallel()/pipeline() they reject the whole call. */
+type RunLevelCode = "BUDGET" | "CANCELLED" | "TIMEOUT" | "MEMORY" | "WORKER_EXITED" | "SANDBOX_UNAVAILABLE";
+/** Every other code: `fatal: false`, and inside parallel()/pipeline() only that element becomes null. */
+type OrdinaryCode =
+  | "SCRIPT_ERROR" | "INVALID_ARGUMENT" | "UNSUPPORTED_OPTION" | "UNSUPPORTED_SCHEMA"
+  | "AGENT_CAP" | "ITEM_CAP" | "AGENT_START" | "AGENT_RESULT" | "RESULT_UNSERIALIZABLE";
+
+interface WorkflowErrorOf<C extends RunLevelCode | OrdinaryCode, F extends boolean> extends Error {
   readonly name: "WorkflowError";
-  readonly code:
-    | "SCRIPT_ERROR" | "INVALID_ARGUMENT" | "UNSUPPORTED_OPTION" | "UNSUPPORTED_SCHEMA"
-    | "AGENT_CAP" | "ITEM_CAP" | "AGENT_START" | "AGENT_RESULT" | "RESULT_UNSERIALIZABLE"
-    | "BUDGET" | "CANCELLED" | "TIMEOUT" | "MEMORY";
-  readonly fatal: true;
+  readonly code: C;
+  /** Decided by `code`: narrowing on one narrows the other. */
+  readonly fatal: F;
 }
+
+/** The error hooks throw. Branch on `code`, never on instanceof. */
+type WorkflowError = WorkflowErrorOf<RunLevelCode, true> | WorkflowErrorOf<OrdinaryCode, false>;
+declare const WorkflowError: {
+  new (code: RunLevelCode, message?: string): WorkflowErrorOf<RunLevelCode, true>;
+  new (code: OrdinaryCode, message?: string): WorkflowErrorOf<OrdinaryCode, false>;
+  readonly prototype: WorkflowError;
+};
 
 declare const console: {
   log(...args: unknown[]): void;

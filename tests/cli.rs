@@ -355,6 +355,34 @@ fn fatal_hook_errors_settle_error_with_exit_1(
     }
 }
 
+/// An unsupported schema ends the run naming the call — its position in
+/// the original file, past the stripped type lines — and the schema path of
+/// the keyword at fault (a compile-time problem such as an unknown format
+/// was reported at the schema's root).
+#[test]
+fn unsupported_schema_names_the_call_site_and_the_keyword() {
+    let script = "type Row = { n: number };\ninterface Gone { x: string }\n\nconst v = await agent(\"x\", { schema: { type: \"object\", properties: { when: { type: \"string\", format: \"telephone\" } } } });\nreturn v;\n";
+    let out = run_ts(script, &std_fixture(), &["--output", "result"]);
+    let msg = assert_error_run(&out, "UNSUPPORTED_SCHEMA");
+    let col: u32 = msg
+        .strip_prefix("wf.ts:4:")
+        .unwrap_or_else(|| panic!("should start with the call's wf.ts:4:<col>: {msg}"))
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap_or_else(|_| panic!("a column after wf.ts:4: in {msg}"));
+    // `await` starts at column 11, the call's `(` is at column 22.
+    assert!(
+        (11..=22).contains(&col),
+        "column {col} is on the call: {msg}"
+    );
+    assert_mentions(
+        &msg,
+        &["options.schema.properties.when.format", "telephone"],
+    );
+}
+
 /// An exhausted heap is `MEMORY` wherever the allocation that failed
 /// falls, including when QuickJS cannot even allocate its out-of-memory
 /// error and throws a bare `null` (which one happens depends on sizes and
@@ -834,6 +862,56 @@ return { rest, chained, early: await early };
     let starts = out.events_of("workflow/agent-start");
     assert_eq!(starts[0]["label"], "early", "seq 1 is the first call");
     assert_eq!(starts[0]["seq"], 1);
+}
+
+/// A call behind a full concurrency limit is announced while it waits
+/// (`workflow/agent-queued`, `waiting: true`) and leaves the queue
+/// (`waiting: false`) before its `agent-start`; a run cancelled while calls
+/// wait pairs them before `workflow/end`. Before, the host heard of a call
+/// only when it started.
+#[test]
+fn calls_waiting_for_a_slot_are_announced_until_they_start() {
+    let fx = fixture(json!([
+        { "match": { "label": "hang" }, "hang": true },
+        { "match": {}, "text": "done", "delayMs": 50 }
+    ]));
+    let script = r#"
+phase("Fan");
+const r = await parallel([1, 2, 3].map((i) => () => agent(`job ${i}`, { label: `job-${i}` })));
+return r.length;
+"#;
+    let out = run_ts(script, &fx, &["--max-concurrent", "1"]);
+    out.assert_code(0);
+    assert_event_guarantees(&out.events);
+    let queued = out.events_of("workflow/agent-queued");
+    let pairs: Vec<(u64, bool)> = queued
+        .iter()
+        .map(|e| (e["seq"].as_u64().expect("seq"), e["waiting"] == true))
+        .collect();
+    assert_eq!(
+        pairs,
+        [(2, true), (3, true), (2, false), (3, false)],
+        "{queued:#?}"
+    );
+    assert_eq!(queued[0]["label"], "job-2");
+    assert_eq!(queued[0]["phase"], "Fan");
+
+    // Cancelled (the timeout) while two calls wait: they stop waiting
+    // before the end, and never start.
+    let script = r#"
+await parallel([() => agent("x", { label: "hang" }), () => agent("y"), () => agent("z")]);
+"#;
+    let out = run_ts(script, &fx, &["--max-concurrent", "1", "--timeout", "1s"]);
+    out.assert_code(124);
+    assert_event_guarantees(&out.events);
+    let queued: Vec<(u64, bool)> = out
+        .events_of("workflow/agent-queued")
+        .iter()
+        .map(|e| (e["seq"].as_u64().expect("seq"), e["waiting"] == true))
+        .collect();
+    assert_eq!(queued, [(2, true), (3, true), (2, false), (3, false)]);
+    assert_eq!(out.events_of("workflow/agent-start").len(), 1);
+    assert_eq!(end_event(&out)["agentsStarted"], 3);
 }
 
 #[test]
@@ -1396,6 +1474,34 @@ fn types_prints_the_declarations_of_the_globals() {
     }
 }
 
+/// `dsh workflow types` declares every keyword the schema check accepts
+/// (it once knew 13 of them, so an editor flagged `minItems` in a schema
+/// dsh runs), and types `fatal` by `code`.
+#[test]
+fn types_declare_the_whole_schema_vocabulary_and_fatal_by_code() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (stdout, stderr, status) = dsh_in(dir.path(), &["workflow", "types"]);
+    assert_eq!(status, Some(0), "{stderr}");
+    let start = stdout
+        .find("type WorkflowSchema = {")
+        .expect("WorkflowSchema");
+    let body = &stdout[start..];
+    let body = &body[..body.find("\n};").expect("end of WorkflowSchema")];
+    for keyword in dsh_protocol::schema::keywords() {
+        assert!(
+            body.contains(&format!("\n  {keyword}?: ")),
+            "WorkflowSchema lacks {keyword:?}:\n{body}"
+        );
+    }
+    for decl in [
+        "WorkflowErrorOf<RunLevelCode, true>",
+        "WorkflowErrorOf<OrdinaryCode, false>",
+        "type RunLevelCode = \"BUDGET\" | \"CANCELLED\" | \"TIMEOUT\" | \"MEMORY\" | \"WORKER_EXITED\" | \"SANDBOX_UNAVAILABLE\";",
+    ] {
+        assert!(stdout.contains(decl), "missing {decl:?} in:\n{stdout}");
+    }
+}
+
 // ------------------------------------------------------------------ usage and fixtures
 
 #[rstest]
@@ -1406,6 +1512,7 @@ fn types_prints_the_declarations_of_the_globals() {
 #[case::bad_grace(&["--grace", "soon"], "soon")]
 #[case::negative_number(&["--max-concurrent", "-1"], "-1")]
 #[case::bad_args_json(&["--args", "{bad"], "--args")]
+#[case::args_text_given_as_json(&["--args", "fix the bug"], "use --args-text instead")]
 #[case::two_args_sources(&["--args", "1", "--args-text", "x"], "--args")]
 #[case::missing_args_file(&["--args-file", "nope.json"], "nope.json")]
 #[case::bad_events_mode(&["--events", "xml"], "xml")]

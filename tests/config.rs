@@ -527,6 +527,13 @@ fn agents_lists_each_type_with_its_source_and_what_it_hides() {
         ],
     );
     assert_mentions(&line("Explore"), &["built-in", "tools: Read, Grep, Glob"]);
+    // A type without a tool list gets the provider's tools (read-only by
+    // default in the agent loop), never "all".
+    assert_mentions(
+        &line("general-purpose"),
+        &["built-in", "tools: the provider's"],
+    );
+    assert!(!stdout.contains("tools: all"), "{stdout}");
     assert_mentions(&line("Plan"), &["dsh.toml:1", "model: planner"]);
     assert_mentions(
         &line("broken"),

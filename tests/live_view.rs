@@ -187,10 +187,12 @@ fn the_status_area_shows_running_agents_then_a_summary() {
     wait_events(&events, "quick done, the others running", |e| {
         ended(e, 1) && started(e, 2) && started(e, 3)
     });
-    let screen = wait_screen(&tmux, "1 done · 2 running · 0 failed");
+    let screen = wait_screen(&tmux, "1 done · 2 running · 0 queued · 0 failed");
     assert!(screen.contains("fan-out "), "the run's name:\n{screen}");
+    // `--budget` counts output tokens: `quick`'s 200 (its 1000 input
+    // tokens are not counted against it).
     assert!(
-        screen.contains("1.2k tokens of 50.0k"),
+        screen.contains("200 of 50.0k output tokens"),
         "tokens against the budget:\n{screen}"
     );
     assert!(screen.contains("Work"), "the phase line:\n{screen}");
@@ -249,6 +251,43 @@ fn the_status_area_shows_running_agents_then_a_summary() {
     assert!(
         !screen.contains("running ·"),
         "no status line is left behind:\n{screen}"
+    );
+}
+
+/// Behind `--max-concurrent 1` the third call waits: the header counts it
+/// as queued and its phase's total includes it; cancelled, the end line
+/// and the summary count the same three calls.
+#[test]
+fn queued_calls_count_in_the_header_and_the_cancelled_summary() {
+    let Some(tmux) = Tmux::start("queued") else {
+        return;
+    };
+    let (dir, events) = setup(60_000, 60_000);
+    tmux.run(
+        &command(dir.path(), &events)
+            .replace(" --budget 50000", " --budget 50000 --max-concurrent 1"),
+    );
+    wait_events(&events, "quick done, slow running, never queued", |e| {
+        ended(e, 1)
+            && started(e, 2)
+            && e.iter().any(|e| {
+                e["type"] == "workflow/agent-queued" && e["seq"] == 3 && e["waiting"] == true
+            })
+    });
+    let screen = wait_screen(&tmux, "1 done · 1 running · 1 queued · 0 failed");
+    assert!(
+        screen.contains("1/3 (1 queued)"),
+        "the phase's total:\n{screen}"
+    );
+    tmux.keys("C-c");
+    let code = wait_exit(dir.path());
+    assert_eq!(code.trim(), "EXIT=130", "Ctrl-C cancels");
+    let screen = tmux.screen();
+    assert!(screen.contains("(3 agents)"), "the end line:\n{screen}");
+    assert!(
+        screen.contains("cancelled in")
+            && screen.contains(": 3 agents (1 never started), 0 failed"),
+        "the summary counts as the end line does:\n{screen}"
     );
 }
 
@@ -326,6 +365,43 @@ fn off_a_terminal_the_lines_are_plain() {
             "[T] log done 2",
             "[T] end completed (3 agents)",
         ],
+        "{stderr}"
+    );
+}
+
+/// A label with a line or paragraph separator (U+2028, U+2029) or a bidi
+/// control (U+202E …) is shown escaped, like an ESC: not escaped, the first
+/// could start a new line in the view and the second reorder it.
+#[test]
+fn separators_and_bidi_controls_in_a_label_are_escaped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("sep.ts"),
+        "await agent(\"x\", { label: \"a\\u2028end completed\\u2029b\\u202eevil\" });\nreturn 1;\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("sep.fixture.json"),
+        json!({ "version": 1, "answers": [{ "match": {}, "text": "ok" }] }).to_string(),
+    )
+    .expect("write");
+    let (_, stderr, code) = common::dsh_in(
+        dir.path(),
+        &[
+            "workflow",
+            "run",
+            "sep.ts",
+            "--fixture",
+            "sep.fixture.json",
+            "--no-journal",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    for raw in ['\u{2028}', '\u{2029}', '\u{202e}'] {
+        assert!(!stderr.contains(raw), "{raw:?} reached stderr: {stderr:?}");
+    }
+    assert!(
+        stderr.contains("agent #1 completed a\\u{2028}end completed\\u{2029}b\\u{202e}evil"),
         "{stderr}"
     );
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::lib::{collect_events, request, result};
-use common::{assert_event_guarantees, assert_process_gone_async, events_of, outcomes};
+use common::{Workspace, assert_event_guarantees, assert_process_gone_async, events_of, outcomes};
 use dsh_orchestrator::providers::openai::{OpenAiConfig, OpenAiProvider};
 use dsh_orchestrator::{ErrorCode, StartRequest, StopReason, WorkflowRun, start};
 use http_server::{Reply, TestServer};
@@ -357,4 +357,104 @@ async fn the_cli_runs_a_workflow_against_a_configured_endpoint() {
             .contains("You review plans."),
         "{second:#}"
     );
+}
+
+/// Every API key a built-in provider reads: removed from each `dsh` these
+/// tests start, so that the machine's own keys decide nothing.
+const API_KEYS: [&str; 3] = ["DEEPSEEK_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
+
+/// Runs `ws` with `--events lines` and exactly the API keys `keys`.
+async fn run_with_keys(ws: Workspace, keys: &[(&str, &str)]) -> common::Output {
+    let keys: Vec<(String, String)> = keys
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    tokio::task::spawn_blocking(move || {
+        let mut cmd = ws.command(&["--events", "lines", "--no-journal"]);
+        for k in API_KEYS {
+            cmd.env_remove(k);
+        }
+        cmd.envs(keys);
+        let child = cmd.spawn().expect("spawn dsh");
+        common::Running::adopt(child, ws).finish()
+    })
+    .await
+    .expect("dsh")
+}
+
+/// `dsh.toml` pointing the built-in API providers at `server` (the
+/// loopback: these tests never reach the network), naming no default.
+fn loopback_providers(ws: &Workspace, server: &TestServer) {
+    ws.file(
+        "dsh.toml",
+        &format!(
+            "[providers.deepseek]\nkind = \"openai\"\nbase_url = \"{url}\"\nbackoff = \"1ms\"\n\n\
+             [providers.openai]\nkind = \"openai\"\nbase_url = \"{url}\"\n\
+             api_key_env = \"OPENAI_API_KEY\"\nbackoff = \"1ms\"\n",
+            url = server.base_url()
+        ),
+    );
+}
+
+/// The README's promise: with `DEEPSEEK_API_KEY` set and no provider
+/// configured, nothing else is needed — `deepseek` answers, and the start
+/// line says why. It used to reject every call: "no provider is
+/// configured".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_one_api_key_set_chooses_the_provider_and_the_start_line_says_so() {
+    let server = TestServer::start(vec![Reply::chat_usage("hello from the key", 4, 2)]).await;
+    let ws = Workspace::new("wf.ts", "return await agent(\"Say hello\");\n", None);
+    loopback_providers(&ws, &server);
+    let out = run_with_keys(ws, &[("DEEPSEEK_API_KEY", "sk-only")]).await;
+    out.assert_code(0);
+    assert_eq!(out.json(), json!("hello from the key"));
+    let start = out
+        .stderr
+        .lines()
+        .find(|l| l.contains(" start "))
+        .unwrap_or_else(|| panic!("no start line: {}", out.stderr));
+    common::assert_mentions(
+        start,
+        &[
+            "provider deepseek",
+            "DEEPSEEK_API_KEY is set",
+            "no provider is configured",
+        ],
+    );
+    let seen = server.requests();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].header("authorization"), Some("Bearer sk-only"));
+    let end = &events_of(&out.events, "workflow/agent-end")[0];
+    assert_eq!(end["childId"], "deepseek-1", "{end}");
+}
+
+/// With several keys set dsh does not guess: the start line and the
+/// call's error say which keys compete and how to choose.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_api_keys_set_say_how_to_choose() {
+    let server = TestServer::start(Vec::new()).await;
+    let ws = Workspace::new("wf.ts", "return await agent(\"Say hello\");\n", None);
+    loopback_providers(&ws, &server);
+    let out = run_with_keys(
+        ws,
+        &[("DEEPSEEK_API_KEY", "sk-a"), ("OPENAI_API_KEY", "sk-b")],
+    )
+    .await;
+    out.assert_code(1);
+    out.assert_error_line("AGENT_START");
+    let competing = "DEEPSEEK_API_KEY for deepseek, OPENAI_API_KEY for openai";
+    common::assert_mentions(
+        &out.stderr,
+        &[
+            "no default provider: several API keys are set",
+            competing,
+            "choose one with --provider NAME or workflow.provider",
+        ],
+    );
+    let end = out.events.last().expect("events");
+    common::assert_mentions(
+        end["error"]["message"].as_str().unwrap_or_default(),
+        &["several API keys are set", competing, "--provider NAME"],
+    );
+    assert!(server.requests().is_empty(), "no provider was asked");
 }

@@ -116,6 +116,25 @@ pub enum EventKind {
         /// Where: a value path or file position, when there is one.
         path: Option<String>,
     },
+    /// `workflow/agent-queued`: an `agent()` call waits for a concurrency
+    /// slot (`waiting: true`), or no longer does (`waiting: false`): its
+    /// `ChildStart` reached the host (its `agent-start` follows unless the
+    /// start is refused), or the run settled while it waited. Every
+    /// `waiting: true` gets exactly one `waiting: false`, before
+    /// `workflow/end`. A call that got a slot at once has neither.
+    AgentQueued {
+        /// The call's number, as its `agent-start` will carry it.
+        seq: u64,
+        /// The call's display label.
+        label: String,
+        /// The phase the call belongs to; `None` when there is none.
+        phase: Option<String>,
+        /// Whether the call now waits (`true`) or has stopped waiting.
+        waiting: bool,
+        /// The nested workflow that made the call, by name; `None` for the
+        /// run's own script.
+        workflow: Option<String>,
+    },
     /// `workflow/agent-start`: a child was started for an `agent()` call.
     AgentStart {
         /// The call's number in the run (1, 2, 3 …), as in
@@ -212,6 +231,16 @@ impl Event {
             EventKind::Warning { message, path } => {
                 message.len() + path.as_ref().map_or(0, String::len)
             }
+            EventKind::AgentQueued {
+                label,
+                phase,
+                workflow,
+                ..
+            } => {
+                label.len()
+                    + phase.as_ref().map_or(0, String::len)
+                    + workflow.as_ref().map_or(0, String::len)
+            }
             EventKind::AgentStart {
                 label,
                 phase,
@@ -245,6 +274,7 @@ impl Event {
             EventKind::Phase { .. } => "workflow/phase",
             EventKind::Log { .. } => "workflow/log",
             EventKind::Warning { .. } => "workflow/warning",
+            EventKind::AgentQueued { .. } => "workflow/agent-queued",
             EventKind::AgentStart { .. } => "workflow/agent-start",
             EventKind::AgentEnd { .. } => "workflow/agent-end",
             EventKind::AgentActivity { .. } => "workflow/agent-activity",
@@ -277,6 +307,19 @@ impl Event {
                 if let Some(p) = path {
                     m.insert("path".into(), p.as_str().into());
                 }
+            }
+            EventKind::AgentQueued {
+                seq,
+                label,
+                phase,
+                waiting,
+                workflow,
+            } => {
+                m.insert("seq".into(), (*seq).into());
+                m.insert("label".into(), label.as_str().into());
+                m.insert("phase".into(), phase.clone().into());
+                m.insert("waiting".into(), (*waiting).into());
+                insert_workflow(&mut m, workflow);
             }
             EventKind::AgentStart {
                 seq,

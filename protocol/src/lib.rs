@@ -33,8 +33,9 @@ pub use messages::*;
 /// [`AgentOptions`] (a `ChildStart` frame of version 5 no longer decodes);
 /// version 7 added the cache tokens and the cost to [`Usage`]; version 9
 /// sends [`HostMsg::Go`] with [`HostMsg::Init`], and the worker checks for
-/// a [`HostMsg::Cancel`] behind it before it runs the body.
-pub const PROTOCOL_VERSION: u32 = 9;
+/// a [`HostMsg::Cancel`] behind it before it runs the body; version 10
+/// adds [`WorkerMsg::ChildQueued`], a call waiting for a slot.
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// The worker's exit status when an allocation failed under the sandbox's
 /// data limit: the host reports such a death as `MEMORY`.

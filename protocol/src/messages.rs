@@ -99,6 +99,22 @@ pub enum WorkerMsg {
         /// How the body settled.
         result: EndResult,
     },
+    /// An `agent()` call was admitted but every concurrency slot is taken:
+    /// it waits in the worker's queue (first in, first out). Its
+    /// `ChildStart` follows when a slot frees — nothing follows when the run
+    /// is cancelled first. The host emits `workflow/agent-queued`, so a
+    /// view can count the calls that wait. Last of the enum: the frames'
+    /// variant numbers of the messages before it are unchanged.
+    ChildQueued {
+        /// The call's number, as its `ChildStart` will carry it.
+        call_id: CallId,
+        /// The call's label (the default one when the script gave none).
+        label: String,
+        /// The call's phase, when it has one.
+        phase: Option<String>,
+        /// The nested workflow that made the call, by name.
+        workflow: Option<String>,
+    },
 }
 
 /// Host → worker.

@@ -95,6 +95,7 @@ fn stall_ms_and_disallowed_tools_read_from_the_preludes_json() {
 #[case::workflow_load(WorkerMsg::WorkflowLoad { call_id: 1, target: WorkflowTarget::Name("review".into()) })]
 #[case::workflow_load_path(WorkerMsg::WorkflowLoad { call_id: 2, target: WorkflowTarget::ScriptPath("sub/x.js".into()) })]
 #[case::child_start(WorkerMsg::ChildStart { call_id: 7, request: request() })]
+#[case::child_queued(WorkerMsg::ChildQueued { call_id: 17, label: "review a.rs".into(), phase: Some("Review".into()), workflow: None })]
 #[case::end_completed(WorkerMsg::End { result: EndResult { outcome: EndOutcome::Completed { value_json: "[1,2]".into() }, agents_started: 3, log_bytes_dropped: 0, sandbox: None } })]
 #[case::end_error(WorkerMsg::End { result: EndResult { outcome: EndOutcome::Failed { error: WireError { code: ErrorCode::ScriptError, message: "boom".into() } }, agents_started: 0, log_bytes_dropped: 9, sandbox: None } })]
 #[case::end_cancelled(WorkerMsg::End { result: EndResult { outcome: EndOutcome::Cancelled { error: WireError { code: ErrorCode::Timeout, message: "wall".into() } }, agents_started: 2, log_bytes_dropped: 0, sandbox: None } })]

@@ -400,6 +400,7 @@ pub fn assert_event_guarantees(events: &[Value]) {
         "workflow/phase",
         "workflow/log",
         "workflow/warning",
+        "workflow/agent-queued",
         "workflow/agent-start",
         "workflow/agent-end",
         "workflow/agent-activity",
@@ -415,6 +416,9 @@ pub fn assert_event_guarantees(events: &[Value]) {
     let mut open: HashMap<u64, &Value> = HashMap::new();
     let mut ended: HashSet<u64> = HashSet::new();
     let mut started: HashSet<u64> = HashSet::new();
+    // Calls waiting for a slot, and those that stopped waiting.
+    let mut waiting: HashSet<u64> = HashSet::new();
+    let mut unqueued: HashSet<u64> = HashSet::new();
     for e in events {
         assert_eq!(e["runId"], run_id, "same runId everywhere: {}", dump());
         let t = e["t"]
@@ -427,8 +431,31 @@ pub fn assert_event_guarantees(events: &[Value]) {
         );
         last_t = t;
         match e["type"].as_str() {
+            Some("workflow/agent-queued") => {
+                let seq = e["seq"].as_u64().expect("seq");
+                assert!(e["label"].is_string(), "label: {e}");
+                if e["waiting"] == true {
+                    assert!(
+                        !started.contains(&seq) && !unqueued.contains(&seq) && waiting.insert(seq),
+                        "agent-queued {seq} waits after it started, waited or left: {}",
+                        dump()
+                    );
+                } else {
+                    assert_eq!(e["waiting"], false, "waiting is a boolean: {e}");
+                    assert!(
+                        waiting.remove(&seq) && unqueued.insert(seq),
+                        "agent-queued {seq} stops waiting without waiting first: {}",
+                        dump()
+                    );
+                }
+            }
             Some("workflow/agent-start") => {
                 let seq = e["seq"].as_u64().expect("seq");
+                assert!(
+                    !waiting.contains(&seq),
+                    "agent-start {seq} while it still waits for a slot: {}",
+                    dump()
+                );
                 assert!(started.insert(seq), "seq {seq} started twice: {}", dump());
                 assert!(e["childId"].is_string(), "childId: {e}");
                 assert!(e["label"].is_string(), "label: {e}");
@@ -482,6 +509,12 @@ pub fn assert_event_guarantees(events: &[Value]) {
             _ => {}
         }
     }
+    assert!(
+        waiting.is_empty(),
+        "every call that waited for a slot stops waiting before workflow/end; still waiting {:?}: {}",
+        waiting,
+        dump()
+    );
     assert!(
         open.is_empty(),
         "every agent-start needs an agent-end before workflow/end; unpaired seqs {:?}: {}",

@@ -166,16 +166,6 @@ fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
-/// The line of the `[providers.NAME]` (or `[agent_types.NAME]`) header.
-fn header_line(text: &str, table: &str, name: &str) -> Option<usize> {
-    text.lines()
-        .position(|l| {
-            let t: String = l.chars().filter(|c| !c.is_whitespace()).collect();
-            t == format!("[{table}.{name}]") || t == format!("[{table}.\"{name}\"]")
-        })
-        .map(|i| i + 1)
-}
-
 /// The `key` of a `key = value` line, if the line is one.
 fn line_key(line: &str) -> Option<&str> {
     let (k, _) = line.split_once('=')?;
@@ -198,52 +188,74 @@ fn section_of(text: &str, line: usize) -> String {
         .unwrap_or_default()
 }
 
-/// 1-based line range (header excluded) of the table `[name]`.
-fn section_lines(text: &str, name: &str) -> Option<(usize, usize)> {
-    let lines: Vec<&str> = text.lines().collect();
-    let start = lines.iter().position(|l| {
-        let t: String = l.chars().filter(|c| !c.is_whitespace()).collect();
-        t == format!("[{name}]")
-    })?;
-    let end = lines[start + 1..]
+/// The keys of the table `section` (`workflow`, `providers.NAME`,
+/// `agent_types.NAME`) in document order: each key, the 1-based line of
+/// the key, and the source text of its value. From the parser's spans, not
+/// from the lines' look: a header with a comment (`[providers.x] # mine`),
+/// a quoted name (`[providers."x"]`), a quoted key or an inline table
+/// cannot hide a key's line (a `concurrency = 0` under a quoted header was
+/// reported at the header).
+fn table_keys(text: &str, section: &str) -> Option<Vec<(String, usize, String)>> {
+    let root = toml::de::DeTable::parse(text).ok()?;
+    let mut table = root.get_ref();
+    for part in section.splitn(2, '.') {
+        let (_, v) = table.iter().find(|(k, _)| k.get_ref().as_ref() == part)?;
+        match v.get_ref() {
+            toml::de::DeValue::Table(t) => table = t,
+            _ => return None,
+        }
+    }
+    let mut keys: Vec<(usize, String, usize, String)> = table
         .iter()
-        .position(|l| l.trim_start().starts_with('['))
-        .map_or(lines.len(), |i| start + 1 + i);
-    Some((start + 2, end))
+        .map(|(k, v)| {
+            let value = text.get(v.span()).unwrap_or_default().to_string();
+            (
+                k.span().start,
+                k.get_ref().to_string(),
+                line_of(text, k.span().start),
+                value,
+            )
+        })
+        .collect();
+    keys.sort_by_key(|(at, ..)| *at);
+    Some(
+        keys.into_iter()
+            .map(|(_, k, line, v)| (k, line, v))
+            .collect(),
+    )
+}
+
+/// The line of the `[providers.NAME]` (or `[agent_types.NAME]`) header
+/// (or of `NAME = { … }`, an inline table).
+fn header_line(text: &str, table: &str, name: &str) -> Option<usize> {
+    table_keys(text, table)?
+        .into_iter()
+        .find(|(k, ..)| k == name)
+        .map(|(_, line, _)| line)
 }
 
 /// The line of `key = …` inside `[section]`, where the file has one.
 fn key_line_in(text: &str, section: &str, key: &str) -> Option<usize> {
-    let (first, last) = section_lines(text, section)?;
-    text.lines()
-        .enumerate()
-        .skip(first - 1)
-        .take(last + 1 - first)
-        .find(|(_, l)| line_key(l) == Some(key))
-        .map(|(i, _)| i + 1)
+    table_keys(text, section)?
+        .into_iter()
+        .find(|(k, ..)| k == key)
+        .map(|(_, line, _)| line)
 }
 
 /// For an error inside `[section]` that names no key: the key whose value
 /// the message quotes (`invalid type: string "lots", expected u32`).
 fn key_of_quoted_value(text: &str, section: &str, message: &str) -> Option<(usize, String)> {
-    let quoted = message.split('"').nth(1)?;
-    let (first, last) = section_lines(text, section)?;
-    text.lines()
-        .enumerate()
-        .skip(first - 1)
-        .take(last + 1 - first)
-        .find(|(_, l)| {
-            l.split_once('=')
-                .is_some_and(|(_, v)| v.contains(&format!("\"{quoted}\"")))
-        })
-        .and_then(|(i, l)| line_key(l).map(|k| (i + 1, k.to_string())))
+    let quoted = format!("\"{}\"", message.split('"').nth(1)?);
+    table_keys(text, section)?
+        .into_iter()
+        .find(|(_, _, v)| v.contains(&quoted))
+        .map(|(k, line, _)| (line, k))
 }
 
 /// For an error inside `[section]` whose message names a key without
 /// quoting its value (`concurrency 0 is out of range`): the first key of
 /// the section that the message names as a word.
 fn key_named_in(text: &str, section: &str, message: &str) -> Option<(usize, String)> {
-    let (first, last) = section_lines(text, section)?;
     let is_word = |k: &str| {
         message.match_indices(k).any(|(i, _)| {
             let before = message[..i].chars().next_back();
@@ -252,15 +264,10 @@ fn key_named_in(text: &str, section: &str, message: &str) -> Option<(usize, Stri
             outside(before) && outside(after)
         })
     };
-    text.lines()
-        .enumerate()
-        .skip(first - 1)
-        .take(last + 1 - first)
-        .find_map(|(i, l)| {
-            line_key(l)
-                .filter(|k| is_word(k))
-                .map(|k| (i + 1, k.to_string()))
-        })
+    table_keys(text, section)?
+        .into_iter()
+        .find(|(k, ..)| !k.is_empty() && is_word(k))
+        .map(|(k, line, _)| (line, k))
 }
 
 pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
@@ -506,6 +513,12 @@ fn fix_hint(message: &str) -> String {
     }
 }
 
+/// Every `kind` a `[providers.NAME]` table may name, as the messages list
+/// them: one list, so that a kind added to [`provider_kind`] (and its test
+/// below) cannot be left out of one message, as the CLI kinds once were.
+const KIND_NAMES: &str =
+    "\"openai\", \"anthropic\", \"claude-code\", \"codex\", \"qwen\", \"command\" or \"fixture\"";
+
 /// One `[providers.NAME]` table: `kind` decides which provider's keys the
 /// rest must be.
 fn provider_kind(
@@ -517,13 +530,14 @@ fn provider_kind(
         Some(toml::Value::String(k)) => k,
         Some(other) => {
             return Err(format!(
-                "providers.{name}.kind: expected a string, found {}; use kind = \"openai\", \"anthropic\", \"claude-code\", \"codex\", \"qwen\", \"command\" or \"fixture\"",
-                other.type_str()
+                "providers.{name}.kind: expected a string, found {}; use kind = {}",
+                other.type_str(),
+                KIND_NAMES
             ));
         }
         None => {
             return Err(format!(
-                "providers.{name}: missing kind; add kind = \"openai\", \"anthropic\", \"claude-code\", \"codex\", \"qwen\", \"command\" or \"fixture\""
+                "providers.{name}: missing kind; add kind = {KIND_NAMES}"
             ));
         }
     };
@@ -584,7 +598,7 @@ fn provider_kind(
             Ok(ProviderKind::Fixture { path })
         }
         other => Err(format!(
-            "providers.{name}.kind: unknown kind {other:?}; use \"openai\", \"anthropic\", \"command\" or \"fixture\""
+            "providers.{name}.kind: unknown kind {other:?}; use {KIND_NAMES}"
         )),
     }
 }
@@ -708,6 +722,7 @@ system_prompt = "Review carefully."
     #[case::unknown_default_provider("[workflow]\nprovider = \"nope\"\n", "/p/dsh.toml:2", &["workflow.provider", "nope", "deepseek", "[providers.nope]"])]
     #[case::missing_kind("[providers.x]\nmodel = \"m\"\n", "/p/dsh.toml:1", &["providers.x", "missing kind", "kind = \"openai\""])]
     #[case::unknown_kind("[providers.x]\nkind = \"carrier-pigeon\"\n", "/p/dsh.toml:2", &["carrier-pigeon", "openai"])]
+    #[case::unknown_kind_lists_the_cli_kinds("[providers.x]\nkind = \"claude\"\n", "/p/dsh.toml:2", &["\"claude-code\"", "\"codex\"", "\"qwen\"", "\"anthropic\""])]
     #[case::unknown_provider_key("\n[providers.x]\nkind = \"openai\"\nmodle = \"m\"\n", "/p/dsh.toml:4", &["providers.x", "modle"])]
     #[case::wrong_type_in_a_provider("[providers.x]\nkind = \"openai\"\n\nmax_attempts = \"many\"\n", "/p/dsh.toml:4", &["providers.x.max_attempts", "many"])]
     #[case::workflow_key_after_another_section("[agent_types.r]\nprovider = \"deepseek\"\n\n[workflow]\nprovider = \"ghost\"\n", "/p/dsh.toml:5", &["workflow.provider", "ghost"])]
@@ -715,6 +730,10 @@ system_prompt = "Review carefully."
     #[case::bad_sandbox("[workflow]\nsandbox = \"lenient\"\n", "/p/dsh.toml:2", &["workflow.sandbox", "best-effort"])]
     #[case::zero_concurrency("[workflow]\nmax_concurrent_agents = 0\n", "/p/dsh.toml:2", &["workflow.max_concurrent_agents", "at least 1"])]
     #[case::zero_provider_concurrency("[providers.x]\nkind = \"openai\"\nmodel = \"m\"\nconcurrency = 0\n", "/p/dsh.toml:4", &["providers.x.concurrency", "1 to 1024"])]
+    #[case::concurrency_under_a_quoted_header("[providers.\"x\"]\nkind = \"openai\"\nmodel = \"m\"\nconcurrency = 0\n", "/p/dsh.toml:4", &["providers.x.concurrency", "1 to 1024"])]
+    #[case::concurrency_under_a_header_with_a_comment("[providers.x] # mine\nkind = \"openai\"\n\nconcurrency = 0\n", "/p/dsh.toml:4", &["providers.x.concurrency", "1 to 1024"])]
+    #[case::concurrency_in_an_inline_table("[providers]\nx = { kind = \"openai\", concurrency = 0 }\n", "/p/dsh.toml:2", &["providers.x.concurrency", "1 to 1024"])]
+    #[case::zero_concurrency_under_a_header_with_a_comment("[workflow] # defaults\nmax_concurrent_agents = 0\n", "/p/dsh.toml:2", &["workflow.max_concurrent_agents", "at least 1"])]
     #[case::provider_concurrency_too_high("[providers.x]\nkind = \"openai\"\n\n# fixed\nconcurrency = 5000\n", "/p/dsh.toml:5", &["providers.x.concurrency", "5000"])]
     #[case::missing_workspace("[providers.x]\nkind = \"openai\"\nworkspace = \"/nonexistent\"\n", "/p/dsh.toml:3", &["providers.x.workspace", "/nonexistent", "no such directory"])]
     #[case::missing_relative_workspace("[providers.x]\nkind = \"anthropic\"\n\nworkspace = \"gone\"\n", "/p/dsh.toml:4", &["providers.x.workspace", "/p/gone", "no such directory"])]

@@ -272,6 +272,30 @@ impl Config {
         self.providers.keys().cloned().collect()
     }
 
+    /// The API providers (`openai`, `anthropic` kinds) whose key is in
+    /// the environment (`env` looks a variable up; the process's own with
+    /// [`std::env::var_os`]), as `(provider, key variable)`, by name. What
+    /// a run without a default provider goes by: with exactly one, that
+    /// provider answers (`export DEEPSEEK_API_KEY=…` is all it takes); with
+    /// several, the caller must choose.
+    pub fn providers_with_keys(
+        &self,
+        env: impl Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Vec<(String, String)> {
+        self.providers
+            .iter()
+            .filter_map(|(name, entry)| {
+                let var = match &entry.kind {
+                    ProviderKind::Openai(c) => &c.api_key_env,
+                    ProviderKind::Anthropic(c) => &c.api_key_env,
+                    _ => return None,
+                };
+                (!var.is_empty() && env(var).is_some_and(|v| !v.is_empty()))
+                    .then(|| (name.clone(), var.clone()))
+            })
+            .collect()
+    }
+
     /// Where something in this configuration is: the file, or `what`.
     pub fn location(&self) -> String {
         self.path.as_ref().map_or_else(
@@ -292,4 +316,43 @@ pub fn discover(start: &Path) -> Option<PathBuf> {
         .ancestors()
         .map(|d| d.join(FILE_NAME))
         .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    use super::*;
+
+    fn env_of(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| OsString::from(v))
+        }
+    }
+
+    #[test]
+    fn the_api_providers_whose_key_is_set() {
+        let c = Config::builtin();
+        assert_eq!(
+            c.providers_with_keys(env_of(&[("DEEPSEEK_API_KEY", "sk-1")])),
+            [("deepseek".to_string(), "DEEPSEEK_API_KEY".to_string())]
+        );
+        // An empty variable is no key; the CLIs' keys are not dsh's.
+        assert!(
+            c.providers_with_keys(env_of(&[("DEEPSEEK_API_KEY", ""), ("PATH", "/bin")]))
+                .is_empty()
+        );
+        let names: Vec<String> = c
+            .providers_with_keys(env_of(&[
+                ("OPENAI_API_KEY", "a"),
+                ("ANTHROPIC_API_KEY", "b"),
+                ("DEEPSEEK_API_KEY", "c"),
+            ]))
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, ["anthropic", "deepseek", "openai"]);
+    }
 }

@@ -158,6 +158,18 @@ pub struct Router {
     slots: BTreeMap<String, Slot>,
     /// Each type's route, or why it cannot be used (a broken agent file).
     agent_types: TypeTable,
+    /// With no default: the providers whose API keys are set, when more
+    /// than one is (see [`Router::with_keys_set`]).
+    keyed: Vec<(String, String)>,
+}
+
+/// `DEEPSEEK_API_KEY for deepseek, OPENAI_API_KEY for openai`.
+pub fn keyed_list(keyed: &[(String, String)]) -> String {
+    keyed
+        .iter()
+        .map(|(name, var)| format!("{var} for {name}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Router {
@@ -180,6 +192,7 @@ impl Router {
                 })
                 .collect(),
             agent_types: BTreeMap::new(),
+            keyed: Vec::new(),
         }
         // Claude Code's built-in types, overridden by dsh.toml's
         // [agent_types.NAME] of the same name; no agent files.
@@ -190,6 +203,15 @@ impl Router {
     /// [`AgentTypes::resolve`]) as the run's agent types.
     pub fn with_agent_types(mut self, types: &AgentTypes) -> Router {
         self.agent_types = type_table(types);
+        self
+    }
+
+    /// The providers whose API keys are set
+    /// ([`Config::providers_with_keys`]), for a router without a default:
+    /// the host picks the one when there is one, and when there are several
+    /// a call without a provider says which keys compete and how to choose.
+    pub fn with_keys_set(mut self, keyed: Vec<(String, String)>) -> Router {
+        self.keyed = keyed;
         self
     }
 
@@ -418,6 +440,17 @@ impl SubagentProvider for Router {
             .or_else(|| route.as_ref().and_then(|r| r.provider.clone()))
             .or_else(|| self.default.clone());
         let Some(name) = name else {
+            if self.keyed.len() > 1 {
+                return Err(StartRefused::agent_start(format!(
+                    "agent(): no provider is configured to answer call #{} (label {:?}), and \
+                     several API keys are set ({}), so dsh does not guess which to use; choose \
+                     one with --provider NAME or workflow.provider in dsh.toml (or unset the \
+                     keys you do not mean)",
+                    request.seq,
+                    request.label,
+                    keyed_list(&self.keyed)
+                )));
+            }
             return Err(StartRefused::agent_start(format!(
                 "agent(): no provider is configured to answer call #{} (label {:?}); pass \
                  --fixture FILE or --provider NAME, set workflow.provider in dsh.toml, or give \

@@ -124,6 +124,37 @@ fn uses_draft7_spelling(node: &Value, depth: usize) -> bool {
     subschemas(obj).any(|(_, sub)| uses_draft7_spelling(sub, depth + 1))
 }
 
+/// Every keyword the walk accepts, for [`super::keywords`]; `walk` takes
+/// the same lists, so the two cannot drift apart.
+pub(super) const KEYWORDS: &[&str] = &{
+    const SPECIAL: [&str; 5] = ["$schema", "$ref", "$dynamicRef", "dependencies", "items"];
+    const N: usize = SPECIAL.len()
+        + SCHEMA_KEYWORDS.len()
+        + SCHEMA_ARRAY_KEYWORDS.len()
+        + SCHEMA_MAP_KEYWORDS.len()
+        + VALUE_KEYWORDS.len();
+    let mut out = [""; N];
+    let mut n = 0;
+    let lists: [&[&str]; 5] = [
+        &SPECIAL,
+        SCHEMA_KEYWORDS,
+        SCHEMA_ARRAY_KEYWORDS,
+        SCHEMA_MAP_KEYWORDS,
+        VALUE_KEYWORDS,
+    ];
+    let mut l = 0;
+    while l < lists.len() {
+        let mut i = 0;
+        while i < lists[l].len() {
+            out[n] = lists[l][i];
+            n += 1;
+            i += 1;
+        }
+        l += 1;
+    }
+    out
+};
+
 /// The subschemas directly under a schema object, each with its path
 /// segments relative to the object (`["properties", "x"]`).
 fn subschemas(obj: &Map<String, Value>) -> impl Iterator<Item = (Vec<Seg<'_>>, &Value)> {
@@ -239,13 +270,71 @@ pub(super) fn check_schema(schema: &Value, path: &str) -> Vec<Violation> {
         push(&mut out, at, message);
     }
     if out.is_empty()
-        && let Err(message) = compile(schema)
+        && let Err(e) = options(schema).build(schema)
     {
         // What the meta-schema cannot see: a pattern that is not a regular
-        // expression, an unknown format, a local $ref to nowhere.
-        push(&mut out, path, message);
+        // expression, an unknown format, a local $ref to nowhere. The
+        // compiler's schema path names the keyword (`…properties.v.format`),
+        // not the root: the author of a deep schema is told where to look.
+        let at = match e.kind() {
+            // A reference to nowhere is found while resolving, with no
+            // schema path: name the `$ref` that points there.
+            jsonschema::error::ValidationErrorKind::Referencing(_) => {
+                dangling_ref(schema, path, 1).unwrap_or_else(|| path.to_owned())
+            }
+            _ => pointer_path(path, e.schema_path()),
+        };
+        push(&mut out, at, e.to_string());
     }
     out
+}
+
+/// The path of the first local `$ref`/`$dynamicRef` under `node` that
+/// points nowhere in `root` (a JSON pointer that does not resolve, an
+/// anchor no `$anchor`/`$dynamicAnchor` declares).
+fn dangling_ref(root: &Value, path: &str, depth: usize) -> Option<String> {
+    dangling_ref_in(root, root, path, depth)
+}
+
+fn dangling_ref_in(root: &Value, node: &Value, path: &str, depth: usize) -> Option<String> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let obj = node.as_object()?;
+    for k in ["$ref", "$dynamicRef"] {
+        if let Some(Value::String(target)) = obj.get(k)
+            && let Some(fragment) = target.strip_prefix('#')
+            && !resolves(root, fragment)
+        {
+            return Some(member(path, k));
+        }
+    }
+    subschemas(obj)
+        .find_map(|(segs, sub)| dangling_ref_in(root, sub, &join(path, &segs), depth + 1))
+}
+
+/// Whether `#fragment` names something in `root`: a JSON pointer that
+/// resolves, or an anchor declared somewhere.
+fn resolves(root: &Value, fragment: &str) -> bool {
+    if fragment.is_empty() || fragment.starts_with('/') {
+        return root.pointer(fragment).is_some();
+    }
+    fn declares(node: &Value, anchor: &str, depth: usize) -> bool {
+        if depth > MAX_DEPTH {
+            return false;
+        }
+        match node {
+            Value::Object(obj) => {
+                ["$anchor", "$dynamicAnchor"]
+                    .iter()
+                    .any(|k| obj.get(*k).and_then(Value::as_str) == Some(anchor))
+                    || obj.values().any(|v| declares(v, anchor, depth + 1))
+            }
+            Value::Array(items) => items.iter().any(|v| declares(v, anchor, depth + 1)),
+            _ => false,
+        }
+    }
+    declares(root, fragment, 0)
 }
 
 /// The strict-mode walk over one schema node.

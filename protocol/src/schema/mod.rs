@@ -69,6 +69,13 @@ impl fmt::Display for Violation {
     }
 }
 
+/// Every keyword a schema may use: what the strict-mode walk accepts.
+/// `dsh workflow types` declares each one (`src/types.d.ts`), and a test
+/// holds the two together.
+pub fn keywords() -> impl Iterator<Item = &'static str> {
+    check::KEYWORDS.iter().copied()
+}
+
 /// Checks that `schema` is one dsh (and Claude Code's strict validator)
 /// accepts. `path` is the prefix for locations, e.g. "options.schema" gives
 /// "options.schema.properties.x.x-priority". Returns every violation (empty = ok).

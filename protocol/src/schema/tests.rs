@@ -117,7 +117,6 @@ fn accepts(#[case] schema: Value) {
     &[("options.schema.properties.v.$ref", "remote or file reference \"other.json#/x\"")])]
 #[case::ref_not_string(prop(json!({"$ref": 1})),
     &[("options.schema.properties.v.$ref", "\"$ref\" must be a string, got a number")])]
-#[case::dangling_local_ref(prop(json!({"$ref": "#/$defs/missing"})), &[(P, "missing")])]
 #[case::unsupported_dollar_schema(json!({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object"}),
     &[("options.schema.$schema", "unsupported $schema \"http://json-schema.org/draft-04/schema#\"")])]
 #[case::meta_schema_min_length(prop(json!({"type": "string", "minLength": "3"})),
@@ -130,8 +129,15 @@ fn accepts(#[case] schema: Value) {
     &[("options.schema.properties.a.maxLength", ""),
       ("options.schema.properties.b.minItems", ""),
       ("options.schema.required", "expected array, got string")])]
-#[case::bad_pattern(prop(json!({"type": "string", "pattern": "(unclosed"})), &[(P, "")])]
-#[case::unknown_format(prop(json!({"type": "string", "format": "telephone"})), &[(P, "telephone")])]
+#[case::bad_pattern_at_its_keyword(prop(json!({"type": "string", "pattern": "(unclosed"})),
+    &[("options.schema.properties.v.pattern", "")])]
+#[case::unknown_format_at_its_keyword(prop(json!({"type": "string", "format": "telephone"})),
+    &[("options.schema.properties.v.format", "telephone")])]
+#[case::dangling_local_ref_at_its_keyword(prop(json!({"$ref": "#/$defs/missing"})),
+    &[("options.schema.properties.v.$ref", "missing")])]
+#[case::dangling_anchor_at_its_keyword(json!({"type": "object", "$defs": {"a": {"$anchor": "here"}},
+        "properties": {"ok": {"$ref": "#here"}, "bad": {"items": {"$ref": "#nowhere"}}}}),
+    &[("options.schema.properties.bad.items.$ref", "nowhere")])]
 #[case::number_subschema(json!({"type": "object", "properties": {"a": 5}}),
     &[("options.schema.properties.a", "a schema must be a JSON object or a boolean, got a number")])]
 #[case::quoted_key_path(json!({"type": "object", "properties": {"a b": {"typ": "string"}}}),

@@ -143,15 +143,28 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
 
     // An agent() call that waits for a slot: admitted (counted) now, its
     // promise made here (see `call_promise`), started later by
-    // `childStart`.
+    // `childStart`. The host hears that it waits (`ChildQueued`), so the
+    // calls behind a full concurrency limit are not invisible.
     let s = shared.clone();
     n.set(
         "admit",
         Function::new(
             ctx.clone(),
-            move |call: Array<'js>| -> rquickjs::Result<Promise<'js>> {
+            move |call: Array<'js>,
+                  prompt: Text,
+                  label: Option<Text>,
+                  phase: Option<Text>,
+                  workflow: Option<Text>|
+                  -> rquickjs::Result<Promise<'js>> {
                 let (id, promise) = call_promise(&call)?;
                 s.admitted(id);
+                let label = opt(label).unwrap_or_else(|| default_label(&prompt.0));
+                s.send(&WorkerMsg::ChildQueued {
+                    call_id: id as u64,
+                    label,
+                    phase: opt(phase),
+                    workflow: opt(workflow),
+                });
                 Ok(promise)
             },
         )?,

@@ -534,6 +534,18 @@
     return best;
   }
 
+  // The message a runtime-made error ends the run with. An unsupported
+  // schema is the script's mistake at one call, so the end names that call
+  // (`wf.ts:12:15: options.schema…`) as a SCRIPT_ERROR names its throw.
+  // Only here, where the host maps the engine's position back to the
+  // original file: the message a script catches carries no position of
+  // the generated code.
+  function endMessage(e, parts) {
+    if (parts.code !== "UNSUPPORTED_SCHEMA") return parts.message;
+    const where = scriptPosition(e);
+    return where !== null ? where + ": " + parts.message : parts.message;
+  }
+
   // What `parallel[i] failed:` says: an error's message, or the thrown
   // value as console.log would show it.
   function failureText(e) {
@@ -1026,7 +1038,7 @@
       return promise;
     }
     const call = [id, null, null, false, [prompt, label, phase, schemaJson, workflow, opts]];
-    const promise = N.admit(call);
+    const promise = N.admit(call, prompt, label, phase, workflow);
     calls[id] = call;
     queue[queueTail++] = call;
     return promise;
@@ -1519,7 +1531,7 @@
     if (isFatal(v)) {
       const parts = fatalParts(v);
       if (parts.code === "CANCELLED") N.endCancelled(parts.code, parts.message);
-      else N.endFailed(parts.code, parts.message);
+      else N.endFailed(parts.code, endMessage(v, parts));
       return;
     }
     if (isOutOfMemory(v)) {

@@ -66,6 +66,7 @@ pub(super) fn msg_name(msg: &WorkerMsg) -> &'static str {
         WorkerMsg::ChildStart { .. } => "ChildStart",
         WorkerMsg::WorkflowLoad { .. } => "WorkflowLoad",
         WorkerMsg::End { .. } => "End",
+        WorkerMsg::ChildQueued { .. } => "ChildQueued",
     }
 }
 

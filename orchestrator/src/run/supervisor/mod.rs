@@ -29,7 +29,7 @@ mod stderr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_protocol::{CancelReason, EndResult, HostMsg, Init, SandboxReport, WorkerMsg};
+use dsh_protocol::{CallId, CancelReason, EndResult, HostMsg, Init, SandboxReport, WorkerMsg};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -149,6 +149,13 @@ struct Narration {
     warnings: std::collections::HashSet<(String, Option<String>)>,
 }
 
+/// A call waiting for a slot, as its `workflow/agent-queued` said it.
+struct Queued {
+    label: String,
+    phase: Option<String>,
+    workflow: Option<String>,
+}
+
 /// What `start()` hands the supervisor.
 pub(crate) struct Parts {
     pub run_id: Arc<str>,
@@ -203,6 +210,12 @@ pub(crate) struct Supervisor {
     tasks: JoinSet<()>,
     ledger: Ledger,
     narration: Narration,
+    /// The calls waiting in the worker's queue (`ChildQueued`), until their
+    /// `ChildStart` comes or the run settles: each gets its
+    /// `workflow/agent-queued` with `waiting: false` then.
+    queued: std::collections::BTreeMap<CallId, Queued>,
+    /// The last `ChildQueued` call id.
+    last_queued: CallId,
     nested: nested::Nested,
     sandbox: Option<SandboxReport>,
     /// Dropped [`REFILL_AFTER`] after `Ready` (or with the supervisor, if
@@ -262,6 +275,8 @@ impl Supervisor {
             tasks: JoinSet::new(),
             ledger: Ledger::default(),
             narration: Narration::default(),
+            queued: std::collections::BTreeMap::new(),
+            last_queued: 0,
             nested: nested::Nested::default(),
             sandbox: None,
             refill: p.refill,
@@ -614,8 +629,18 @@ impl Supervisor {
                 None
             }
             (None, WorkerMsg::ChildStart { call_id, request }) if self.phase.body_may_run() => {
+                self.unqueue(call_id);
                 self.on_child_start(call_id, request)
             }
+            (
+                None,
+                WorkerMsg::ChildQueued {
+                    call_id,
+                    label,
+                    phase,
+                    workflow,
+                },
+            ) if self.phase.body_may_run() => self.on_child_queued(call_id, label, phase, workflow),
             (None, WorkerMsg::WorkflowLoad { call_id, target }) if self.phase.body_may_run() => {
                 self.on_workflow_load(call_id, target);
                 None
@@ -625,6 +650,70 @@ impl Supervisor {
                 msg_name(&msg)
             )),
         }
+    }
+}
+
+impl Supervisor {
+    /// A call waits for a slot: `workflow/agent-queued` (`waiting: true`).
+    /// Checked like a `ChildStart` is (a new call id, within
+    /// `maxTotalAgents`), so a worker cannot grow the queue's record
+    /// without bound.
+    fn on_child_queued(
+        &mut self,
+        call_id: CallId,
+        label: String,
+        phase: Option<String>,
+        workflow: Option<String>,
+    ) -> Option<Claim> {
+        // Calls queue in admission order, so their ids only grow.
+        if call_id <= self.last_queued {
+            return violation(format_args!(
+                "queued call id {call_id} reused or out of order"
+            ));
+        }
+        self.last_queued = call_id;
+        if call_id > u64::from(self.limits.max_total_agents) {
+            return violation(format_args!(
+                "queued call id {call_id} is above maxTotalAgents"
+            ));
+        }
+        if self.phase.is_cancelling() {
+            // The worker rejects its queued calls: none of them will run.
+            return None;
+        }
+        let q = Queued {
+            label: crate::events::shown_label(&label),
+            phase: phase.as_deref().map(crate::events::shown_label),
+            workflow: workflow.as_deref().map(crate::events::shown_label),
+        };
+        self.emit_queued(call_id, &q, true);
+        self.queued.insert(call_id, q);
+        None
+    }
+
+    /// A queued call left the queue (its `ChildStart` came): `waiting: false`.
+    fn unqueue(&mut self, call_id: CallId) {
+        if let Some(q) = self.queued.remove(&call_id) {
+            self.emit_queued(call_id, &q, false);
+        }
+    }
+
+    /// `waiting: false` for every call still queued when the run settles:
+    /// each `waiting: true` is paired before `workflow/end`.
+    pub(super) fn emit_unqueued(&self) {
+        for (id, q) in &self.queued {
+            self.emit_queued(*id, q, false);
+        }
+    }
+
+    fn emit_queued(&self, seq: CallId, q: &Queued, waiting: bool) {
+        self.hub.emit(EventKind::AgentQueued {
+            seq,
+            label: q.label.clone(),
+            phase: q.phase.clone(),
+            waiting,
+            workflow: q.workflow.clone(),
+        });
     }
 }
 

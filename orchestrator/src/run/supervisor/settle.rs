@@ -187,6 +187,8 @@ impl Supervisor {
     /// `agent-end` (cancelled) for every child still on the ledger, in seq
     /// order, so every `agent-start` is paired before `workflow/end`.
     fn emit_stray_ends(&self) {
+        // Calls still waiting for a slot first: they never started.
+        self.emit_unqueued();
         let mut ids: Vec<CallId> = self.ledger.live.keys().copied().collect();
         ids.sort_unstable();
         for id in ids {
