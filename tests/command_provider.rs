@@ -692,3 +692,42 @@ async fn a_program_gone_at_call_time_refuses_to_start() {
     );
     assert!(events_of(&events, "workflow/agent-start").is_empty());
 }
+
+// ------------------------------------------------------------------ signals
+
+/// Regression (issue 33): a signal mask and ignored signals survive fork
+/// and exec, and std no longer resets the mask; a `dsh` started with
+/// SIGTERM blocked and SIGHUP ignored (a supervisor, `nohup`) handed both
+/// to every program it started, whose stop logic then did nothing.
+#[test]
+fn programs_start_with_default_signals_whatever_dsh_inherited() {
+    use std::os::unix::process::CommandExt as _;
+    let ws = common::Workspace::new("wf.ts", "return await agent(\"x\");", None);
+    ws.file(
+        "dsh.toml",
+        "[workflow]\nprovider = \"p\"\n\n[providers.p]\nkind = \"command\"\n\
+         command = [\"/bin/sh\", \"-c\", \"grep -E '^Sig(Blk|Ign)' /proc/self/status\"]\n\
+         prompt = \"stdin\"\n",
+    );
+    let mut cmd = ws.command(&["--output", "result"]);
+    // SAFETY: between fork and exec of the test's own child: sigprocmask
+    // and signal only (async-signal-safe), no allocation.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut term: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut term);
+            libc::sigaddset(&mut term, libc::SIGTERM);
+            libc::sigprocmask(libc::SIG_BLOCK, &term, std::ptr::null_mut());
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let out = common::Running::adopt(cmd.spawn().expect("spawn dsh"), ws).finish();
+    out.assert_code(0);
+    let text = out.json()["value"].as_str().unwrap_or_default().to_string();
+    assert_eq!(
+        text.lines().map(str::trim).collect::<Vec<_>>(),
+        ["SigBlk:\t0000000000000000", "SigIgn:\t0000000000000000"],
+        "{text:?}"
+    );
+}

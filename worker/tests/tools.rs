@@ -576,3 +576,36 @@ fn strict_on_a_full_kernel_runs() {
     assert_eq!(status(&r), "ok", "{r}");
     assert_eq!(r["sandbox"]["level"], "Full", "{r}");
 }
+
+// --- Signals ---
+
+/// Regression (issue 33): the tool process holds SIGTERM around the
+/// shell's spawn, and the shell inherited it blocked, with or without the
+/// sandbox: `kill` and `timeout` did nothing to what Bash started.
+#[rstest]
+#[case::sandboxed("best-effort")]
+#[case::off("off")]
+fn bash_commands_start_with_default_signals(#[case] sandbox: &str) {
+    let ws = Ws::new();
+    let r = ws.call_with(
+        "Bash",
+        json!({"command": "sleep 20 & kill $!; wait $!; echo rc=$?"}),
+        json!({"sandbox": sandbox}),
+        &[],
+    );
+    assert_eq!(output(&r), "rc=143\n", "{r}");
+    if sandbox == "off" {
+        // /proc is withheld under the sandbox; without it, the mask itself.
+        let r = ws.call_with(
+            "Bash",
+            json!({"command": "grep -E '^Sig(Blk|Ign)' /proc/self/status"}),
+            json!({"sandbox": sandbox}),
+            &[],
+        );
+        assert_eq!(
+            output(&r),
+            "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n",
+            "{r}"
+        );
+    }
+}

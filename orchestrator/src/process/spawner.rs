@@ -58,14 +58,42 @@ pub(crate) fn own_group(
     let parent_pid = std::process::id();
     cmd.process_group(0);
     // SAFETY: the closure runs in the forked child before exec. It calls
-    // `pre_exec`, which the caller guarantees is async-signal-safe, and
-    // `die_with_parent`, which only makes async-signal-safe calls; it
+    // `default_signals` (sigaction, pthread_sigmask), `pre_exec`, which the
+    // caller guarantees is async-signal-safe, and `die_with_parent`, which only makes async-signal-safe calls; it
     // allocates nothing and takes no locks.
     unsafe {
         cmd.pre_exec(move || {
+            default_signals();
             pre_exec()?;
             die_with_parent(parent_pid)
         });
+    }
+}
+
+/// In a forked child, before exec: every signal unblocked and at its
+/// default action. Both survive exec, and std no longer resets the mask:
+/// a dsh started with SIGTERM blocked or SIGINT ignored (by a shell's `&`,
+/// `nohup`, a supervisor) would hand that on to every agent CLI, command
+/// program and tool host, whose own stop logic (and that of what they
+/// start) then does nothing. Dispositions first, so that a pending signal
+/// meets the default action. Async-signal-safe: sigaction and
+/// pthread_sigmask only, no allocation.
+fn default_signals() {
+    /// One more than the highest signal number (Linux: 64 signals).
+    const NSIG: libc::c_int = 65;
+    // SAFETY: plain system calls on a zeroed sigaction and sigset_t owned
+    // by this frame; numbers the kernel refuses (SIGKILL, SIGSTOP, those
+    // the C library reserves) fail with EINVAL and change nothing.
+    unsafe {
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        libc::sigemptyset(&mut dfl.sa_mask);
+        for sig in 1..NSIG {
+            libc::sigaction(sig, &dfl, std::ptr::null_mut());
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
     }
 }
 

@@ -81,6 +81,34 @@ extern "C" fn on_sigterm(_: libc::c_int) {
     }
 }
 
+/// In a forked child, before exec: every signal unblocked and at its
+/// default action. A signal mask and ignored signals survive exec, and std
+/// no longer resets the mask; without this the shell and everything it
+/// started inherited the tool process's blocked SIGTERM (held around the
+/// spawn, see `run`), so `timeout`, `kill` and a test runner's own SIGTERM
+/// did nothing. Dispositions first, so that a signal pending from the
+/// parent meets the default action, not a handler of the parent's.
+/// Async-signal-safe: sigaction and pthread_sigmask only, no allocation.
+pub(crate) fn default_signals() {
+    // SAFETY: plain system calls on a zeroed sigaction and sigset_t owned
+    // by this frame; numbers the kernel refuses (SIGKILL, SIGSTOP, those
+    // the C library reserves) fail with EINVAL and change nothing.
+    unsafe {
+        let mut dfl: libc::sigaction = std::mem::zeroed();
+        dfl.sa_sigaction = libc::SIG_DFL;
+        libc::sigemptyset(&mut dfl.sa_mask);
+        for sig in 1..NSIG {
+            libc::sigaction(sig, &dfl, std::ptr::null_mut());
+        }
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+    }
+}
+
+/// One more than the highest signal number (Linux: 64 signals).
+const NSIG: libc::c_int = 65;
+
 #[derive(Deserialize)]
 struct BashInput {
     command: String,
@@ -188,11 +216,12 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
         cmd.env("TMPDIR", tmp);
     }
     // SAFETY: the closure runs in the child between fork and exec, and
-    // makes only async-signal-safe system calls (setsid, prctl, seccomp)
-    // without allocating: the filter was compiled before the fork, and
+    // makes only async-signal-safe system calls (sigaction,
+    // pthread_sigmask, setsid, prctl, seccomp) without allocating: the filter was compiled before the fork, and
     // errors are plain OS error numbers.
     unsafe {
         cmd.pre_exec(move || {
+            default_signals();
             nix::unistd::setsid()?;
             #[cfg(target_os = "linux")]
             {
@@ -211,8 +240,9 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
     // shell's group: a cancel that came between the two used to end this
     // process by the default action, and the shell's background children
     // (which have no parent-death signal) outlived the call. The process
-    // has no other thread yet, so the thread's mask is the process's; the
-    // child starts with an empty mask (std resets it before exec).
+    // has no other thread yet, so the thread's mask is the process's. The
+    // child inherits the mask (std no longer resets it): `default_signals`
+    // in the closure above empties it again.
     let mut term = SigSet::empty();
     term.add(Signal::SIGTERM);
     let _ = term.thread_block();
