@@ -76,24 +76,53 @@ pub(crate) fn own_group(
 /// `nohup`, a supervisor) would hand that on to every agent CLI, command
 /// program and tool host, whose own stop logic (and that of what they
 /// start) then does nothing. Dispositions first, so that a pending signal
-/// meets the default action. Async-signal-safe: sigaction and
-/// pthread_sigmask only, no allocation.
+/// meets the default action. Async-signal-safe: rt_sigaction and
+/// rt_sigprocmask only, no allocation.
 fn default_signals() {
     /// One more than the highest signal number (Linux: 64 signals).
     const NSIG: libc::c_int = 65;
-    // SAFETY: plain system calls on a zeroed sigaction and sigset_t owned
-    // by this frame; numbers the kernel refuses (SIGKILL, SIGSTOP, those
-    // the C library reserves) fail with EINVAL and change nothing.
+    // SAFETY: plain system calls on zeroed buffers owned by this frame;
+    // numbers the kernel refuses (SIGKILL, SIGSTOP) fail with EINVAL and
+    // change nothing.
     unsafe {
-        let mut dfl: libc::sigaction = std::mem::zeroed();
-        dfl.sa_sigaction = libc::SIG_DFL;
-        libc::sigemptyset(&mut dfl.sa_mask);
-        for sig in 1..NSIG {
-            libc::sigaction(sig, &dfl, std::ptr::null_mut());
+        // The raw calls, not the C library's: glibc refuses to touch the
+        // two signals it reserves (32, 33), and an inherited SIG_IGN or
+        // block of those would stay. An all-zero kernel `struct sigaction`
+        // is SIG_DFL with no flags and an empty mask, whatever the order
+        // of its fields on the architecture.
+        #[cfg(target_os = "linux")]
+        {
+            let dfl = [0u64; 4];
+            for sig in 1..NSIG {
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    sig,
+                    dfl.as_ptr(),
+                    std::ptr::null_mut::<u64>(),
+                    8usize,
+                );
+            }
+            let none = 0u64;
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_SETMASK,
+                &raw const none,
+                std::ptr::null_mut::<u64>(),
+                8usize,
+            );
         }
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        #[cfg(not(target_os = "linux"))]
+        {
+            let mut dfl: libc::sigaction = std::mem::zeroed();
+            dfl.sa_sigaction = libc::SIG_DFL;
+            libc::sigemptyset(&mut dfl.sa_mask);
+            for sig in 1..NSIG {
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        }
     }
 }
 
