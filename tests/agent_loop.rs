@@ -469,6 +469,74 @@ async fn a_cancel_during_a_bash_call_leaves_no_process() {
     common::assert_process_gone_async(pid).await;
 }
 
+/// Regression (issue 33): a host killed outright (SIGKILL) in the middle
+/// of a Bash call. Its tool process dies by its parent-death signal and
+/// the shell by its own, but the command's background job used to run on
+/// (until a CPU limit an idle job never reaches); the call's sentinel now
+/// kills the shell's whole group once the tool process is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_host_leaves_no_bash_background_job() {
+    let repo = repo();
+    let server = TestServer::start(vec![Reply::stream_tools(
+        &[(
+            "Bash",
+            json!({ "command": "sleep 300 & echo $! > sleeper.pid; wait" }),
+        )],
+        1,
+        1,
+    )])
+    .await;
+    std::fs::write(
+        repo.path().join("dsh.toml"),
+        format!(
+            "[workflow]\nprovider = \"deepseek\"\n\n[providers.deepseek]\nkind = \"openai\"\n\
+             base_url = \"{}\"\napi_key_env = \"DSH_EXAMPLE_KEY\"\ntools = [\"Bash\"]\n",
+            server.base_url()
+        ),
+    )
+    .expect("write");
+    std::fs::write(
+        repo.path().join("wf.ts"),
+        "return await agent(\"Wait a long time\");",
+    )
+    .expect("write");
+    let mut host = tokio::process::Command::new(DSH)
+        .args([
+            "workflow",
+            "run",
+            "wf.ts",
+            "--events",
+            "none",
+            "--no-journal",
+        ])
+        .current_dir(repo.path())
+        .env("DSH_EXAMPLE_KEY", "sk-example")
+        .env_remove("DSH_WORKER")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("dsh starts");
+    let pid_file = repo.path().join("sleeper.pid");
+    let pid = tokio::time::timeout(common::WAIT_BOUND, async {
+        loop {
+            if let Ok(t) = std::fs::read_to_string(&pid_file)
+                && t.ends_with('\n')
+                && let Ok(pid) = t.trim().parse::<u32>()
+            {
+                return pid;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the Bash command started");
+    host.start_kill().expect("SIGKILL dsh");
+    host.wait().await.expect("dsh reaped");
+    common::assert_process_gone_async(pid).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_after_a_partly_streamed_answer_says_so() {
     let repo = repo();

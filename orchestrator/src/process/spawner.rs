@@ -58,7 +58,7 @@ pub(crate) fn own_group(
     let parent_pid = std::process::id();
     cmd.process_group(0);
     // SAFETY: the closure runs in the forked child before exec. It calls
-    // `default_signals` (sigaction, pthread_sigmask), `pre_exec`, which the
+    // `default_signals` (rt_sigaction, rt_sigprocmask), `pre_exec`, which the
     // caller guarantees is async-signal-safe, and `die_with_parent`, which only makes async-signal-safe calls; it
     // allocates nothing and takes no locks.
     unsafe {
