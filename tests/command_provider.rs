@@ -731,3 +731,47 @@ fn programs_start_with_default_signals_whatever_dsh_inherited() {
         "{text:?}"
     );
 }
+
+/// Regression (issue 33): a `dsh` killed outright (SIGKILL) while a
+/// program runs. The program died by its parent-death signal, but what it
+/// started in the background lived on; programs now run under dsh's
+/// reaper, whose parent-death signal makes it stop the whole subtree.
+#[rstest]
+#[case::background("sleep 300 & echo $! > bg.pid; wait")]
+#[case::own_session("setsid sleep 300 & echo $! > bg.pid; wait")]
+fn a_killed_dsh_leaves_no_background_job_of_a_program(#[case] body: &str) {
+    let ws = common::Workspace::new("wf.ts", "return await agent(\"x\");", None);
+    let script = ws.file(
+        "prog.sh",
+        &format!("#!/bin/sh\ncd \"$(dirname \"$0\")\"\n{body}\n"),
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    ws.file(
+        "dsh.toml",
+        &format!(
+            "[workflow]\nprovider = \"p\"\n\n[providers.p]\nkind = \"command\"\n\
+             command = [\"{}\"]\nprompt = \"stdin\"\n",
+            script.display()
+        ),
+    );
+    let pid_file = ws.dir.path().join("bg.pid");
+    let mut running = ws.spawn(&[]);
+    let deadline = Instant::now() + WAIT_BOUND;
+    let pid = loop {
+        if let Ok(t) = std::fs::read_to_string(&pid_file)
+            && t.ends_with('\n')
+            && let Ok(pid) = t.trim().parse::<u32>()
+        {
+            break pid;
+        }
+        assert!(!running.exited(), "dsh ended before the program started");
+        assert!(Instant::now() < deadline, "the program did not start");
+        std::thread::sleep(POLL);
+    };
+    running.signal(libc::SIGKILL);
+    let _ = running.child.wait();
+    common::assert_process_gone(pid);
+}
