@@ -618,6 +618,8 @@ fn bash_commands_start_with_default_signals(#[case] sandbox: &str) {
 fn start_bash(ws: &Ws, tmp: &Path, command: &str) -> (std::process::Child, PathBuf) {
     let marker = ws.path().join("tmpdir.txt");
     let _ = std::fs::remove_file(&marker);
+    // Returned to the caller, which waits for it.
+    #[allow(clippy::zombie_processes)]
     let mut child = Command::new(WORKER)
         .arg("tool")
         .env("TMPDIR", tmp)
