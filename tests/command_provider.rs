@@ -775,3 +775,36 @@ fn a_killed_dsh_leaves_no_background_job_of_a_program(#[case] body: &str) {
     let _ = running.child.wait();
     common::assert_process_gone(pid);
 }
+
+/// Regression (issue 33): a descriptor `dsh` inherited open (a CI
+/// runner's pipe, a socket) was handed on to every program it started.
+#[test]
+fn programs_get_no_descriptor_dsh_inherited() {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::process::CommandExt as _;
+    let ws = common::Workspace::new("wf.ts", "return await agent(\"x\");", None);
+    let secret = ws.file("secret.txt", "secret\n");
+    ws.file(
+        "dsh.toml",
+        "[workflow]\nprovider = \"p\"\n\n[providers.p]\nkind = \"command\"\n\
+         command = [\"/bin/sh\", \"-c\", \"cat <&5; echo rc=$?\"]\nprompt = \"stdin\"\n",
+    );
+    let file = std::fs::File::open(&secret).expect("open");
+    let fd = file.as_raw_fd();
+    let mut cmd = ws.command(&["--output", "result"]);
+    // SAFETY: dup2 only (async-signal-safe), in the test's own child: fd 5
+    // open without close-on-exec, as an inherited descriptor is.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(fd, 5) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = common::Running::adopt(cmd.spawn().expect("spawn dsh"), ws).finish();
+    out.assert_code(0);
+    let text = out.json()["value"].as_str().unwrap_or_default().to_string();
+    assert!(!text.contains("secret"), "{text:?}");
+    assert!(text.contains("rc=") && !text.contains("rc=0"), "{text:?}");
+}

@@ -731,3 +731,44 @@ fn background_jobs_die_with_a_killed_tool_process(#[case] command: &str) {
     child.wait().unwrap();
     assert_gone(&pid);
 }
+
+/// Regression (issue 33): a descriptor the tool process inherited open
+/// (from whoever started it) was handed on to the shell, and a sandboxed
+/// command could read a file outside the workspace through it: Landlock
+/// checks opens, not descriptors already open.
+#[test]
+fn bash_gets_no_descriptor_beyond_its_stdio() {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::process::CommandExt as _;
+    let ws = Ws::new();
+    let secret = std::fs::File::open(ws.outside()).unwrap();
+    let fd = secret.as_raw_fd();
+    let mut cmd = Command::new(WORKER);
+    cmd.arg("tool")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: dup2 only (async-signal-safe), in the test's own child: fd 5
+    // open without close-on-exec, as an inherited descriptor is.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(fd, 5) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let req = json!({"workspace": ws.path(), "tool": "Bash",
+        "input": {"command": "cat <&5; echo rc=$?"}});
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(req.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!output(&r).contains("secret"), "{r}");
+    assert!(output(&r).contains("Bad file descriptor"), "{r}");
+}

@@ -58,15 +58,60 @@ pub(crate) fn own_group(
     let parent_pid = std::process::id();
     cmd.process_group(0);
     // SAFETY: the closure runs in the forked child before exec. It calls
-    // `default_signals` (rt_sigaction, rt_sigprocmask), `pre_exec`, which the
+    // `default_signals` (rt_sigaction, rt_sigprocmask), `cloexec_inherited`
+    // (close_range or fcntl), `pre_exec`, which the
     // caller guarantees is async-signal-safe, and `die_with_parent`, which only makes async-signal-safe calls; it
     // allocates nothing and takes no locks.
     unsafe {
         cmd.pre_exec(move || {
             default_signals();
+            cloexec_inherited();
             pre_exec()?;
             die_with_parent(parent_pid)
         });
+    }
+}
+
+/// In a forked child, before exec: every descriptor from 3 up is made
+/// close-on-exec, so the program gets only its stdin, stdout and stderr.
+/// Rust opens everything close-on-exec, but a descriptor this process
+/// inherited open (from whoever started dsh: a CI runner's pipe, a
+/// socket) is not, and was handed on to every agent CLI, command program
+/// and tool host (and from there to Bash, where Landlock, which checks
+/// opens, not descriptors already open, does not stop its use).
+/// Marked rather than closed, so that std's own close-on-exec pipe still
+/// reports a failed exec. Async-signal-safe: close_range, else fcntl.
+fn cloexec_inherited() {
+    /// `CLOSE_RANGE_CLOEXEC` (Linux 5.11).
+    #[cfg(target_os = "linux")]
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: plain system calls on this (forked, single-threaded)
+    // process's descriptor table; the numbers need not be open.
+    unsafe {
+        #[cfg(target_os = "linux")]
+        if libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        ) == 0
+        {
+            return;
+        }
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            libc::c_int::try_from(lim.rlim_cur)
+                .unwrap_or(libc::c_int::MAX)
+                .min(1 << 16)
+        } else {
+            1024
+        };
+        for fd in 3..max {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
     }
 }
 

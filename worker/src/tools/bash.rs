@@ -143,6 +143,49 @@ pub(crate) fn default_signals() {
     }
 }
 
+/// In a forked child, before exec: every descriptor from 3 up is made
+/// close-on-exec, so the program gets only its stdin, stdout and stderr.
+/// Rust opens everything close-on-exec, but a descriptor this process
+/// inherited open (from whoever started dsh: a CI runner's pipe, a
+/// socket) is not, and was handed on: a sandboxed Bash command could read
+/// and write a file outside the workspace through it, Landlock
+/// notwithstanding (Landlock checks opens, not descriptors already open).
+/// Marked rather than closed, so that std's own close-on-exec pipe still
+/// reports a failed exec. Async-signal-safe: close_range, else fcntl.
+fn cloexec_inherited() {
+    /// `CLOSE_RANGE_CLOEXEC` (Linux 5.11).
+    #[cfg(target_os = "linux")]
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: plain system calls on this (forked, single-threaded)
+    // process's descriptor table; the numbers need not be open.
+    unsafe {
+        #[cfg(target_os = "linux")]
+        if libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        ) == 0
+        {
+            return;
+        }
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            libc::c_int::try_from(lim.rlim_cur)
+                .unwrap_or(libc::c_int::MAX)
+                .min(1 << 16)
+        } else {
+            1024
+        };
+        for fd in 3..max {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
+}
+
 /// One more than the highest signal number (Linux: 64 signals).
 const NSIG: libc::c_int = 65;
 
@@ -488,13 +531,15 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
     let (watch_r, watch_w) = std::io::pipe().map_err(start_err)?;
     let watch = watch_r.as_raw_fd();
     // SAFETY: the closure runs in the child between fork and exec, and
-    // makes only async-signal-safe system calls (sigaction,
-    // pthread_sigmask, setsid, fork, waitpid, prctl, seccomp) without
+    // makes only async-signal-safe system calls (rt_sigaction,
+    // rt_sigprocmask, close_range/fcntl, setsid, fork, waitpid, prctl,
+    // seccomp) without
     // allocating: the filter was compiled before the fork, and errors are
     // plain OS error numbers.
     unsafe {
         cmd.pre_exec(move || {
             default_signals();
+            cloexec_inherited();
             nix::unistd::setsid()?;
             start_sentinel(watch)?;
             #[cfg(target_os = "linux")]
