@@ -18,11 +18,15 @@
 //!   it streams in (the body or the event stream's pieces, and what is
 //!   parsed from it), for the turn.
 //!
-//! Nothing ever waits for the pool: a call that cannot get what it needs
-//! fails at once, naming the budget, and gives back all it held. Waiting
-//! while holding would let calls that each hold part of the pool wait for
-//! one another for ever; honest calls hold kilobytes, so the pool runs dry
-//! only while answers of many megabytes are in flight.
+//! A turn waits for its request's share and a first allowance for its
+//! response ([`RESPONSE_ALLOWANCE`]) before it sends anything: many calls
+//! at once queue there rather than fail. Past that nothing waits: a
+//! response that outgrows its allowance, or a conversation that grows,
+//! takes more only if the pool has it now, else the call fails at once,
+//! naming the budget, and gives back all it held. (Waiting while holding
+//! part of a response would let calls that each hold part of the pool
+//! wait for one another for ever.) Honest answers stay within the
+//! allowance, so only answers of many megabytes meet the refusal.
 
 use std::sync::LazyLock;
 
@@ -35,6 +39,9 @@ pub const MODEL_MEMORY_BYTES: usize = 128 << 20;
 pub const REQUEST_COPIES: usize = 3;
 /// Bytes drawn per byte of a response body.
 pub const RESPONSE_COPIES: usize = 2;
+/// What a turn draws for its response up front, with its request: an
+/// answer of up to half of it never needs more while it streams in.
+pub const RESPONSE_ALLOWANCE: usize = 4 << 20;
 /// The pool is counted in units of this many bytes (a holding is rounded
 /// up to whole units).
 const UNIT: usize = 64 << 10;
@@ -67,6 +74,8 @@ pub struct Exhausted {
 #[derive(Debug)]
 pub struct Held<'p> {
     pool: &'p Semaphore,
+    /// The pool's size, in units.
+    total: usize,
     permit: Option<SemaphorePermit<'p>>,
     /// Units held.
     units: usize,
@@ -75,7 +84,7 @@ pub struct Held<'p> {
 impl Held<'static> {
     /// An empty share of the process's pool.
     pub fn new() -> Self {
-        Held::of(&POOL)
+        Held::of(&POOL, units(MODEL_MEMORY_BYTES))
     }
 }
 
@@ -86,10 +95,11 @@ impl Default for Held<'static> {
 }
 
 impl<'p> Held<'p> {
-    /// An empty share of `pool` (whose permits are units).
-    fn of(pool: &'p Semaphore) -> Self {
+    /// An empty share of `pool` (`total` permits, each a unit).
+    fn of(pool: &'p Semaphore, total: usize) -> Self {
         Held {
             pool,
+            total,
             permit: None,
             units: 0,
         }
@@ -115,6 +125,32 @@ impl<'p> Held<'p> {
         Ok(())
     }
 
+    /// Like [`Held::cover`], but waits until the pool can give the
+    /// difference; [`Exhausted`] at once only when the whole pool could
+    /// not. Only for a share that is the caller's sole holding of this
+    /// kind (a turn's, before its response): see the module docs.
+    pub async fn wait_cover(&mut self, bytes: usize, what: &'static str) -> Result<(), Exhausted> {
+        let want = units(bytes);
+        if want <= self.units {
+            return Ok(());
+        }
+        let more = u32::try_from(want - self.units)
+            .ok()
+            .filter(|m| *m as usize <= self.total)
+            .ok_or(Exhausted { what, bytes })?;
+        let got = self
+            .pool
+            .acquire_many(more)
+            .await
+            .map_err(|_| Exhausted { what, bytes })?;
+        match &mut self.permit {
+            Some(p) => p.merge(got),
+            None => self.permit = Some(got),
+        }
+        self.units = want;
+        Ok(())
+    }
+
     /// Bytes held (whole units).
     pub fn bytes(&self) -> usize {
         self.units * UNIT
@@ -128,13 +164,13 @@ mod tests {
     #[test]
     fn a_holding_grows_is_refused_past_the_pool_and_is_given_back() {
         let pool = Semaphore::new(10);
-        let mut a = Held::of(&pool);
+        let mut a = Held::of(&pool, 10);
         a.cover(1, "a").expect("one byte");
         assert_eq!(a.bytes(), UNIT);
         a.cover(UNIT, "a").expect("still one unit");
         assert_eq!(pool.available_permits(), 9);
         a.cover(10 * UNIT, "a").expect("all of it");
-        let mut b = Held::of(&pool);
+        let mut b = Held::of(&pool, 10);
         let e = b.cover(1, "the answer so far").expect_err("nothing left");
         assert_eq!(e.bytes, 1);
         let msg = e.to_string();
@@ -148,5 +184,23 @@ mod tests {
         assert_eq!(b.bytes(), 3 * UNIT);
         drop(b);
         assert_eq!(pool.available_permits(), 10);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_share_gets_what_another_gives_back() {
+        let pool: &'static Semaphore = Box::leak(Box::new(Semaphore::new(2)));
+        let mut a = Held::of(pool, 2);
+        a.cover(2 * UNIT, "a").expect("all of it");
+        let waiter = tokio::spawn(async move {
+            let mut b = Held::of(pool, 2);
+            b.wait_cover(UNIT, "b").await.map(|()| b.bytes())
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        drop(a);
+        assert_eq!(waiter.await.expect("joined"), Ok(UNIT));
+        // More than the whole pool is refused at once, not waited for.
+        let mut c = Held::of(pool, 2);
+        assert!(c.wait_cover(3 * UNIT, "c").await.is_err());
     }
 }

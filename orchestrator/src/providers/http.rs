@@ -145,8 +145,13 @@ impl Endpoint {
             .map_err(|e| format!("cannot encode the request: {e}"))?
             .into();
         let request_cost = bytes.len().saturating_mul(budget::REQUEST_COPIES);
-        held.cover(request_cost, "the request")
-            .map_err(|e| e.to_string())?;
+        // Waited for (the turn holds nothing else of the pool yet).
+        held.wait_cover(
+            request_cost.saturating_add(budget::RESPONSE_ALLOWANCE),
+            "the request",
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         // Attempts counted against max_attempts, and 429/529 answers the
         // dispatch took in its stride (adaptive concurrency).
         let mut attempt = 1;
