@@ -12,8 +12,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-#[path = "../orchestrator/src/providers/openai/test_server.rs"]
-mod http_server;
 
 use std::io::Read;
 use std::process::Stdio;
@@ -320,71 +318,4 @@ fn answers_the_disk_could_not_keep_are_warned_about_once_and_named_by_show() {
     assert!(shown.contains("status   completed"), "{shown}");
     assert!(shown.contains("not journaled: #2, #3, #4, #5"), "{shown}");
     assert!(shown.contains("#2    unjournaled"), "{shown}");
-}
-
-/// `calls` agent calls at once against a model that answers each with
-/// `mib` MiB of streamed text and then stalls; returns dsh's peak memory
-/// (MiB) and the reasons the calls failed with.
-async fn hostile_model_peak(calls: usize, mib: usize) -> (f64, Vec<String>) {
-    use http_server::{Reply, TestServer};
-    let piece = "a".repeat(1 << 20);
-    let mut stream = String::from(
-        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: identity\r\n\r\n",
-    );
-    for _ in 0..mib {
-        let event = json!({"choices": [{"index": 0, "delta": {"content": piece}}]});
-        stream.push_str(&format!("data: {event}\n\n"));
-    }
-    let bytes = stream.into_bytes();
-    let server = TestServer::with_handler(Box::new(move |_| Reply::Stall(bytes.clone()))).await;
-    let script = format!(
-        r#"export const meta = {{ name: "hostile", description: "a model that sends too much" }};
-        const calls = [];
-        for (let i = 0; i < {calls}; i++) calls.push(agent("go " + i, {{ stallMs: 4000 }}));
-        return (await Promise.all(calls)).length;"#
-    );
-    let ws = Workspace::new("hostile.ts", &script, None);
-    ws.file(
-        "dsh.toml",
-        &format!(
-            "[workflow]\nprovider = \"m\"\n\n[providers.m]\nkind = \"openai\"\nbase_url = \"{}\"\n\
-             api_key_env = \"DSH_TEST_KEY\"\nconcurrency = 64\ntools = []\n",
-            server.base_url()
-        ),
-    );
-    let ws = ws.with_env("DSH_TEST_KEY", "sk-test");
-    let out = tokio::task::spawn_blocking(move || {
-        ws.run(&["--verbose", "--max-concurrent", "64", "--output", "result"])
-    })
-    .await
-    .expect("dsh ran");
-    out.assert_code(0);
-    let reasons = out
-        .events_of("workflow/agent-end")
-        .iter()
-        .map(|e| e["reason"].as_str().unwrap_or_default().to_string())
-        .collect();
-    (peak_mib(&out.stderr), reasons)
-}
-
-/// Issue 33: a hostile model made the host hold its answer for every call
-/// at once (each call capped at 16 MiB of response, 16 MiB of
-/// conversation, but nothing bounded their sum: 16 calls, 1 GB). Every
-/// model call's share now comes from one budget of 128 MiB: a call whose
-/// answer would go past it fails, naming the budget. Measured here: 410
-/// MiB before, 143–148 MiB after.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hostile_model_cannot_make_the_host_hold_its_answers_for_every_call() {
-    let (peak, reasons) = hostile_model_peak(24, 12).await;
-    eprintln!("24 calls × 12 MiB: host peak {peak} MiB; reasons: {reasons:#?}");
-    assert_eq!(reasons.len(), 24);
-    assert!(
-        reasons
-            .iter()
-            .any(|r| r.contains("memory budget for model calls")),
-        "{reasons:#?}"
-    );
-    // The pool, plus the host's own memory and the copies the pool's
-    // factors do not quite cover (a String's doubling): 64 MiB.
-    assert!(peak < 192.0, "host peak {peak} MiB");
 }
