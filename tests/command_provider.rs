@@ -802,4 +802,119 @@ async fn a_submodule_populated_by_the_call_loses_its_git_link() {
         !s.at("ran").exists(),
         "the user's git ran the call's fsmonitor"
     );
+
+// ------------------------------------------------------------------ signals
+
+/// Regression (issue 33): a signal mask and ignored signals survive fork
+/// and exec, and std no longer resets the mask; a `dsh` started with
+/// SIGTERM blocked and SIGHUP ignored (a supervisor, `nohup`) handed both
+/// to every program it started, whose stop logic then did nothing.
+#[test]
+fn programs_start_with_default_signals_whatever_dsh_inherited() {
+    use std::os::unix::process::CommandExt as _;
+    let ws = common::Workspace::new("wf.ts", "return await agent(\"x\");", None);
+    ws.file(
+        "dsh.toml",
+        "[workflow]\nprovider = \"p\"\n\n[providers.p]\nkind = \"command\"\n\
+         command = [\"/bin/sh\", \"-c\", \"grep -E '^Sig(Blk|Ign)' /proc/self/status\"]\n\
+         prompt = \"stdin\"\n",
+    );
+    let mut cmd = ws.command(&["--output", "result"]);
+    // SAFETY: between fork and exec of the test's own child: sigprocmask
+    // and signal only (async-signal-safe), no allocation.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut term: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut term);
+            libc::sigaddset(&mut term, libc::SIGTERM);
+            libc::sigprocmask(libc::SIG_BLOCK, &term, std::ptr::null_mut());
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let out = common::Running::adopt(cmd.spawn().expect("spawn dsh"), ws).finish();
+    out.assert_code(0);
+    let text = out.json()["value"].as_str().unwrap_or_default().to_string();
+    assert_eq!(
+        text.lines().map(str::trim).collect::<Vec<_>>(),
+        ["SigBlk:\t0000000000000000", "SigIgn:\t0000000000000000"],
+        "{text:?}"
+    );
+}
+
+/// Regression (issue 33): a `dsh` killed outright (SIGKILL) while a
+/// program runs. The program died by its parent-death signal, but what it
+/// started in the background lived on; programs now run under dsh's
+/// reaper, whose parent-death signal makes it stop the whole subtree.
+#[rstest]
+#[case::background("sleep 300 & echo $! > bg.pid; wait")]
+#[case::own_session("setsid sleep 300 & echo $! > bg.pid; wait")]
+fn a_killed_dsh_leaves_no_background_job_of_a_program(#[case] body: &str) {
+    let ws = common::Workspace::new("wf.ts", "return await agent(\"x\");", None);
+    let script = ws.file(
+        "prog.sh",
+        &format!("#!/bin/sh\ncd \"$(dirname \"$0\")\"\n{body}\n"),
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    ws.file(
+        "dsh.toml",
+        &format!(
+            "[workflow]\nprovider = \"p\"\n\n[providers.p]\nkind = \"command\"\n\
+             command = [\"{}\"]\nprompt = \"stdin\"\n",
+            script.display()
+        ),
+    );
+    let pid_file = ws.dir.path().join("bg.pid");
+    let mut running = ws.spawn(&[]);
+    let deadline = Instant::now() + WAIT_BOUND;
+    let pid = loop {
+        if let Ok(t) = std::fs::read_to_string(&pid_file)
+            && t.ends_with('\n')
+            && let Ok(pid) = t.trim().parse::<u32>()
+        {
+            break pid;
+        }
+        assert!(!running.exited(), "dsh ended before the program started");
+        assert!(Instant::now() < deadline, "the program did not start");
+        std::thread::sleep(POLL);
+    };
+    running.signal(libc::SIGKILL);
+    let _ = running.child.wait();
+    common::assert_process_gone(pid);
+}
+
+/// Regression (issue 33): a descriptor `dsh` inherited open (a CI
+/// runner's pipe, a socket) was handed on to every program it started.
+#[test]
+fn programs_get_no_descriptor_dsh_inherited() {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::process::CommandExt as _;
+    let ws = common::Workspace::new("wf.ts", "return await agent(\"x\");", None);
+    let secret = ws.file("secret.txt", "secret\n");
+    ws.file(
+        "dsh.toml",
+        "[workflow]\nprovider = \"p\"\n\n[providers.p]\nkind = \"command\"\n\
+         command = [\"/bin/sh\", \"-c\", \"cat <&5; echo rc=$?\"]\nprompt = \"stdin\"\n",
+    );
+    let file = std::fs::File::open(&secret).expect("open");
+    let fd = file.as_raw_fd();
+    let mut cmd = ws.command(&["--output", "result"]);
+    // SAFETY: dup2 only (async-signal-safe), in the test's own child: fd 5
+    // open without close-on-exec, as an inherited descriptor is.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(fd, 5) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = common::Running::adopt(cmd.spawn().expect("spawn dsh"), ws).finish();
+    out.assert_code(0);
+    let text = out.json()["value"].as_str().unwrap_or_default().to_string();
+    assert!(!text.contains("secret"), "{text:?}");
+    assert!(text.contains("rc=") && !text.contains("rc=0"), "{text:?}");
 }

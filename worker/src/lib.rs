@@ -119,6 +119,9 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
         );
         return EXIT_USAGE;
     };
+    // Nothing but stdio and the socket: see `close_inherited_except`.
+    #[cfg(target_os = "linux")]
+    prefork::close_inherited_except(fd);
     match parent {
         None => {}
         Some(Some(pid)) if pid > 0 => die_with_parent(pid),

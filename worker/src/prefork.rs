@@ -168,6 +168,44 @@ fn close_inherited() {
     }
 }
 
+/// Closes every descriptor from 3 up but `keep` (the host's socket when
+/// it was given at 3 or above): an exec'd worker (a pool worker, a fork
+/// server) is spawned by the host with `posix_spawn`, which hands on every
+/// descriptor the host itself inherited without close-on-exec (a CI
+/// runner's pipe, a socket); a sandboxed worker could still use those, as
+/// Landlock checks opens, not descriptors already open. Run first thing,
+/// before the worker opens anything of its own.
+pub(crate) fn close_inherited_except(keep: i32) {
+    if keep < 3 {
+        close_inherited();
+        return;
+    }
+    // SAFETY: plain syscalls; nothing in this process uses a descriptor
+    // above 2 but `keep` yet.
+    unsafe {
+        let keep = keep.unsigned_abs();
+        if libc::syscall(libc::SYS_close_range, 3u32, keep - 1, 0u32) == 0
+            && libc::syscall(libc::SYS_close_range, keep + 1, u32::MAX, 0u32) == 0
+        {
+            return;
+        }
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        let top = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur.min(1 << 20)
+        } else {
+            1024
+        };
+        for fd in 3..i32::try_from(top).unwrap_or(1024) {
+            if fd.unsigned_abs() != keep {
+                libc::close(fd);
+            }
+        }
+    }
+}
+
 /// Empties the environment, zeroing each string first: the worker runs
 /// untrusted scripts and had none of the command line's variables (API
 /// keys among them) when it was exec'd with an empty environment.

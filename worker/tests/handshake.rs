@@ -183,3 +183,54 @@ fn a_cancel_already_in_means_the_body_never_runs(#[case] msgs: Vec<HostMsg>) {
         other => panic!("expected End, got {other:?}"),
     }
 }
+
+/// Regression (issue 33): an exec'd worker (spawned by the host with
+/// `posix_spawn`) kept every descriptor the host had inherited without
+/// close-on-exec; a script escaping the engine could use them (Landlock
+/// checks opens, not descriptors already open). By its `Hello` it holds
+/// nothing but stdio and the socket.
+#[test]
+fn an_execd_worker_keeps_no_inherited_descriptor() {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::process::CommandExt as _;
+    let (ours, theirs) = UnixStream::pair().unwrap();
+    let file = std::fs::File::open(WORKER).unwrap();
+    let fd = file.as_raw_fd();
+    let mut cmd = Command::new(WORKER);
+    cmd.args(["--sandbox", "off", "--fd", "0", "--parent"])
+        .arg(std::process::id().to_string())
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    // SAFETY: dup2 only (async-signal-safe), in the test's own child: fd 7
+    // open without close-on-exec, as an inherited descriptor is.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(fd, 7) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut sock = ours;
+    sock.set_read_timeout(Some(BOUND)).unwrap();
+    let mut frames = FrameBuffer::new(DEFAULT_MAX_FRAME_BYTES);
+    let hello = loop {
+        if let Some(m) = frames.next_msg::<WorkerMsg>().unwrap() {
+            break m;
+        }
+        let mut buf = [0u8; 4096];
+        let n = sock.read(&mut buf).expect("the worker answers");
+        assert!(n > 0, "the worker hung up before its Hello");
+        frames.push(&buf[..n]);
+    };
+    assert!(matches!(hello, WorkerMsg::Hello { .. }), "{hello:?}");
+    let fds: Vec<String> = std::fs::read_dir(format!("/proc/{}/fd", child.id()))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(!fds.contains(&"7".to_string()), "{fds:?}");
+}

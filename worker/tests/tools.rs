@@ -609,4 +609,199 @@ fn edit_and_write_leave_configuration_alone(#[case] path: &str) {
         json!({"file_path": "docs/dsh.toml.md", "content": "x"}),
     );
     assert_eq!(status(&r), "ok", "{r}");
+
+// --- Signals ---
+
+/// Regression (issue 33): the tool process holds SIGTERM around the
+/// shell's spawn, and the shell inherited it blocked, with or without the
+/// sandbox: `kill` and `timeout` did nothing to what Bash started.
+#[rstest]
+#[case::sandboxed("best-effort")]
+#[case::off("off")]
+fn bash_commands_start_with_default_signals(#[case] sandbox: &str) {
+    let ws = Ws::new();
+    let r = ws.call_with(
+        "Bash",
+        json!({"command": "sleep 20 & kill $!; wait $!; echo rc=$?"}),
+        json!({"sandbox": sandbox}),
+        &[],
+    );
+    assert_eq!(output(&r), "rc=143\n", "{r}");
+    if sandbox == "off" {
+        // /proc is withheld under the sandbox; without it, the mask itself.
+        let r = ws.call_with(
+            "Bash",
+            json!({"command": "grep -E '^Sig(Blk|Ign)' /proc/self/status"}),
+            json!({"sandbox": sandbox}),
+            &[],
+        );
+        assert_eq!(
+            output(&r),
+            "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n",
+            "{r}"
+        );
+    }
+}
+
+// --- Leftovers of a stopped call ---
+
+/// A tool process running `command` in Bash with `TMPDIR=tmp`, and the
+/// temporary directory the call got, once the command has written it to
+/// `tmpdir.txt` (so the shell is running by then).
+fn start_bash(ws: &Ws, tmp: &Path, command: &str) -> (std::process::Child, PathBuf) {
+    let marker = ws.path().join("tmpdir.txt");
+    let _ = std::fs::remove_file(&marker);
+    // Returned to the caller, which waits for it.
+    #[allow(clippy::zombie_processes)]
+    let mut child = Command::new(WORKER)
+        .arg("tool")
+        .env("TMPDIR", tmp)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let req = json!({"workspace": ws.path(), "tool": "Bash", "input": {
+        "command": format!("echo \"$TMPDIR\" > t.part && mv t.part tmpdir.txt; {command}")
+    }});
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(req.to_string().as_bytes())
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(s) = std::fs::read_to_string(&marker)
+            && s.ends_with('\n')
+        {
+            return (child, PathBuf::from(s.trim()));
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the command did not start: {:?}",
+            child.try_wait()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (bounded) for `child` to exit.
+fn wait_exited(child: &mut std::process::Child) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the tool process did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Regression (issue 33): a cancelled Bash call (the host's SIGTERM)
+/// left its temporary directory behind, up to 64 MiB a call.
+#[test]
+fn a_cancelled_bash_call_removes_its_temporary_directory() {
+    let ws = Ws::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, dir) = start_bash(&ws, tmp.path(), "echo x > \"$TMPDIR/f\"; sleep 100");
+    assert!(dir.starts_with(tmp.path()), "{}", dir.display());
+    // SAFETY: plain syscall on our own unreaped child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    wait_exited(&mut child);
+    assert!(!dir.exists(), "{} is left behind", dir.display());
+}
+
+/// Regression (issue 33): a call killed outright cannot clean up; the
+/// next call removes its directory — and nothing else: not a symlink
+/// named like one (nor its target), not a directory of another name, not
+/// a directory being made right now.
+#[test]
+fn a_killed_bash_calls_temporary_directory_is_reclaimed_by_the_next_call() {
+    let ws = Ws::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, dir) = start_bash(&ws, tmp.path(), "echo x > \"$TMPDIR/f\"; sleep 100");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(dir.join("f").exists(), "a SIGKILLed call cannot clean up");
+    let parent = dir.parent().unwrap().to_path_buf();
+    let target = tmp.path().join("target");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::write(target.join("keep"), "x").unwrap();
+    std::os::unix::fs::symlink(&target, parent.join("call-1-1")).unwrap();
+    std::fs::create_dir(parent.join("keep-me")).unwrap();
+    std::fs::create_dir(parent.join(".new-1-2")).unwrap();
+
+    let (mut again, _) = start_bash(&ws, tmp.path(), "true");
+    wait_exited(&mut again);
+    assert!(!dir.exists(), "{} was not reclaimed", dir.display());
+    assert!(target.join("keep").exists());
+    assert!(parent.join("call-1-1").symlink_metadata().is_ok());
+    assert!(parent.join("keep-me").is_dir());
+    assert!(parent.join(".new-1-2").is_dir());
+}
+
+/// Regression (issue 33): background jobs of a Bash call whose tool
+/// process was SIGKILLed (or whose host was: the tool process has a
+/// parent-death signal) ran on until their CPU limit, which an idle job
+/// never reaches. Both a plain `&` job and a double fork.
+#[rstest]
+#[case::background("sleep 100 & echo $! > bg.pid; sleep 100")]
+#[case::double_fork("(sleep 100 & echo $! > bg.pid) ; sleep 100")]
+fn background_jobs_die_with_a_killed_tool_process(#[case] command: &str) {
+    let ws = Ws::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let (mut child, _) = start_bash(&ws, tmp.path(), command);
+    let pid_file = ws.path().join("bg.pid");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let pid = loop {
+        if let Ok(s) = std::fs::read_to_string(&pid_file)
+            && s.ends_with('\n')
+        {
+            break s.trim().to_string();
+        }
+        assert!(Instant::now() < deadline, "no bg.pid");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_gone(&pid);
+}
+
+/// Regression (issue 33): a descriptor the tool process inherited open
+/// (from whoever started it) was handed on to the shell, and a sandboxed
+/// command could read a file outside the workspace through it: Landlock
+/// checks opens, not descriptors already open.
+#[test]
+fn bash_gets_no_descriptor_beyond_its_stdio() {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::process::CommandExt as _;
+    let ws = Ws::new();
+    let secret = std::fs::File::open(ws.outside()).unwrap();
+    let fd = secret.as_raw_fd();
+    let mut cmd = Command::new(WORKER);
+    cmd.arg("tool")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: dup2 only (async-signal-safe), in the test's own child: fd 5
+    // open without close-on-exec, as an inherited descriptor is.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(fd, 5) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let req = json!({"workspace": ws.path(), "tool": "Bash",
+        "input": {"command": "cat <&5; echo rc=$?"}});
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(req.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!output(&r).contains("secret"), "{r}");
+    assert!(output(&r).contains("Bad file descriptor"), "{r}");
 }

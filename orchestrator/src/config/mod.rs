@@ -224,13 +224,14 @@ impl Config {
 
     /// Sets where the agent loop's tools run and under which sandbox
     /// policy, for every provider of the loop (`openai`, `anthropic`); the
-    /// same program is the agent CLIs' reaper.
+    /// same program is the reaper of agent CLIs and `command` programs.
     pub fn set_tool_host(&mut self, host: &crate::providers::agent::ToolHost) {
         for entry in self.providers.values_mut() {
             match &mut entry.kind {
                 ProviderKind::Openai(c) => c.agent.host = host.clone(),
                 ProviderKind::Anthropic(c) => c.agent.host = host.clone(),
                 ProviderKind::Cli { reaper, .. } => reaper.clone_from(&host.command),
+                ProviderKind::Command(c) => c.reaper.clone_from(&host.command),
                 _ => {}
             }
         }

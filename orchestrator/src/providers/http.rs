@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::provider::{Activity, Progress};
 use crate::providers::SetupError;
+use crate::providers::budget;
 use crate::providers::dispatch::{Dispatch, DispatchConfig, Permit, RATE_LIMITED_ATTEMPTS};
 use crate::providers::openai::api::excerpt;
 use crate::providers::openai::{MAX_DELAY, OpenAiConfig};
@@ -125,11 +126,17 @@ impl Endpoint {
     /// retrying as the policy says. Each retry is an
     /// [`Activity::Retry`] on `progress`, saying whether part of an answer
     /// had already streamed in (it is discarded: the retry asks again).
+    ///
+    /// `held` is the turn's share of the host's memory budget for model
+    /// calls ([`budget`]): it is made to cover the request and, as it
+    /// streams in, the response; the caller keeps it until what the sink
+    /// collected is parsed. A turn the budget cannot cover fails.
     pub async fn post_into(
         &self,
         body: &Value,
         progress: &Progress,
         sink: &mut dyn BodySink,
+        held: &mut budget::Held<'_>,
     ) -> Result<(), String> {
         let client = self.client()?;
         // Serialized once: what is sent on every attempt, and what the
@@ -137,6 +144,14 @@ impl Endpoint {
         let bytes: Arc<[u8]> = serde_json::to_vec(body)
             .map_err(|e| format!("cannot encode the request: {e}"))?
             .into();
+        let request_cost = bytes.len().saturating_mul(budget::REQUEST_COPIES);
+        // Waited for (the turn holds nothing else of the pool yet).
+        held.wait_cover(
+            request_cost.saturating_add(budget::RESPONSE_ALLOWANCE),
+            "the request",
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         // Attempts counted against max_attempts, and 429/529 answers the
         // dispatch took in its stride (adaptive concurrency).
         let mut attempt = 1;
@@ -145,19 +160,29 @@ impl Endpoint {
         loop {
             let mut permit = self.dispatch.admit(bytes.clone(), progress).await;
             sent += 1;
-            let (last, retry_after, rate_limited) =
-                match self.once(client, &bytes, progress, sink, &mut permit).await {
-                    Attempt::Done => {
-                        permit.succeeded(progress);
-                        return Ok(());
-                    }
-                    Attempt::Fatal(reason) => return Err(reason),
-                    Attempt::Retry {
-                        reason,
-                        after,
-                        limited,
-                    } => (reason, after, limited),
-                };
+            let (last, retry_after, rate_limited) = match self
+                .once(
+                    client,
+                    &bytes,
+                    progress,
+                    sink,
+                    &mut permit,
+                    held,
+                    request_cost,
+                )
+                .await
+            {
+                Attempt::Done => {
+                    permit.succeeded(progress);
+                    return Ok(());
+                }
+                Attempt::Fatal(reason) => return Err(reason),
+                Attempt::Retry {
+                    reason,
+                    after,
+                    limited,
+                } => (reason, after, limited),
+            };
             let adapted = rate_limited && self.dispatch.adaptive();
             if adapted {
                 limited += 1;
@@ -197,6 +222,7 @@ impl Endpoint {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn once(
         &self,
         client: &Client,
@@ -204,6 +230,8 @@ impl Endpoint {
         progress: &Progress,
         sink: &mut dyn BodySink,
         permit: &mut Permit,
+        held: &mut budget::Held<'_>,
+        request_cost: usize,
     ) -> Attempt {
         let sent = client
             .post(&self.url)
@@ -237,6 +265,15 @@ impl Endpoint {
                                 "the API's response is larger than {} MiB",
                                 MAX_BODY >> 20
                             ));
+                        }
+                        // A retry's body replaces the last one's, so the
+                        // share already held covers it up to that size.
+                        if let Err(e) = held.cover(
+                            request_cost
+                                .saturating_add(total.saturating_mul(budget::RESPONSE_COPIES)),
+                            "the answer so far",
+                        ) {
+                            return Attempt::Fatal(e.to_string());
                         }
                         if let Err(e) = sink.chunk(&chunk) {
                             return Attempt::Fatal(e);

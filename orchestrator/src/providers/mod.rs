@@ -2,6 +2,7 @@
 pub mod agent;
 pub mod answered;
 pub mod anthropic;
+pub mod budget;
 pub mod cli;
 pub mod command;
 pub mod cost;

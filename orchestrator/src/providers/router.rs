@@ -48,8 +48,16 @@ pub fn build(entry: &ProviderEntry) -> Result<Arc<dyn SubagentProvider>, SetupEr
             crate::providers::anthropic::AnthropicProvider::new(name, cfg)
                 .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
         }
-        ProviderKind::Command(cfg) => CommandProvider::new(name, cfg, &entry.base_dir)
-            .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>),
+        // Under dsh's reaper when its worker is found, as agent CLIs are:
+        // nothing a program starts outlives it, nor a killed dsh.
+        ProviderKind::Command(cfg) => {
+            let mut cfg = cfg.clone();
+            if cfg.reaper.is_none() {
+                cfg.reaper = crate::run::WorkerCommand::resolve().ok();
+            }
+            CommandProvider::new(name, &cfg, &entry.base_dir)
+                .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
+        }
         ProviderKind::Cli { kind, cfg, reaper } => {
             // Without a reaper from the host program, look for dsh's
             // worker as a run does; none found: the CLI runs directly.

@@ -19,13 +19,17 @@
 //!   `setpgid` (a seccomp filter installed in it after its own `setsid`),
 //!   so no descendant can leave the group.
 //! - Cancel: the host stops a tool process with SIGTERM before SIGKILL;
-//!   the tool process then SIGKILLs the shell's group and exits
-//!   ([`stop_group_on_sigterm`]). SIGTERM is held from before the shell's
-//!   spawn until that handler is in place, so a cancel in between is not
-//!   lost (it used to end the tool process alone, leaving the shell's
-//!   background children behind).
+//!   the tool process then SIGKILLs the shell's group, removes the call's
+//!   temporary directory and exits ([`stop_group_on_sigterm`]). SIGTERM is
+//!   held from before the shell's spawn until that handler is in place, so
+//!   a cancel in between is not lost (it used to end the tool process
+//!   alone, leaving the shell's background children behind). The shell
+//!   itself starts with every signal unblocked ([`default_signals`]).
+//! - A temporary directory left behind anyway (the tool process SIGKILLed)
+//!   is removed by a later call ([`make_tmp_dir`]).
 
 use std::io::Read as _;
+use std::os::fd::AsRawFd as _;
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -55,7 +59,11 @@ static GROUP: AtomicI32 = AtomicI32::new(0);
 /// When the host stops the tool process (a cancelled call, SIGTERM then
 /// SIGKILL to *its* group), the shell's own group must go too: it left the
 /// tool process's group with `setsid`, so the host's signals never reach
-/// it. From now on SIGTERM kills the shell's group, then the tool process.
+/// it. From now on SIGTERM SIGKILLs the shell's group; the call then ends
+/// the ordinary way (the shell is reaped, the call's temporary directory
+/// removed, an answer written that the host no longer reads) well within
+/// the host's grace. It used to exit from the handler, which left the
+/// temporary directory behind on every cancelled call.
 fn stop_group_on_sigterm(group: Pid) {
     GROUP.store(group.as_raw(), Ordering::SeqCst);
     let action = SigAction::new(
@@ -64,20 +72,240 @@ fn stop_group_on_sigterm(group: Pid) {
         SigSet::empty(),
     );
     // SAFETY: the handler only loads an atomic and makes the
-    // async-signal-safe calls kill(2) and _exit(2); it touches no lock,
-    // allocator or Rust runtime state.
+    // async-signal-safe call kill(2); it touches no lock, allocator or
+    // Rust runtime state.
     let _ = unsafe { sigaction(Signal::SIGTERM, &action) };
 }
 
 extern "C" fn on_sigterm(_: libc::c_int) {
     let group = GROUP.load(Ordering::SeqCst);
-    // SAFETY: kill(2) and _exit(2) are async-signal-safe and take no
-    // pointers; a group id ≤ 0 is never signalled.
+    // SAFETY: kill(2) is async-signal-safe and takes no pointers; a group
+    // id ≤ 0 (none yet, or already reaped) is never signalled.
     unsafe {
         if group > 0 {
             libc::kill(-group, libc::SIGKILL);
         }
-        libc::_exit(128 + libc::SIGTERM);
+    }
+}
+
+/// In a forked child, before exec: every signal unblocked and at its
+/// default action. A signal mask and ignored signals survive exec, and std
+/// no longer resets the mask; without this the shell and everything it
+/// started inherited the tool process's blocked SIGTERM (held around the
+/// spawn, see `run`), so `timeout`, `kill` and a test runner's own SIGTERM
+/// did nothing. Dispositions first, so that a signal pending from the
+/// parent meets the default action, not a handler of the parent's.
+/// Async-signal-safe: rt_sigaction and rt_sigprocmask only, no
+/// allocation.
+pub(crate) fn default_signals() {
+    // SAFETY: plain system calls on zeroed buffers owned by this frame;
+    // numbers the kernel refuses (SIGKILL, SIGSTOP) fail with EINVAL and
+    // change nothing.
+    unsafe {
+        // The raw calls, not the C library's: glibc refuses to touch the
+        // two signals it reserves (32, 33), and an inherited SIG_IGN or
+        // block of those would stay. An all-zero kernel `struct sigaction`
+        // is SIG_DFL with no flags and an empty mask, whatever the order
+        // of its fields on the architecture.
+        #[cfg(target_os = "linux")]
+        {
+            let dfl = [0u64; 4];
+            for sig in 1..NSIG {
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    sig,
+                    dfl.as_ptr(),
+                    std::ptr::null_mut::<u64>(),
+                    8usize,
+                );
+            }
+            let none = 0u64;
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_SETMASK,
+                &raw const none,
+                std::ptr::null_mut::<u64>(),
+                8usize,
+            );
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let mut dfl: libc::sigaction = std::mem::zeroed();
+            dfl.sa_sigaction = libc::SIG_DFL;
+            libc::sigemptyset(&mut dfl.sa_mask);
+            for sig in 1..NSIG {
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        }
+    }
+}
+
+/// In a forked child, before exec: every descriptor from 3 up is made
+/// close-on-exec, so the program gets only its stdin, stdout and stderr.
+/// Rust opens everything close-on-exec, but a descriptor this process
+/// inherited open (from whoever started dsh: a CI runner's pipe, a
+/// socket) is not, and was handed on: a sandboxed Bash command could read
+/// and write a file outside the workspace through it, Landlock
+/// notwithstanding (Landlock checks opens, not descriptors already open).
+/// Marked rather than closed, so that std's own close-on-exec pipe still
+/// reports a failed exec. Async-signal-safe: close_range, else fcntl.
+fn cloexec_inherited() {
+    /// `CLOSE_RANGE_CLOEXEC` (Linux 5.11).
+    #[cfg(target_os = "linux")]
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: plain system calls on this (forked, single-threaded)
+    // process's descriptor table; the numbers need not be open.
+    unsafe {
+        #[cfg(target_os = "linux")]
+        if libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        ) == 0
+        {
+            return;
+        }
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            libc::c_int::try_from(lim.rlim_cur)
+                .unwrap_or(libc::c_int::MAX)
+                .min(1 << 16)
+        } else {
+            1024
+        };
+        for fd in 3..max {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+    }
+}
+
+/// One more than the highest signal number (Linux: 64 signals).
+const NSIG: libc::c_int = 65;
+
+/// In the shell's forked child, right after its `setsid`: starts the
+/// call's sentinel, a process in the shell's new group whose only job is
+/// to SIGKILL that group once the tool process is gone, however it went.
+///
+/// The tool process kills the group itself when the shell ends, on a
+/// timeout and on SIGTERM; but a SIGKILLed tool process (the host's grace
+/// ran out, or the host died and the parent-death signal fired) runs no
+/// code, and the shell's parent-death signal kills the shell alone: its
+/// background jobs lived on until their CPU limit, which an idle job never
+/// reaches. The sentinel blocks reading `watch`, a pipe whose only write
+/// end the tool process holds; the kernel closes it when that process
+/// dies, the read returns, and the sentinel kills its group (itself
+/// included). Under the sandbox nothing the command starts can leave the
+/// group, so that is everything. It is forked twice so that it is not the
+/// shell's child (a program waiting for "any child" would wait for it),
+/// ignores every signal but SIGKILL (a `kill 0` in a test suite does not
+/// disarm it), and keeps no descriptor but `watch` (a copy of the output
+/// pipe would keep its reader waiting; one of the temporary directory's
+/// lock would keep the directory marked in use).
+///
+/// Async-signal-safe: fork, waitpid, sigaction, close_range/close, read,
+/// kill, _exit; nothing is allocated.
+fn start_sentinel(watch: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: see above; every call is a plain system call on values owned
+    // by this frame, and the forked children end with _exit.
+    unsafe {
+        match libc::fork() {
+            -1 => Err(std::io::Error::last_os_error()),
+            0 => {
+                if libc::fork() == 0 {
+                    sentinel(watch);
+                }
+                libc::_exit(0);
+            }
+            middle => {
+                let mut status = 0;
+                while libc::waitpid(middle, &mut status, 0) == -1
+                    && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+                {
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The sentinel's body (see [`start_sentinel`]); never returns.
+fn sentinel(watch: libc::c_int) -> ! {
+    // SAFETY: plain system calls on this process's own descriptors,
+    // signals and group, in a forked child that never returns to Rust
+    // code of the parent's.
+    unsafe {
+        let mut ign: libc::sigaction = std::mem::zeroed();
+        ign.sa_sigaction = libc::SIG_IGN;
+        libc::sigemptyset(&mut ign.sa_mask);
+        for sig in 1..NSIG {
+            libc::sigaction(sig, &ign, std::ptr::null_mut());
+        }
+        close_all_but(watch);
+        let mut byte = 0u8;
+        loop {
+            let n = libc::read(watch, (&raw mut byte).cast(), 1);
+            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            // End of file (the tool process is gone), or an error: either
+            // way nothing is left to watch.
+            break;
+        }
+        libc::kill(0, libc::SIGKILL);
+        libc::_exit(0)
+    }
+}
+
+/// Closes every descriptor but `keep` (≥ 0): `close_range`, or one by one
+/// up to the descriptor limit where the kernel lacks it (before 5.9).
+/// Async-signal-safe.
+fn close_all_but(keep: libc::c_int) {
+    // SAFETY: closing descriptors of this (forked, single-threaded)
+    // process; the numbers need not be open.
+    unsafe {
+        #[cfg(target_os = "linux")]
+        {
+            let keep = keep as libc::c_uint;
+            let low = if keep == 0 {
+                0
+            } else {
+                libc::syscall(
+                    libc::SYS_close_range,
+                    0 as libc::c_uint,
+                    keep - 1,
+                    0 as libc::c_uint,
+                )
+            };
+            let high = libc::syscall(
+                libc::SYS_close_range,
+                keep + 1,
+                libc::c_uint::MAX,
+                0 as libc::c_uint,
+            );
+            if low == 0 && high == 0 {
+                return;
+            }
+        }
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            libc::c_int::try_from(lim.rlim_cur)
+                .unwrap_or(libc::c_int::MAX)
+                .min(1 << 16)
+        } else {
+            1024
+        };
+        for fd in 0..max {
+            if fd != keep {
+                libc::close(fd);
+            }
+        }
     }
 }
 
@@ -89,6 +317,26 @@ struct BashInput {
     description: Option<String>,
 }
 
+/// The call's private temporary directory, and the lock that says it is
+/// in use.
+pub(crate) struct TmpDir {
+    pub path: PathBuf,
+    /// An exclusive `flock` on the directory itself, held as long as this
+    /// process lives (close-on-exec, so the shell does not inherit it; the
+    /// Bash sentinel closes it too). The kernel drops it however the
+    /// process ends, SIGKILL included: an unlocked `call-*` directory is
+    /// one whose owner is gone, which [`reclaim_stale`] removes.
+    _lock: std::fs::File,
+}
+
+/// A staging directory younger than this is left alone by
+/// [`reclaim_stale`]: it may be one a live call has just made and not yet
+/// locked.
+const STAGING_MIN_AGE: Duration = Duration::from_secs(60);
+/// At most this many entries of the parent are looked at per call, so a
+/// parent flooded with entries cannot make every call slow.
+const RECLAIM_SCAN_MAX: usize = 256;
+
 /// Makes the call's private temporary directory, before the sandbox so
 /// that Landlock can grant it: `$TMPDIR/dsh-tool-tmp-UID/call-PID-NANOS`,
 /// both levels mode 0700. The shared parent exists so that the call's
@@ -98,7 +346,13 @@ struct BashInput {
 /// directory of ours, private to us (something another user planted), is
 /// not used. `None` when it cannot be made: then `TMPDIR` is not set and
 /// temporary files fail under the sandbox.
-pub(crate) fn make_tmp_dir() -> Option<PathBuf> {
+///
+/// The directory is made as `.new-PID-NANOS`, locked, and only then
+/// renamed to `call-…`, so that every `call-…` directory is locked from the
+/// moment it has that name. Before making its own, the call removes the
+/// directories of calls whose process is gone ([`reclaim_stale`]): a
+/// cancelled or killed call cannot always remove its own.
+pub(crate) fn make_tmp_dir() -> Option<TmpDir> {
     use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
     // SAFETY: getuid takes no arguments and cannot fail (nix's wrapper
     // needs a feature the workspace does not enable).
@@ -109,22 +363,106 @@ pub(crate) fn make_tmp_dir() -> Option<PathBuf> {
     if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
         return None;
     }
+    reclaim_stale(&parent, uid);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    let dir = parent.join(format!("call-{}-{nanos}", std::process::id()));
+    let id = format!("{}-{nanos}", std::process::id());
+    let staging = parent.join(format!(".new-{id}"));
     std::fs::DirBuilder::new()
         .mode(0o700)
-        .create(&dir)
-        .ok()
-        .map(|()| dir)
+        .create(&staging)
+        .ok()?;
+    let Some(lock) = lock_dir(&staging) else {
+        let _ = std::fs::remove_dir(&staging);
+        return None;
+    };
+    let dir = parent.join(format!("call-{id}"));
+    if std::fs::rename(&staging, &dir).is_err() {
+        let _ = std::fs::remove_dir(&staging);
+        return None;
+    }
+    Some(TmpDir {
+        path: dir,
+        _lock: lock,
+    })
 }
 
-pub(crate) fn remove_tmp_dir(dir: Option<PathBuf>) {
+/// Opens `dir` (a real directory, never through a symlink) and takes an
+/// exclusive lock on it without waiting; `None` when it is not a directory
+/// or someone holds the lock.
+fn lock_dir(dir: &std::path::Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(dir)
+        .ok()?;
+    f.try_lock().ok()?;
+    Some(f)
+}
+
+/// Whether `name` is one dsh gives a call's directory: `call-PID-NANOS`
+/// (`staging` false) or `.new-PID-NANOS` (`staging` true).
+fn call_dir_name(name: &str) -> Option<bool> {
+    let (staging, id) = match (name.strip_prefix("call-"), name.strip_prefix(".new-")) {
+        (Some(id), _) => (false, id),
+        (_, Some(id)) => (true, id),
+        _ => return None,
+    };
+    let (pid, nanos) = id.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    (digits(pid) && digits(nanos)).then_some(staging)
+}
+
+/// Removes the directories of calls whose process is gone: only entries
+/// named as dsh names them, real directories (a symlink is never
+/// followed, nor removed), owned by `uid`, and not locked — a live call
+/// holds its lock until it exits. A staging directory must also be older
+/// than [`STAGING_MIN_AGE`] (its owner locks it a moment after making it).
+/// Best effort: whatever fails is left for the next call.
+fn reclaim_stale(parent: &std::path::Path, uid: u32) {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.take(RECLAIM_SCAN_MAX).flatten() {
+        let name = entry.file_name();
+        let Some(staging) = name.to_str().and_then(call_dir_name) else {
+            continue;
+        };
+        let path = entry.path();
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.is_dir() || meta.uid() != uid {
+            continue;
+        }
+        if staging
+            && meta
+                .modified()
+                .ok()
+                .and_then(|m| m.elapsed().ok())
+                .is_none_or(|age| age < STAGING_MIN_AGE)
+        {
+            continue;
+        }
+        // Held across the removal, so a second call reclaiming at the
+        // same time skips it.
+        let Some(_lock) = lock_dir(&path) else {
+            continue;
+        };
+        // Does not follow symlinks inside (std removes them as links).
+        let _ = std::fs::remove_dir_all(&path);
+    }
+}
+
+pub(crate) fn remove_tmp_dir(dir: Option<TmpDir>) {
     if let Some(dir) = dir {
-        // Best effort: a leftover empty directory in /tmp is harmless.
-        let _ = std::fs::remove_dir_all(dir);
+        // Best effort: what is left is reclaimed by a later call once this
+        // process (and its lock) is gone.
+        let _ = std::fs::remove_dir_all(&dir.path);
     }
 }
 
@@ -187,13 +525,23 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
     if let Some(tmp) = &ctx.tmp_dir {
         cmd.env("TMPDIR", tmp);
     }
+    // The sentinel's pipe (see `start_sentinel`): this process keeps the
+    // write end until the call is over; both ends are close-on-exec, so
+    // the shell holds neither.
+    let (watch_r, watch_w) = std::io::pipe().map_err(start_err)?;
+    let watch = watch_r.as_raw_fd();
     // SAFETY: the closure runs in the child between fork and exec, and
-    // makes only async-signal-safe system calls (setsid, prctl, seccomp)
-    // without allocating: the filter was compiled before the fork, and
-    // errors are plain OS error numbers.
+    // makes only async-signal-safe system calls (rt_sigaction,
+    // rt_sigprocmask, close_range/fcntl, setsid, fork, waitpid, prctl,
+    // seccomp) without
+    // allocating: the filter was compiled before the fork, and errors are
+    // plain OS error numbers.
     unsafe {
         cmd.pre_exec(move || {
+            default_signals();
+            cloexec_inherited();
             nix::unistd::setsid()?;
+            start_sentinel(watch)?;
             #[cfg(target_os = "linux")]
             {
                 // The shell dies with the tool process (its descendants are
@@ -211,8 +559,9 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
     // shell's group: a cancel that came between the two used to end this
     // process by the default action, and the shell's background children
     // (which have no parent-death signal) outlived the call. The process
-    // has no other thread yet, so the thread's mask is the process's; the
-    // child starts with an empty mask (std resets it before exec).
+    // has no other thread yet, so the thread's mask is the process's. The
+    // child inherits the mask (std no longer resets it): `default_signals`
+    // in the closure above empties it again.
     let mut term = SigSet::empty();
     term.add(Signal::SIGTERM);
     let _ = term.thread_block();
@@ -220,6 +569,7 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
     // The parent's copies of the pipe's write end: closed now, or the
     // reader would never see the end of the output.
     drop(cmd);
+    drop(watch_r);
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
@@ -267,9 +617,10 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
     // group's id, cannot have been reused): whatever it left running in
     // the background dies with the call.
     let _ = killpg(pid, Signal::SIGKILL);
-    // The group is gone; once the shell is reaped its id may be reused, so
-    // a later SIGTERM must not signal it.
+    // The group is gone (the sentinel with it); once the shell is reaped
+    // its id may be reused, so a later SIGTERM must not signal it.
     GROUP.store(0, Ordering::SeqCst);
+    drop(watch_w);
     let status = child.wait().ok();
     let _ = eof_rx.recv_timeout(DRAIN_WAIT);
 

@@ -339,18 +339,19 @@ fn run(landlock_abi_override: Option<u32>) -> Response {
             );
         }
     };
-    let tmp_dir = if tool == Tool::Bash {
+    // Held (with its lock) until the call is over.
+    let tmp = if tool == Tool::Bash {
         bash::make_tmp_dir()
     } else {
         None
     };
-    let mut ctx = Ctx {
+    let ctx = Ctx {
         workspace,
         network: req.network,
         bash_timeout_ms: req.bash_timeout_ms,
         max_output_bytes: req.max_output_bytes.max(1),
         sandboxed: req.sandbox != SandboxPolicy::Off,
-        tmp_dir,
+        tmp_dir: tmp.as_ref().map(|t| t.path.clone()),
         shell_read: existing_dirs(&req.shell_read),
         shell_write: existing_dirs(&req.shell_write),
     };
@@ -362,7 +363,7 @@ fn run(landlock_abi_override: Option<u32>) -> Response {
                 req.tool,
                 reached.missing.join("; ")
             );
-            bash::remove_tmp_dir(ctx.tmp_dir.take());
+            bash::remove_tmp_dir(tmp);
             return Response {
                 status: Status::SandboxUnavailable,
                 output,
@@ -379,7 +380,7 @@ fn run(landlock_abi_override: Option<u32>) -> Response {
         Tool::Grep => search::grep(&ctx, &req.input),
         Tool::Bash => bash::run(&ctx, &req.input),
     };
-    bash::remove_tmp_dir(ctx.tmp_dir.take());
+    bash::remove_tmp_dir(tmp);
     match result {
         Ok(done) => Response {
             status: done.status,

@@ -405,6 +405,9 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
     let mut correcting: Option<String> = None;
     let mut tool_calls = 0u32;
     let mut conversation_bytes = req.prompt.len();
+    // The conversation's share of the host's budget for model calls
+    // (every call's together), held as long as the call.
+    let mut held = crate::providers::budget::Held::new();
     for turn in 1..=call.settings.max_turns {
         if conversation_bytes > MAX_CONVERSATION_BYTES {
             return ChildResult::Failed(format!(
@@ -412,6 +415,9 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
                  over the limit of {MAX_CONVERSATION_BYTES} (tool output and answers of the \
                  earlier turns)"
             ));
+        }
+        if let Err(e) = held.cover(conversation_bytes, "the conversation") {
+            return ChildResult::Failed(format!("gave up before turn {turn}: {e}"));
         }
         call.progress.activity(Activity::Turn { turn });
         let ask = Turn {

@@ -68,7 +68,7 @@ pub use config::{CliConfig, CliKind};
 /// How much longer than the reaper's own grace the host waits before it
 /// SIGKILLs the reaper's group: the reaper stops what the CLI left behind
 /// within its grace, and must not be killed while doing so.
-const REAPER_MARGIN: Duration = Duration::from_secs(1);
+pub(crate) const REAPER_MARGIN: Duration = Duration::from_secs(1);
 
 /// Whether a run starts a conversation or continues one.
 #[derive(Debug, Clone, PartialEq, Eq)]

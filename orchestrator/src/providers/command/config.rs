@@ -84,6 +84,12 @@ pub struct CommandConfig {
     /// config file's directory; default: the system temporary directory.
     #[serde(default)]
     pub worktree_dir: Option<PathBuf>,
+    /// dsh's reaper, which every program runs under (not a key of the
+    /// file: set by the host program, like the agent CLIs' —
+    /// [`crate::Config::set_tool_host`]; `None`: the program runs
+    /// directly). See [`super::CommandProvider::with_reaper`].
+    #[serde(skip)]
+    pub reaper: Option<crate::run::WorkerCommand>,
 }
 
 fn default_output_limit() -> u64 {
@@ -108,6 +114,7 @@ impl Default for CommandConfig {
             grace: DEFAULT_GRACE,
             schema_prompt: true,
             worktree_dir: None,
+            reaper: None,
         }
     }
 }

@@ -79,6 +79,9 @@ pub struct CommandProvider {
     system_in_args: bool,
     schema_file_in_args: bool,
     worktree_dir: PathBuf,
+    /// dsh's reaper (`… reap --grace-ms N -- PROGRAM …`), when the
+    /// provider runs its programs under it ([`CommandProvider::with_reaper`]).
+    reaper: Option<crate::run::WorkerCommand>,
     next: AtomicU64,
 }
 
@@ -117,8 +120,56 @@ impl CommandProvider {
             system_in_args,
             schema_file_in_args,
             worktree_dir: c.worktree_dir,
+            reaper: None,
             next: AtomicU64::new(1),
-        })
+        }
+        .with_reaper(cfg.reaper.clone()))
+    }
+
+    /// Runs every program under dsh's reaper `reaper` (a `dsh-worker`, or
+    /// `dsh __worker`: its `reap` mode), as agent CLIs run: a child
+    /// subreaper that stops everything the program started, in its group
+    /// or not, when the program ends, when it is stopped, and when dsh
+    /// itself dies (its parent-death signal is SIGTERM, which it answers
+    /// by stopping the whole subtree). Without it (`None`, the default of
+    /// [`CommandProvider::new`]) a program's group is killed when the call
+    /// ends, but a dsh killed outright leaves the program's background
+    /// jobs running. [`CommandProvider::new`] takes it from the
+    /// configuration's `reaper`, which dsh's own configuration
+    /// (`dsh.toml`) always sets when the worker program is found.
+    #[must_use]
+    pub fn with_reaper(mut self, reaper: Option<crate::run::WorkerCommand>) -> Self {
+        if reaper.is_some() && self.reaper.is_none() {
+            // The reaper stops the leftovers within the program's grace;
+            // the host must not SIGKILL it while it does.
+            self.limits.grace += crate::providers::cli::REAPER_MARGIN;
+        }
+        self.reaper = reaper;
+        self
+    }
+
+    /// What to spawn: the program under the reaper, or alone.
+    fn spawn_target(&self, args: Vec<String>) -> (PathBuf, Vec<String>) {
+        match &self.reaper {
+            Some(w) => {
+                let grace = self
+                    .limits
+                    .grace
+                    .saturating_sub(crate::providers::cli::REAPER_MARGIN);
+                let mut a = w.args.clone();
+                a.extend([
+                    "reap".to_string(),
+                    "--grace-ms".to_string(),
+                    // The reaper's own ceiling is an hour.
+                    grace.as_millis().min(3_600_000).to_string(),
+                    "--".to_string(),
+                    self.program.to_string_lossy().into_owned(),
+                ]);
+                a.extend(args);
+                (w.program.clone(), a)
+            }
+            None => (self.program.clone(), args),
+        }
     }
 
     /// The provider's name.
@@ -272,8 +323,19 @@ impl SubagentProvider for CommandProvider {
                 ),
             )));
         }
+        // Under the reaper a missing program would only show as its exit
+        // status 127: refuse the start the way a direct spawn does.
+        if self.reaper.is_some() && not_runnable(&self.program).is_some() {
+            if let Some(wt) = &worktree {
+                wt.remove().await;
+            }
+            return Err(
+                self.spawn_refusal(&cwd, &std::io::Error::from(std::io::ErrorKind::NotFound))
+            );
+        }
+        let (program, args) = self.spawn_target(args);
         let spec = ProcSpec {
-            program: self.program.clone(),
+            program,
             args,
             env: self.child_env(),
             cwd: cwd.clone(),

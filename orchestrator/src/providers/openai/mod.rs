@@ -149,7 +149,14 @@ impl agent::Model for Shared {
     ) -> Result<Reply, String> {
         let body = api::loop_body(&self.cfg, turn);
         let mut sink = stream::sink(progress.clone(), so_far);
-        self.endpoint.post_into(&body, progress, &mut sink).await?;
-        stream::reply(sink)
+        // The turn's share of the host's budget for model calls, kept
+        // until the answer is parsed.
+        let mut held = crate::providers::budget::Held::new();
+        self.endpoint
+            .post_into(&body, progress, &mut sink, &mut held)
+            .await?;
+        let reply = stream::reply(sink);
+        drop(held);
+        reply
     }
 }
