@@ -387,7 +387,11 @@ fn an_exhausted_heap_is_memory_however_it_fails(
 
 #[test]
 fn uncaught_fatal_error_prints_null_on_stdout() {
-    let out = run_ts(r#"await agent("x", 5 as any);"#, &std_fixture(), &[]);
+    let out = run_ts(
+        r#"await agent("x", { model: 5 } as any);"#,
+        &std_fixture(),
+        &[],
+    );
     assert_error_run(&out, "INVALID_ARGUMENT");
     assert_eq!(out.stdout.trim(), "null");
 }
@@ -397,7 +401,7 @@ fn hook_misuse_rejects_and_narration_throws_synchronously() {
     let script = r#"
 const seen: Record<string, string> = {};
 for (const [name, f] of [
-  ["agent", () => agent("x", 5 as any)],
+  ["agent", () => agent("x", { model: 5 } as any)],
   ["parallel", () => parallel("x" as any)],
   ["pipeline", () => pipeline("x" as any, (x: any) => x)],
 ] as const) {
@@ -486,7 +490,7 @@ g(o);
 
 /// Contract §5 (revision 2): values leave the script the way Claude Code
 /// converts them — lossy conversions are accepted, each with a warning
-/// naming its path; a cycle, a bigint or a throwing getter still fail.
+/// naming its path; a cycle or a bigint still fail.
 #[rstest]
 #[case::function(
     "({ a: { b: [1, () => 1] } })",
@@ -538,15 +542,22 @@ g(o);
     Ok(r#"{"inner":{"j":2}}"#),
     Some("value.inner")
 )]
+// Issue 33 §3: a getter that throws and a "__proto__" key are left out,
+// as Claude Code leaves them out.
 #[case::throwing_getter(
-    r#"({ get g(): number { throw new Error("getter boom"); } })"#,
-    Err("value.g"),
-    None
+    r#"({ get g(): number { throw new Error("getter boom"); }, k: 1 })"#,
+    Ok(r#"{"k":1}"#),
+    Some("value.g")
 )]
-#[case::proto_key_stays_own(
+#[case::throwing_getter_in_an_array(
+    r#"(() => { const a: any[] = [1, 2]; Object.defineProperty(a, 1, { get() { throw new Error("boom"); }, enumerable: true }); return { a }; })()"#,
+    Ok(r#"{"a":[1,null]}"#),
+    Some("value.a[1]")
+)]
+#[case::proto_key_is_left_out(
     r#"JSON.parse('{"__proto__": 1, "a": 2}')"#,
-    Ok(r#"{"__proto__": 1, "a": 2}"#),
-    None
+    Ok(r#"{"a": 2}"#),
+    Some("value.__proto__")
 )]
 #[case::root_undefined("undefined", Ok("null"), None)]
 #[case::dag_is_fine(
@@ -617,7 +628,9 @@ return { own: Object.keys(o), polluted: ({} as any).polluted === undefined ? "no
     out.assert_code(0);
     assert_eq!(
         out.json(),
-        json!({ "own": ["__proto__"], "polluted": "no", "o": { "__proto__": { "polluted": true } } })
+        // Inside the script it is an own key; leaving the script, it is
+        // left out, as Claude Code leaves it out (issue 33 §3).
+        json!({ "own": ["__proto__"], "polluted": "no", "o": {} })
     );
 }
 
@@ -940,6 +953,90 @@ fn default_label(#[case] prompt: &str, #[case] label: &str) {
     assert_eq!(out.events_of("workflow/agent-end")[0]["label"], label);
 }
 
+/// Issue 33 §3: the options as Claude Code's copy of them reads them.
+/// What that copy loses (options that are not an object, a key whose
+/// getter throws, keys that cannot be listed, a `__proto__` key, a null
+/// or falsy value, an `effort` that is not a string) is lost here too and
+/// the call runs, with a warning at `path`; what makes Claude Code's call
+/// fail still rejects.
+#[rstest]
+#[case::a_number("5", Ok(("echo q", None)), Some("options"))]
+#[case::a_string(r#""label""#, Ok(("echo q", None)), Some("options"))]
+#[case::a_function("() => 1", Ok(("echo q", None)), Some("options"))]
+#[case::a_class_instance(
+    "new (class O { label = \"L\" })()",
+    Ok(("L", None)),
+    Some("options")
+)]
+#[case::a_map("new Map([[\"label\", \"M\"]])", Ok(("echo q", None)), Some("options"))]
+#[case::a_getter_that_throws(
+    r#"{ get label(): string { throw new Error("boom"); }, phase: "P" }"#,
+    Ok(("echo q", Some("P"))),
+    Some("options.label")
+)]
+#[case::keys_that_cannot_be_listed(
+    r#"new Proxy({ label: "s" }, { ownKeys() { throw new Error("keys"); } })"#,
+    Ok(("echo q", None)),
+    Some("options")
+)]
+#[case::a_prototype_that_cannot_be_read(
+    r#"new Proxy({ label: "s" }, { getPrototypeOf() { throw new Error("proto"); } })"#,
+    Ok(("s", None)),
+    Some("options")
+)]
+#[case::a_proto_key(
+    r#"JSON.parse('{"__proto__": {"label": "pl"}, "label": "own"}')"#,
+    Ok(("own", None)),
+    Some("options.__proto__")
+)]
+#[case::null_values(
+    "{ label: null, phase: null, model: null, effort: null, agentType: null, schema: null }",
+    Ok(("echo q", None)),
+    None
+)]
+#[case::a_function_label("{ label: () => 1 }", Ok(("echo q", None)), Some("options.label"))]
+#[case::an_array_phase("{ phase: [1, 2] }", Ok(("echo q", Some("1,2"))), Some("options.phase"))]
+#[case::a_falsy_model("{ model: 0 }", Ok(("echo q", None)), Some("options.model"))]
+#[case::an_effort_not_a_string("{ effort: 3 }", Ok(("echo q", None)), Some("options.effort"))]
+#[case::a_truthy_model_not_a_string("{ model: true }", Err("options.model"), None)]
+#[case::an_agent_type_not_a_string("{ agentType: 3 }", Err("options.agentType"), None)]
+#[case::null_disallowed_tools("{ disallowedTools: null }", Err("options.disallowedTools"), None)]
+fn agent_options_are_read_as_claude_code_copies_them(
+    #[case] options: &str,
+    #[case] expected: Result<(&str, Option<&str>), &str>,
+    #[case] warning: Option<&str>,
+) {
+    let script = format!(
+        "try {{ return await agent(\"echo q\", ({options}) as any); }} catch (e: any) {{ return {{ code: e.code, message: e.message }}; }}\n"
+    );
+    let out = run_ts(&script, &std_fixture(), &[]);
+    out.assert_code(0);
+    assert_event_guarantees(&out.events);
+    let starts = out.events_of("workflow/agent-start");
+    match expected {
+        Ok((label, phase)) => {
+            assert_eq!(out.json(), json!("echoed"));
+            assert_eq!(starts.len(), 1);
+            assert_eq!(starts[0]["label"], label, "{}", starts[0]);
+            assert_eq!(starts[0]["phase"], json!(phase), "{}", starts[0]);
+        }
+        Err(path) => {
+            let v = out.json();
+            assert_eq!(v["code"], "INVALID_ARGUMENT", "{v}");
+            assert!(v["message"].as_str().unwrap_or("").starts_with(path), "{v}");
+            assert!(starts.is_empty());
+        }
+    }
+    let warnings = out.events_of("workflow/warning");
+    match warning {
+        Some(path) => assert!(
+            warnings.iter().any(|w| w["path"] == path),
+            "a warning at {path:?}: {warnings:?}"
+        ),
+        None => assert!(warnings.is_empty(), "{warnings:?}"),
+    }
+}
+
 #[test]
 fn explicit_label_wins() {
     let fx = fixture(json!([{ "match": { "label": "mine" }, "text": "ok" }]));
@@ -950,6 +1047,44 @@ fn explicit_label_wins() {
     );
     out.assert_code(0);
     assert_eq!(out.events_of("workflow/agent-start")[0]["label"], "mine");
+}
+
+/// Issue 33 §3: an empty phase is no phase, as Claude Code attributes it:
+/// `phase("")` announces nothing and the calls after it have no phase; a
+/// call's `phase: ""` has no phase either, whatever the current one is.
+/// Each says so in a warning.
+#[test]
+fn an_empty_phase_is_no_phase() {
+    let script = r#"
+phase("Cur");
+await agent("echo a", { phase: "" });
+await agent("echo b");
+phase("");
+await agent("echo c");
+return "ok";
+"#;
+    let out = run_ts(script, &std_fixture(), &[]);
+    out.assert_code(0);
+    assert_event_guarantees(&out.events);
+    let phases: Vec<Value> = out
+        .events_of("workflow/agent-start")
+        .iter()
+        .map(|e| e["phase"].clone())
+        .collect();
+    assert_eq!(phases, vec![Value::Null, json!("Cur"), Value::Null]);
+    let titles: Vec<&Value> = out
+        .events_of("workflow/phase")
+        .iter()
+        .map(|e| &e["title"])
+        .collect();
+    assert_eq!(titles, vec![&json!("Cur")]);
+    let paths: Vec<&Value> = out
+        .events_of("workflow/warning")
+        .iter()
+        .map(|e| &e["path"])
+        .collect();
+    assert!(paths.contains(&&json!("options.phase")), "{paths:?}");
+    assert!(paths.contains(&&json!("phase")), "{paths:?}");
 }
 
 #[test]
@@ -1891,7 +2026,7 @@ fn dropped_rejections_never_crash_the_run() {
     let out = run_ts(
         r#"
         Promise.reject(new Error("nobody listens"));
-        agent("x", 5 as any);
+        agent("x", { model: 5 } as any);
         parallel("not an array" as any);
         const never = agent("echo dropped");
         return "still fine";
