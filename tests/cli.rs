@@ -1370,7 +1370,8 @@ fn import_type_is_erased() {
 #[rstest]
 #[case::call(
     "export const meta = {\n  name: \"x\",\n  description: foo(),\n  bogus: 1,\n};\n",
-    &["wf.ts:3:16:", "meta.description", "wf.ts:4:3:", "meta.bogus"]
+    // `bogus` is a warning of a run that starts (issue 33 §3): not here.
+    &["wf.ts:3:16:", "meta.description"]
 )]
 #[case::identifier("const d = \"x\";\nexport const meta = { name: \"n\", description: d };\n", &["wf.ts:2:", "meta.description"])]
 #[case::spread("const base = {};\nexport const meta = { ...base, name: \"n\", description: \"d\" };\n", &["wf.ts:2:"])]
@@ -1378,13 +1379,65 @@ fn import_type_is_erased() {
 #[case::template_substitution("const v = 1;\nexport const meta = { name: `n${v}`, description: \"d\" };\n", &["wf.ts:2:", "meta.name"])]
 #[case::schema_violations(
     "export const meta = { name: \"\", description: \"d\", phases: [{ title: \"a\", x: 1 }], whenToUse: 3 };\n",
-    &["meta.name", "meta.phases[0].x", "meta.whenToUse"]
+    // The phase's `x` and `whenToUse: 3` are warnings (issue 33 §3).
+    &["meta.name"]
 )]
 #[case::missing_description("export const meta = { name: \"n\" };\n", &["description"])]
 fn meta_errors_list_every_violation(#[case] source: &str, #[case] mentions: &[&str]) {
     let out = common::run_named("wf.ts", source, None, &[]);
     assert_not_started(&out, "META_INVALID");
     assert_mentions(&out.stderr, mentions);
+}
+
+/// Issue 33 §3: a meta Claude Code accepts runs — unknown fields such as
+/// `examples`, a field given twice, a `whenToUse` or phase of another
+/// shape — each a `workflow/warning` at its place in the file (and a
+/// stderr line with events off), left out of the run's meta.
+#[test]
+fn meta_fields_claude_code_accepts_run_with_warnings() {
+    let script = "export const meta = {\n  name: \"first\",\n  description: \"d\",\n  examples: [\"run it\"],\n  whenToUse: 3,\n  phases: [\"Review\", { title: \"Sum\", x: 1 }],\n  name: \"n\",\n};\nreturn 1;\n";
+    let out = common::run_named("wf.ts", script, None, &[]);
+    out.assert_code(0);
+    assert_event_guarantees(&out.events);
+    let start = &out.events_of("workflow/start")[0];
+    assert_eq!(
+        start["meta"],
+        json!({ "name": "n", "description": "d", "phases": [{ "title": "Sum" }] })
+    );
+    let warnings: Vec<(String, String)> = out
+        .events_of("workflow/warning")
+        .iter()
+        .map(|w| {
+            let message = w["message"].as_str().unwrap_or("");
+            (
+                w["path"].as_str().unwrap_or("").to_string(),
+                message.split(':').next().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let want = [
+        ("wf.ts:2:3", "meta.name"),
+        ("wf.ts:4:3", "meta.examples"),
+        ("wf.ts:5:3", "meta.whenToUse"),
+        ("wf.ts:6:12", "meta.phases[0]"),
+        ("wf.ts:6:38", "meta.phases[1].x"),
+    ];
+    assert_eq!(
+        warnings,
+        want.iter()
+            .map(|(p, m)| (p.to_string(), m.to_string()))
+            .collect::<Vec<_>>()
+    );
+    // With events off, each is a stderr line.
+    let quiet = common::run_named("wf.ts", script, None, &["--events", "none"]);
+    quiet.assert_code(0);
+    assert!(
+        quiet
+            .stderr
+            .contains("dsh: warning: wf.ts:4:3: meta.examples: unknown field"),
+        "{}",
+        quiet.stderr
+    );
 }
 
 #[test]
