@@ -1037,6 +1037,54 @@ fn agent_options_are_read_as_claude_code_copies_them(
     }
 }
 
+/// Issue 33 §3: what Claude Code refuses before launch for its resume —
+/// `Math.random()`, `Date.now()`, an argument-less `new Date()` or
+/// `Date()` — and the promise items of `parallel()` it refuses, dsh
+/// accepts (contract §0), each with one warning per run; `Date` stays
+/// `Date` otherwise.
+#[test]
+fn nondeterministic_calls_and_promise_items_run_with_a_warning() {
+    let script = r#"
+const kinds = [typeof Math.random(), typeof Math.random(), typeof Date.now(), typeof new Date(), typeof Date()];
+class D extends Date {}
+const dates = {
+  epoch: new Date(0).toISOString(),
+  subclass: new D(0) instanceof Date,
+  constructor: new Date(0).constructor === Date,
+  utc: Date.UTC(2020, 0, 1),
+};
+const r = await parallel([agent("echo a"), () => agent("echo b"), agent("echo c")]);
+return { kinds, dates, r };
+"#;
+    let out = run_ts(script, &std_fixture(), &[]);
+    out.assert_code(0);
+    assert_event_guarantees(&out.events);
+    assert_eq!(
+        out.json(),
+        json!({
+            "kinds": ["number", "number", "number", "object", "string"],
+            "dates": { "epoch": "1970-01-01T00:00:00.000Z", "subclass": true, "constructor": true, "utc": 1577836800000u64 },
+            "r": ["echoed", "echoed", "echoed"]
+        })
+    );
+    let mut paths: Vec<&str> = out
+        .events_of("workflow/warning")
+        .iter()
+        .map(|w| w["path"].as_str().unwrap_or(""))
+        .collect();
+    paths.sort_unstable();
+    assert_eq!(
+        paths,
+        [
+            "Date()",
+            "Date.now()",
+            "Math.random()",
+            "new Date()",
+            "parallel"
+        ]
+    );
+}
+
 #[test]
 fn explicit_label_wins() {
     let fx = fixture(json!([{ "match": { "label": "mine" }, "text": "ok" }]));

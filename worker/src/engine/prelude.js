@@ -1263,6 +1263,11 @@
           throw fatal("INVALID_ARGUMENT", "parallel(): item " + i + " is " + typeName(it) +
             ", expected a function returning a promise (e.g. () => agent(…)) or a promise");
         }
+        if (typeof it !== "function") {
+          // Deliberately more than Claude Code, which refuses it (contract §0).
+          warn("parallel(): an item is a promise, not a function; awaited as it is (Claude Code " +
+            "refuses it: pass () => agent(…) to run under Claude Code too)", "parallel");
+        }
       }
       gather(n, resolve, reject, function (i) {
         const it = items[i];
@@ -1584,6 +1589,45 @@
   install("clearTimeout", clearTimeout);
   install("workflow", workflow);
   install("console", consoleFor("", null));
+
+  // Date.now(), Math.random() and an argument-less new Date() (or Date())
+  // work, which Claude Code refuses before launch so that its resume,
+  // keyed on the order of calls, replays the same run; dsh's resume keys
+  // calls by content, so it does not need them banned (contract §0). A
+  // script that uses them says so, once per run for each, as they make its
+  // result differ between runs.
+  function nondeterministic(what) {
+    warn(what + " gives a different value on every run; accepted (Claude Code refuses a script " +
+      "that uses it; pass the value in args to run there too)", what);
+  }
+  const MathObj = G.Math;
+  const randomF = MathObj.random;
+  const DateCtor = G.Date;
+  const dateNowF = DateCtor.now;
+  const dataDesc = function (value) {
+    return { __proto__: null, value, writable: true, enumerable: false, configurable: true };
+  };
+  defineProperty(MathObj, "random", dataDesc(function random() {
+    nondeterministic("Math.random()");
+    return apply(randomF, MathObj, []);
+  }));
+  defineProperty(DateCtor, "now", dataDesc(function now() {
+    nondeterministic("Date.now()");
+    return apply(dateNowF, DateCtor, []);
+  }));
+  const DateProxy = new Proxy(DateCtor, {
+    __proto__: null,
+    construct: function (target, argv, newTarget) {
+      if (argv.length === 0) nondeterministic("new Date()");
+      return construct(target, argv, newTarget === DateProxy ? target : newTarget);
+    },
+    apply: function (target, thisArg, argv) {
+      nondeterministic("Date()");
+      return apply(target, thisArg, argv);
+    },
+  });
+  defineProperty(DateCtor.prototype, "constructor", dataDesc(DateProxy));
+  install("Date", DateProxy);
 
   // ---------------------------------------------------------------- settling the body
 
