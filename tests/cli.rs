@@ -1583,6 +1583,24 @@ fn check_prints_name_and_description_without_running() {
     assert_eq!(stdout, "plain-name\nworkflow plain-name.ts\n");
 }
 
+/// Issue 33 §3: a meta field Claude Code accepts and dsh does not use is
+/// no error for `check` either; it says so on stderr, as a run would.
+#[test]
+fn check_says_what_the_meta_carries_in_warnings() {
+    let ws = Workspace::new(
+        "wf.ts",
+        "export const meta = { name: \"n\", description: \"d\", examples: [\"x\"] };\nreturn 1;\n",
+        None,
+    );
+    let (stdout, stderr, code) = dsh_in(ws.dir.path(), &["workflow", "check", "wf.ts"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout, "n\nd\n");
+    assert!(
+        stderr.contains("dsh: warning: wf.ts:1:52: meta.examples: unknown field"),
+        "{stderr}"
+    );
+}
+
 #[rstest]
 #[case::parse("let = ;\n", "SCRIPT_PARSE")]
 #[case::meta(
