@@ -75,7 +75,10 @@ where
             print!("{TYPES}");
             Ok(exit::COMPLETED)
         }
-        WorkflowCmd::Check { script } => request::check(&script).map(|meta| {
+        WorkflowCmd::Check { script } => request::check(&script).map(|(meta, warnings)| {
+            for w in warnings {
+                eprintln!("{w}");
+            }
             println!("{}\n{}", meta.name, meta.description);
             exit::COMPLETED
         }),

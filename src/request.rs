@@ -37,12 +37,24 @@ pub fn runs_root(flag: Option<&Path>) -> PathBuf {
     }
 }
 
-/// `dsh workflow check`: the script's meta (or the file-stem default).
-pub fn check(script: &Path) -> Result<Meta, CliError> {
+/// `dsh workflow check`: the script's meta (or the file-stem default), and
+/// the `dsh: warning: FILE:LINE:COL: …` lines a run would emit for what
+/// the meta carries that Claude Code accepts and dsh does not use.
+pub fn check(script: &Path) -> Result<(Meta, Vec<String>), CliError> {
     let req = StartRequest::from_path(script, &Limits::default())?
         .with_meta_fallback(Meta::default_for(script));
-    let (_, meta) = dsh_orchestrator::prepare(&req)?;
-    Ok(meta)
+    let (prepared, meta) = dsh_orchestrator::prepare(&req)?;
+    let warnings = prepared
+        .warnings
+        .iter()
+        .map(|w| {
+            format!(
+                "dsh: warning: {}:{}:{}: {}",
+                w.file, w.line, w.column, w.message
+            )
+        })
+        .collect();
+    Ok((meta, warnings))
 }
 
 /// The request of `dsh workflow run`, and how a resume of it gets its

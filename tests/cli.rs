@@ -361,7 +361,7 @@ fn fatal_hook_errors_settle_error_with_exit_1(
 /// was reported at the schema's root).
 #[test]
 fn unsupported_schema_names_the_call_site_and_the_keyword() {
-    let script = "type Row = { n: number };\ninterface Gone { x: string }\n\nconst v = await agent(\"x\", { schema: { type: \"object\", properties: { when: { type: \"string\", format: \"telephone\" } } } });\nreturn v;\n";
+    let script = "type Row = { n: number };\ninterface Gone { x: string }\n\nconst v = await agent(\"x\", { schema: { type: \"object\", properties: { when: { type: \"string\", pattern: \"(unclosed\" } } } });\nreturn v;\n";
     let out = run_ts(script, &std_fixture(), &["--output", "result"]);
     let msg = assert_error_run(&out, "UNSUPPORTED_SCHEMA");
     let col: u32 = msg
@@ -379,7 +379,7 @@ fn unsupported_schema_names_the_call_site_and_the_keyword() {
     );
     assert_mentions(
         &msg,
-        &["options.schema.properties.when.format", "telephone"],
+        &["options.schema.properties.when.pattern"],
     );
 }
 
@@ -415,7 +415,11 @@ fn an_exhausted_heap_is_memory_however_it_fails(
 
 #[test]
 fn uncaught_fatal_error_prints_null_on_stdout() {
-    let out = run_ts(r#"await agent("x", 5 as any);"#, &std_fixture(), &[]);
+    let out = run_ts(
+        r#"await agent("x", { model: 5 } as any);"#,
+        &std_fixture(),
+        &[],
+    );
     assert_error_run(&out, "INVALID_ARGUMENT");
     assert_eq!(out.stdout.trim(), "null");
 }
@@ -425,7 +429,7 @@ fn hook_misuse_rejects_and_narration_throws_synchronously() {
     let script = r#"
 const seen: Record<string, string> = {};
 for (const [name, f] of [
-  ["agent", () => agent("x", 5 as any)],
+  ["agent", () => agent("x", { model: 5 } as any)],
   ["parallel", () => parallel("x" as any)],
   ["pipeline", () => pipeline("x" as any, (x: any) => x)],
 ] as const) {
@@ -514,7 +518,7 @@ g(o);
 
 /// Contract §5 (revision 2): values leave the script the way Claude Code
 /// converts them — lossy conversions are accepted, each with a warning
-/// naming its path; a cycle, a bigint or a throwing getter still fail.
+/// naming its path; a cycle or a bigint still fail.
 #[rstest]
 #[case::function(
     "({ a: { b: [1, () => 1] } })",
@@ -566,15 +570,22 @@ g(o);
     Ok(r#"{"inner":{"j":2}}"#),
     Some("value.inner")
 )]
+// Issue 33 §3: a getter that throws and a "__proto__" key are left out,
+// as Claude Code leaves them out.
 #[case::throwing_getter(
-    r#"({ get g(): number { throw new Error("getter boom"); } })"#,
-    Err("value.g"),
-    None
+    r#"({ get g(): number { throw new Error("getter boom"); }, k: 1 })"#,
+    Ok(r#"{"k":1}"#),
+    Some("value.g")
 )]
-#[case::proto_key_stays_own(
+#[case::throwing_getter_in_an_array(
+    r#"(() => { const a: any[] = [1, 2]; Object.defineProperty(a, 1, { get() { throw new Error("boom"); }, enumerable: true }); return { a }; })()"#,
+    Ok(r#"{"a":[1,null]}"#),
+    Some("value.a[1]")
+)]
+#[case::proto_key_is_left_out(
     r#"JSON.parse('{"__proto__": 1, "a": 2}')"#,
-    Ok(r#"{"__proto__": 1, "a": 2}"#),
-    None
+    Ok(r#"{"a": 2}"#),
+    Some("value.__proto__")
 )]
 #[case::root_undefined("undefined", Ok("null"), None)]
 #[case::dag_is_fine(
@@ -645,7 +656,9 @@ return { own: Object.keys(o), polluted: ({} as any).polluted === undefined ? "no
     out.assert_code(0);
     assert_eq!(
         out.json(),
-        json!({ "own": ["__proto__"], "polluted": "no", "o": { "__proto__": { "polluted": true } } })
+        // Inside the script it is an own key; leaving the script, it is
+        // left out, as Claude Code leaves it out (issue 33 §3).
+        json!({ "own": ["__proto__"], "polluted": "no", "o": {} })
     );
 }
 
@@ -1018,6 +1031,138 @@ fn default_label(#[case] prompt: &str, #[case] label: &str) {
     assert_eq!(out.events_of("workflow/agent-end")[0]["label"], label);
 }
 
+/// Issue 33 §3: the options as Claude Code's copy of them reads them.
+/// What that copy loses (options that are not an object, a key whose
+/// getter throws, keys that cannot be listed, a `__proto__` key, a null
+/// or falsy value, an `effort` that is not a string) is lost here too and
+/// the call runs, with a warning at `path`; what makes Claude Code's call
+/// fail still rejects.
+#[rstest]
+#[case::a_number("5", Ok(("echo q", None)), Some("options"))]
+#[case::a_string(r#""label""#, Ok(("echo q", None)), Some("options"))]
+#[case::a_function("() => 1", Ok(("echo q", None)), Some("options"))]
+#[case::a_class_instance(
+    "new (class O { label = \"L\" })()",
+    Ok(("L", None)),
+    Some("options")
+)]
+#[case::a_map("new Map([[\"label\", \"M\"]])", Ok(("echo q", None)), Some("options"))]
+#[case::a_getter_that_throws(
+    r#"{ get label(): string { throw new Error("boom"); }, phase: "P" }"#,
+    Ok(("echo q", Some("P"))),
+    Some("options.label")
+)]
+#[case::keys_that_cannot_be_listed(
+    r#"new Proxy({ label: "s" }, { ownKeys() { throw new Error("keys"); } })"#,
+    Ok(("echo q", None)),
+    Some("options")
+)]
+#[case::a_prototype_that_cannot_be_read(
+    r#"new Proxy({ label: "s" }, { getPrototypeOf() { throw new Error("proto"); } })"#,
+    Ok(("s", None)),
+    Some("options")
+)]
+#[case::a_proto_key(
+    r#"JSON.parse('{"__proto__": {"label": "pl"}, "label": "own"}')"#,
+    Ok(("own", None)),
+    Some("options.__proto__")
+)]
+#[case::null_values(
+    "{ label: null, phase: null, model: null, effort: null, agentType: null, schema: null }",
+    Ok(("echo q", None)),
+    None
+)]
+#[case::a_function_label("{ label: () => 1 }", Ok(("echo q", None)), Some("options.label"))]
+#[case::an_array_phase("{ phase: [1, 2] }", Ok(("echo q", Some("1,2"))), Some("options.phase"))]
+#[case::a_falsy_model("{ model: 0 }", Ok(("echo q", None)), Some("options.model"))]
+#[case::an_effort_not_a_string("{ effort: 3 }", Ok(("echo q", None)), Some("options.effort"))]
+#[case::a_truthy_model_not_a_string("{ model: true }", Err("options.model"), None)]
+#[case::an_agent_type_not_a_string("{ agentType: 3 }", Err("options.agentType"), None)]
+#[case::null_disallowed_tools("{ disallowedTools: null }", Err("options.disallowedTools"), None)]
+fn agent_options_are_read_as_claude_code_copies_them(
+    #[case] options: &str,
+    #[case] expected: Result<(&str, Option<&str>), &str>,
+    #[case] warning: Option<&str>,
+) {
+    let script = format!(
+        "try {{ return await agent(\"echo q\", ({options}) as any); }} catch (e: any) {{ return {{ code: e.code, message: e.message }}; }}\n"
+    );
+    let out = run_ts(&script, &std_fixture(), &[]);
+    out.assert_code(0);
+    assert_event_guarantees(&out.events);
+    let starts = out.events_of("workflow/agent-start");
+    match expected {
+        Ok((label, phase)) => {
+            assert_eq!(out.json(), json!("echoed"));
+            assert_eq!(starts.len(), 1);
+            assert_eq!(starts[0]["label"], label, "{}", starts[0]);
+            assert_eq!(starts[0]["phase"], json!(phase), "{}", starts[0]);
+        }
+        Err(path) => {
+            let v = out.json();
+            assert_eq!(v["code"], "INVALID_ARGUMENT", "{v}");
+            assert!(v["message"].as_str().unwrap_or("").starts_with(path), "{v}");
+            assert!(starts.is_empty());
+        }
+    }
+    let warnings = out.events_of("workflow/warning");
+    match warning {
+        Some(path) => assert!(
+            warnings.iter().any(|w| w["path"] == path),
+            "a warning at {path:?}: {warnings:?}"
+        ),
+        None => assert!(warnings.is_empty(), "{warnings:?}"),
+    }
+}
+
+/// Issue 33 §3: what Claude Code refuses before launch for its resume —
+/// `Math.random()`, `Date.now()`, an argument-less `new Date()` or
+/// `Date()` — and the promise items of `parallel()` it refuses, dsh
+/// accepts (contract §0), each with one warning per run; `Date` stays
+/// `Date` otherwise.
+#[test]
+fn nondeterministic_calls_and_promise_items_run_with_a_warning() {
+    let script = r#"
+const kinds = [typeof Math.random(), typeof Math.random(), typeof Date.now(), typeof new Date(), typeof Date()];
+class D extends Date {}
+const dates = {
+  epoch: new Date(0).toISOString(),
+  subclass: new D(0) instanceof Date,
+  constructor: new Date(0).constructor === Date,
+  utc: Date.UTC(2020, 0, 1),
+};
+const r = await parallel([agent("echo a"), () => agent("echo b"), agent("echo c")]);
+return { kinds, dates, r };
+"#;
+    let out = run_ts(script, &std_fixture(), &[]);
+    out.assert_code(0);
+    assert_event_guarantees(&out.events);
+    assert_eq!(
+        out.json(),
+        json!({
+            "kinds": ["number", "number", "number", "object", "string"],
+            "dates": { "epoch": "1970-01-01T00:00:00.000Z", "subclass": true, "constructor": true, "utc": 1577836800000u64 },
+            "r": ["echoed", "echoed", "echoed"]
+        })
+    );
+    let mut paths: Vec<&str> = out
+        .events_of("workflow/warning")
+        .iter()
+        .map(|w| w["path"].as_str().unwrap_or(""))
+        .collect();
+    paths.sort_unstable();
+    assert_eq!(
+        paths,
+        [
+            "Date()",
+            "Date.now()",
+            "Math.random()",
+            "new Date()",
+            "parallel"
+        ]
+    );
+}
+
 #[test]
 fn explicit_label_wins() {
     let fx = fixture(json!([{ "match": { "label": "mine" }, "text": "ok" }]));
@@ -1028,6 +1173,44 @@ fn explicit_label_wins() {
     );
     out.assert_code(0);
     assert_eq!(out.events_of("workflow/agent-start")[0]["label"], "mine");
+}
+
+/// Issue 33 §3: an empty phase is no phase, as Claude Code attributes it:
+/// `phase("")` announces nothing and the calls after it have no phase; a
+/// call's `phase: ""` has no phase either, whatever the current one is.
+/// Each says so in a warning.
+#[test]
+fn an_empty_phase_is_no_phase() {
+    let script = r#"
+phase("Cur");
+await agent("echo a", { phase: "" });
+await agent("echo b");
+phase("");
+await agent("echo c");
+return "ok";
+"#;
+    let out = run_ts(script, &std_fixture(), &[]);
+    out.assert_code(0);
+    assert_event_guarantees(&out.events);
+    let phases: Vec<Value> = out
+        .events_of("workflow/agent-start")
+        .iter()
+        .map(|e| e["phase"].clone())
+        .collect();
+    assert_eq!(phases, vec![Value::Null, json!("Cur"), Value::Null]);
+    let titles: Vec<&Value> = out
+        .events_of("workflow/phase")
+        .iter()
+        .map(|e| &e["title"])
+        .collect();
+    assert_eq!(titles, vec![&json!("Cur")]);
+    let paths: Vec<&Value> = out
+        .events_of("workflow/warning")
+        .iter()
+        .map(|e| &e["path"])
+        .collect();
+    assert!(paths.contains(&&json!("options.phase")), "{paths:?}");
+    assert!(paths.contains(&&json!("phase")), "{paths:?}");
 }
 
 #[test]
@@ -1313,7 +1496,8 @@ fn import_type_is_erased() {
 #[rstest]
 #[case::call(
     "export const meta = {\n  name: \"x\",\n  description: foo(),\n  bogus: 1,\n};\n",
-    &["wf.ts:3:16:", "meta.description", "wf.ts:4:3:", "meta.bogus"]
+    // `bogus` is a warning of a run that starts (issue 33 §3): not here.
+    &["wf.ts:3:16:", "meta.description"]
 )]
 #[case::identifier("const d = \"x\";\nexport const meta = { name: \"n\", description: d };\n", &["wf.ts:2:", "meta.description"])]
 #[case::spread("const base = {};\nexport const meta = { ...base, name: \"n\", description: \"d\" };\n", &["wf.ts:2:"])]
@@ -1321,13 +1505,65 @@ fn import_type_is_erased() {
 #[case::template_substitution("const v = 1;\nexport const meta = { name: `n${v}`, description: \"d\" };\n", &["wf.ts:2:", "meta.name"])]
 #[case::schema_violations(
     "export const meta = { name: \"\", description: \"d\", phases: [{ title: \"a\", x: 1 }], whenToUse: 3 };\n",
-    &["meta.name", "meta.phases[0].x", "meta.whenToUse"]
+    // The phase's `x` and `whenToUse: 3` are warnings (issue 33 §3).
+    &["meta.name"]
 )]
 #[case::missing_description("export const meta = { name: \"n\" };\n", &["description"])]
 fn meta_errors_list_every_violation(#[case] source: &str, #[case] mentions: &[&str]) {
     let out = common::run_named("wf.ts", source, None, &[]);
     assert_not_started(&out, "META_INVALID");
     assert_mentions(&out.stderr, mentions);
+}
+
+/// Issue 33 §3: a meta Claude Code accepts runs — unknown fields such as
+/// `examples`, a field given twice, a `whenToUse` or phase of another
+/// shape — each a `workflow/warning` at its place in the file (and a
+/// stderr line with events off), left out of the run's meta.
+#[test]
+fn meta_fields_claude_code_accepts_run_with_warnings() {
+    let script = "export const meta = {\n  name: \"first\",\n  description: \"d\",\n  examples: [\"run it\"],\n  whenToUse: 3,\n  phases: [\"Review\", { title: \"Sum\", x: 1 }],\n  name: \"n\",\n};\nreturn 1;\n";
+    let out = common::run_named("wf.ts", script, None, &[]);
+    out.assert_code(0);
+    assert_event_guarantees(&out.events);
+    let start = &out.events_of("workflow/start")[0];
+    assert_eq!(
+        start["meta"],
+        json!({ "name": "n", "description": "d", "phases": [{ "title": "Sum" }] })
+    );
+    let warnings: Vec<(String, String)> = out
+        .events_of("workflow/warning")
+        .iter()
+        .map(|w| {
+            let message = w["message"].as_str().unwrap_or("");
+            (
+                w["path"].as_str().unwrap_or("").to_string(),
+                message.split(':').next().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let want = [
+        ("wf.ts:2:3", "meta.name"),
+        ("wf.ts:4:3", "meta.examples"),
+        ("wf.ts:5:3", "meta.whenToUse"),
+        ("wf.ts:6:12", "meta.phases[0]"),
+        ("wf.ts:6:38", "meta.phases[1].x"),
+    ];
+    assert_eq!(
+        warnings,
+        want.iter()
+            .map(|(p, m)| (p.to_string(), m.to_string()))
+            .collect::<Vec<_>>()
+    );
+    // With events off, each is a stderr line.
+    let quiet = common::run_named("wf.ts", script, None, &["--events", "none"]);
+    quiet.assert_code(0);
+    assert!(
+        quiet
+            .stderr
+            .contains("dsh: warning: wf.ts:4:3: meta.examples: unknown field"),
+        "{}",
+        quiet.stderr
+    );
 }
 
 #[test]
@@ -1423,6 +1659,24 @@ fn check_prints_name_and_description_without_running() {
     let (stdout, _, code) = dsh_in(ws.dir.path(), &["workflow", "check", "plain-name.ts"]);
     assert_eq!(code, Some(0));
     assert_eq!(stdout, "plain-name\nworkflow plain-name.ts\n");
+}
+
+/// Issue 33 §3: a meta field Claude Code accepts and dsh does not use is
+/// no error for `check` either; it says so on stderr, as a run would.
+#[test]
+fn check_says_what_the_meta_carries_in_warnings() {
+    let ws = Workspace::new(
+        "wf.ts",
+        "export const meta = { name: \"n\", description: \"d\", examples: [\"x\"] };\nreturn 1;\n",
+        None,
+    );
+    let (stdout, stderr, code) = dsh_in(ws.dir.path(), &["workflow", "check", "wf.ts"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout, "n\nd\n");
+    assert!(
+        stderr.contains("dsh: warning: wf.ts:1:52: meta.examples: unknown field"),
+        "{stderr}"
+    );
 }
 
 #[rstest]
@@ -1998,7 +2252,7 @@ fn dropped_rejections_never_crash_the_run() {
     let out = run_ts(
         r#"
         Promise.reject(new Error("nobody listens"));
-        agent("x", 5 as any);
+        agent("x", { model: 5 } as any);
         parallel("not an array" as any);
         const never = agent("echo dropped");
         return "still fine";

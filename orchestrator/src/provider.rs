@@ -89,6 +89,21 @@ pub struct LoopLimits {
 }
 
 impl AgentRequest {
+    /// The system prompt a provider with no system prompt of its own puts
+    /// in front of the prompt: a defined type's (its instructions must
+    /// reach the child), never a built-in type's. Those are dsh's words for
+    /// a type Claude Code defines, and Claude Code sends the prompt as the
+    /// script wrote it (issue 33 §3): they go only where a system prompt
+    /// goes (an API's system message, `{systemPrompt}`, a CLI's flag).
+    pub fn system_prompt_to_prepend(&self) -> Option<&str> {
+        if self.agent_type_origin == Some(AgentTypeOrigin::BuiltIn) {
+            return None;
+        }
+        self.system_prompt
+            .as_deref()
+            .filter(|s| !s.trim().is_empty())
+    }
+
     /// A request for call `seq` with `prompt`, labelled `label`, and no
     /// options (set the public fields for more). For embedders' tests and
     /// tools that drive a provider directly.

@@ -480,6 +480,16 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
     let run_id: Arc<str> = request.run_id.clone().unwrap_or_else(new_run_id).into();
     let hub = Hub::new(run_id.clone(), Instant::now());
     hub.emit(EventKind::Start { meta: meta.clone() });
+    if request.meta.is_none() {
+        // What the file's meta carried that Claude Code accepts and dsh
+        // does not use, said once the run has started.
+        for w in &prepared.warnings {
+            hub.emit(EventKind::Warning {
+                message: w.message.clone(),
+                path: Some(format!("{}:{}:{}", w.file, w.line, w.column)),
+            });
+        }
+    }
     let (cmd_tx, cmds) = mpsc::unbounded_channel();
     let (result_tx, result_rx) = watch::channel(None);
     let (done_tx, done_rx) = watch::channel(false);

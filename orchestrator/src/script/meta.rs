@@ -60,10 +60,15 @@ fn meta_declaration<'s, 'a>(statement: &'s Statement<'a>) -> Option<&'s Variable
     }
 }
 
+/// What [`extract`] found: the meta (`None` when there is none) and what
+/// was accepted with a warning.
+pub(crate) type Extracted = (Option<Meta>, Vec<Located>);
+
 /// Reads and validates the meta of `program` and removes every meta
-/// statement from its body. `Ok(None)` when there is no meta.
-pub(crate) fn extract(program: &mut Program<'_>) -> Result<Option<Meta>, Vec<Located>> {
+/// statement from its body. `Ok((None, _))` when there is no meta.
+pub(crate) fn extract(program: &mut Program<'_>) -> Result<Extracted, Vec<Located>> {
     let mut violations = Vec::new();
+    let mut warnings = Vec::new();
     let mut meta = None;
     let mut seen = false;
     // Claude Code refuses a script whose meta is not its first statement;
@@ -120,13 +125,17 @@ pub(crate) fn extract(program: &mut Program<'_>) -> Result<Option<Meta>, Vec<Loc
             )),
             Some(init) => {
                 let node = literal::read(init, "meta", &mut violations);
-                meta = validate(&node, &mut violations);
+                meta = validate(&node, &mut violations, &mut warnings);
             }
         }
     }
     program.body.retain(|s| meta_declaration(s).is_none());
     if violations.is_empty() {
-        Ok(meta)
+        let located = |v: Violation| Located {
+            offset: v.at.unwrap_or(0),
+            message: v.message,
+        };
+        Ok((meta, warnings.into_iter().map(located).collect()))
     } else {
         Err(violations
             .into_iter()
@@ -160,7 +169,11 @@ fn statement_offset(statement: &Statement<'_>) -> Option<usize> {
 pub(crate) fn validate_json(value: &serde_json::Value) -> Result<Meta, Vec<String>> {
     let mut violations = Vec::new();
     let node = literal::from_json(value);
-    match validate(&node, &mut violations) {
+    // The same rules as a file's meta; what that one carries with a
+    // warning is left out here (there is no run to say it in yet).
+    let mut warnings = Vec::new();
+    let meta = validate(&node, &mut violations, &mut warnings);
+    match meta {
         Some(meta) if violations.is_empty() => Ok(meta),
         _ => Err(violations.into_iter().map(|v| v.message).collect()),
     }
@@ -168,7 +181,19 @@ pub(crate) fn validate_json(value: &serde_json::Value) -> Result<Meta, Vec<Strin
 
 /// Validates a literal against the meta schema, reporting every violation.
 /// Returns the meta only when nothing was reported.
-pub(crate) fn validate(root: &Node, violations: &mut Vec<Violation>) -> Option<Meta> {
+///
+/// Claude Code refuses a meta only for its `name` and `description` (each
+/// a non-empty string); whatever else it carries is accepted (issue 33 §3,
+/// observed with `../shared/ccref`). So is it here, with a warning each:
+/// an unknown field (`examples`, `version`) is ignored, a field given twice
+/// takes its last value (as the JavaScript object does), and a
+/// `whenToUse`, `phases` entry or phase field of the wrong shape is left
+/// out.
+pub(crate) fn validate(
+    root: &Node,
+    violations: &mut Vec<Violation>,
+    warnings: &mut Vec<Violation>,
+) -> Option<Meta> {
     let before = violations.len();
     let properties = match &root.value {
         Value::Object(properties) => properties,
@@ -188,16 +213,19 @@ pub(crate) fn validate(root: &Node, violations: &mut Vec<Violation>) -> Option<M
     let mut description = None;
     let mut when_to_use = None;
     let mut phases = None;
-    for property in unique(properties, "meta", violations) {
+    for property in last_of_each(properties, "meta", warnings) {
         let path = format!("meta{}", path_segment(&property.key));
         match property.key.as_str() {
             "name" => name = Some(non_empty_string(property, &path, violations)),
             "description" => description = Some(non_empty_string(property, &path, violations)),
-            "whenToUse" => when_to_use = Some(string(property, &path, violations)),
-            "phases" => phases = Some(read_phases(property, &path, violations)),
-            _ => violations.push(Violation {
+            "whenToUse" => when_to_use = Some(string(property, &path, warnings)),
+            "phases" => phases = Some(read_phases(property, &path, warnings)),
+            _ => warnings.push(Violation {
                 at: property.at,
-                message: format!("{path}: unknown field (allowed: {META_FIELDS})"),
+                message: format!(
+                    "{path}: unknown field, ignored as Claude Code ignores it (dsh reads \
+                     {META_FIELDS})"
+                ),
             }),
         }
     }
@@ -214,23 +242,28 @@ pub(crate) fn validate(root: &Node, violations: &mut Vec<Violation>) -> Option<M
     })
 }
 
-/// The properties of an object, first occurrence of each key only; later
-/// duplicates are reported.
-fn unique<'p>(
+/// The properties of an object, the last occurrence of each key only (the
+/// one the JavaScript object keeps), in the order of first occurrence;
+/// each earlier duplicate gets a warning.
+fn last_of_each<'p>(
     properties: &'p [Property],
     path: &str,
-    violations: &mut Vec<Violation>,
+    warnings: &mut Vec<Violation>,
 ) -> Vec<&'p Property> {
     let mut seen = HashSet::new();
-    let mut out = Vec::with_capacity(properties.len());
+    let mut out: Vec<&Property> = Vec::with_capacity(properties.len());
     for property in properties {
         if seen.insert(property.key.as_str()) {
             out.push(property);
-        } else {
-            violations.push(Violation {
-                at: property.at,
-                message: format!("{path}{}: duplicate field", path_segment(&property.key)),
+        } else if let Some(slot) = out.iter_mut().find(|p| p.key == property.key) {
+            warnings.push(Violation {
+                at: slot.at,
+                message: format!(
+                    "{path}{}: given more than once; the last value is used, as in JavaScript",
+                    path_segment(&property.key)
+                ),
             });
+            *slot = property;
         }
     }
     out
@@ -270,91 +303,123 @@ fn non_empty_string(
     }
 }
 
-fn string(property: &Property, path: &str, violations: &mut Vec<Violation>) -> Option<String> {
+/// An optional string field; one of another type is left out with a warning.
+fn string(property: &Property, path: &str, warnings: &mut Vec<Violation>) -> Option<String> {
     match &property.value.value {
         Value::String(s) => Some(s.clone()),
         Value::NotStatic => None,
         other => {
-            violations.push(Violation {
+            warnings.push(Violation {
                 at: property.at,
-                message: format!("{path}: must be a string, found {}", other.kind()),
+                message: format!(
+                    "{path}: should be a string, found {}; left out, as Claude Code ignores it",
+                    other.kind()
+                ),
             });
             None
         }
     }
 }
 
+/// `meta.phases`: its entries that are `{ title, … }` with a non-empty
+/// title; anything else is left out with a warning (Claude Code reads no
+/// further than name and description).
 fn read_phases(
     property: &Property,
     path: &str,
-    violations: &mut Vec<Violation>,
+    warnings: &mut Vec<Violation>,
 ) -> Option<Vec<PhaseMeta>> {
     let items = match &property.value.value {
         Value::Array(items) => items,
         Value::NotStatic => return None,
         other => {
-            violations.push(Violation {
+            warnings.push(Violation {
                 at: property.at,
                 message: format!(
-                    "{path}: must be an array of {{ title, detail?, model?, provider? }}, found {}",
+                    "{path}: should be an array of {{ title, detail?, model?, provider? }}, found \
+                     {}; left out, as Claude Code ignores it",
                     other.kind()
                 ),
             });
             return None;
         }
     };
-    let mut phases = Some(Vec::with_capacity(items.len()));
-    for (i, item) in items.iter().enumerate() {
-        let phase = read_phase(item, &format!("{path}[{i}]"), violations);
-        match (phase, phases.as_mut()) {
-            (Some(phase), Some(list)) => list.push(phase),
-            _ => phases = None,
-        }
-    }
-    phases
+    Some(
+        items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, item)| read_phase(item, &format!("{path}[{i}]"), warnings))
+            .collect(),
+    )
 }
 
-fn read_phase(node: &Node, path: &str, violations: &mut Vec<Violation>) -> Option<PhaseMeta> {
+fn read_phase(node: &Node, path: &str, warnings: &mut Vec<Violation>) -> Option<PhaseMeta> {
+    let left_out = |warnings: &mut Vec<Violation>, what: String| {
+        warnings.push(Violation {
+            at: node.at,
+            message: format!("{path}: {what}; this phase is left out, as Claude Code ignores it"),
+        });
+    };
     let properties = match &node.value {
         Value::Object(properties) => properties,
         Value::NotStatic => return None,
         other => {
-            violations.push(Violation {
-                at: node.at,
-                message: format!(
-                    "{path}: must be an object {{ title, detail?, model?, provider? }}, found {}",
+            left_out(
+                warnings,
+                format!(
+                    "should be an object {{ title, detail?, model?, provider? }}, found {}",
                     other.kind()
                 ),
-            });
+            );
             return None;
         }
     };
-    let before = violations.len();
     let mut title = None;
     let mut detail = None;
     let mut model = None;
     let mut provider = None;
-    for property in unique(properties, path, violations) {
+    for property in last_of_each(properties, path, warnings) {
         let field_path = format!("{path}{}", path_segment(&property.key));
         match property.key.as_str() {
-            "title" => title = Some(non_empty_string(property, &field_path, violations)),
-            "detail" => detail = Some(string(property, &field_path, violations)),
-            "model" => model = Some(string(property, &field_path, violations)),
-            "provider" => provider = Some(string(property, &field_path, violations)),
-            _ => violations.push(Violation {
+            "title" => title = Some(&property.value.value),
+            "detail" => detail = string(property, &field_path, warnings),
+            "model" => model = string(property, &field_path, warnings),
+            "provider" => provider = string(property, &field_path, warnings),
+            _ => warnings.push(Violation {
                 at: property.at,
-                message: format!("{field_path}: unknown field (allowed: {PHASE_FIELDS})"),
+                message: format!(
+                    "{field_path}: unknown field, ignored as Claude Code ignores it (dsh reads \
+                     {PHASE_FIELDS})"
+                ),
             }),
         }
     }
-    let title = required(title, node, &format!("{path}.title"), violations);
-    if violations.len() != before {
-        return None;
-    }
+    let title = match title {
+        Some(Value::String(t)) if !t.is_empty() => t.clone(),
+        Some(Value::NotStatic) => return None,
+        Some(Value::String(_)) => {
+            left_out(warnings, "its title is empty".to_string());
+            return None;
+        }
+        Some(other) => {
+            left_out(
+                warnings,
+                format!(
+                    "its title should be a non-empty string, found {}",
+                    other.kind()
+                ),
+            );
+            return None;
+        }
+        None => {
+            left_out(warnings, "it has no title".to_string());
+            return None;
+        }
+    };
     Some(PhaseMeta {
-        title: title??,
-        detail: detail.flatten(),
-        model: model.flatten(),
-        provider: provider.flatten(),
+        title,
+        detail,
+        model,
+        provider,
     })
 }

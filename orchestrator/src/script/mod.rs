@@ -145,6 +145,11 @@ pub struct PreparedScript {
     pub code: String,
     /// The extracted `export const meta`, `None` when the file has none.
     pub meta: Option<Meta>,
+    /// What the meta carried that Claude Code accepts and dsh does not use
+    /// (an unknown field, a duplicate, a `whenToUse` or phase of the wrong
+    /// shape): accepted, each a warning at its place in the file. A run of
+    /// the file emits them as `workflow/warning`.
+    pub warnings: Vec<Diagnostic>,
     mapping: SourceMapping,
 }
 
@@ -324,7 +329,9 @@ fn prepare_unguarded(
         return Err(ScriptError::Parse(diagnostics(problems)));
     }
 
-    let meta = meta_result.map_err(|problems| ScriptError::MetaInvalid(diagnostics(problems)))?;
+    let (meta, meta_warnings) =
+        meta_result.map_err(|problems| ScriptError::MetaInvalid(diagnostics(problems)))?;
+    let warnings = diagnostics(meta_warnings);
 
     let generated = strip::strip(&allocator, &mut program, scoping, display_name)
         .map_err(|e| ScriptError::Parse(from_oxc(&e)))?;
@@ -349,6 +356,7 @@ fn prepare_unguarded(
         display_name: display_name.to_string(),
         code,
         meta,
+        warnings,
         mapping,
     })
 }
@@ -385,7 +393,9 @@ fn generated_code_problems(
 
 /// Validates a meta given as JSON by a library caller, with the same rules as
 /// a file's `export const meta`. Every violation is listed, each naming its
-/// path, e.g. `"meta.phases[1].title: must be a non-empty string"`.
+/// path, e.g. `"meta.name: must be a non-empty string"`; what a file's meta
+/// carries with a warning (an unknown field, a phase without a title) is
+/// left out of the returned meta.
 pub fn validate_meta_json(value: &serde_json::Value) -> Result<Meta, Vec<String>> {
     meta::validate_json(value)
 }

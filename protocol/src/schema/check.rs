@@ -208,13 +208,15 @@ fn join(path: &str, segs: &[Seg<'_>]) -> String {
 }
 
 /// The options both the check and the validation compile with: the
-/// schema's draft, formats asserted (an unknown format is an error, as in
-/// Ajv's strict mode), and no retrieval of anything outside the schema.
+/// schema's draft, known formats asserted (an unknown one is an
+/// annotation, as in Claude Code), and no retrieval of anything outside
+/// the schema.
 pub(super) fn options(schema: &Value) -> ValidationOptions<'static> {
     jsonschema::options()
         .with_draft(draft_of(schema))
         .should_validate_formats(true)
-        .should_ignore_unknown_formats(false)
+        // Claude Code accepts a format it does not know, as an annotation.
+        .should_ignore_unknown_formats(true)
         .offline()
 }
 
@@ -269,6 +271,12 @@ pub(super) fn check_schema(schema: &Value, path: &str) -> Vec<Violation> {
         let message = super::validate::message(&error, path);
         push(&mut out, at, message);
     }
+    if !out.is_empty() {
+        return out;
+    }
+    // Valid, but can any answer satisfy it? Claude Code refuses a schema
+    // no answer can satisfy before it starts the subagent.
+    super::unusable::check(schema, path, 1, &mut out);
     if out.is_empty()
         && let Err(e) = options(schema).build(schema)
     {
@@ -368,6 +376,15 @@ fn walk(node: &Value, path: &str, depth: usize, out: &mut Vec<Violation>) {
     for (key, val) in obj {
         let k = key.as_str();
         let at = member(path, k);
+        if k == "enum" && val.as_array().is_some_and(Vec::is_empty) {
+            // Draft 2020-12's meta-schema allows it; Claude Code's
+            // (draft-07, as Ajv has it) refuses it, and it admits nothing.
+            push(
+                out,
+                at.clone(),
+                "an empty \"enum\" admits no value; list at least one value or remove it",
+            );
+        }
         match k {
             "$schema" => check_dollar_schema(val, &at, out),
             "$ref" | "$dynamicRef" => check_ref(k, val, &at, out),

@@ -35,6 +35,7 @@ use serde_json::Value;
 mod check;
 #[cfg(test)]
 mod tests;
+mod unusable;
 mod validate;
 
 /// Deepest schema nesting either function walks before reporting instead of

@@ -368,12 +368,20 @@
     if (setHas(stack, v)) throw boundaryError(code, path, "cycle: the value contains itself");
     setAdd(stack, v);
     try {
-      let proto, array;
+      // A Proxy whose traps throw loses what they guard, as in Claude
+      // Code's copy: a prototype that cannot be read leaves the own
+      // fields, keys that cannot be listed leave {}.
+      let array;
       try {
-        proto = getPrototypeOf(v);
         array = isArray(v);
       } catch (e) {
         throw boundaryError(code, path, "cannot inspect the value: " + describeThrown(e));
+      }
+      let proto = array ? ArrayProto : ObjectProto;
+      try {
+        proto = getPrototypeOf(v);
+      } catch (e) {
+        warn("cannot read the value's prototype (" + describeThrown(e) + "); sent as its own enumerable fields, as Claude Code sends it", path);
       }
       if (array) return arrayToPlain(v, proto, path, code, stack);
       if (proto !== ObjectProto && proto !== null) {
@@ -386,18 +394,27 @@
         symbols = ownSymbols(v).length;
         keys = objectKeys(v);
       } catch (e) {
-        throw boundaryError(code, path, "cannot inspect the value: " + describeThrown(e));
+        warn("cannot list the value's keys (" + describeThrown(e) + "); sent as {}, as Claude Code sends it", path);
+        return create(null);
       }
       if (symbols > 0) warn("symbol keys are not JSON; left out, as Claude Code does", path);
       const out = create(null);
       for (let j = 0; j < keys.length; j++) {
         const k = keys[j];
         const childPath = pathKey(path, k);
+        if (k === "__proto__") {
+          // Claude Code's copy drops it; keeping it would hand a prototype
+          // to whoever parses the JSON carelessly.
+          warn("a \"__proto__\" key is left out, as Claude Code leaves it out", childPath);
+          continue;
+        }
         let child;
         try {
           child = v[k];
         } catch (e) {
-          throw boundaryError(code, childPath, "the getter threw: " + describeThrown(e));
+          // Claude Code's copy leaves out a member whose getter throws.
+          warn("the getter threw (" + describeThrown(e) + "); left out, as Claude Code does", childPath);
+          continue;
         }
         const x = toPlain(child, childPath, code, stack);
         if (x !== OMIT) defineData(out, k, x);
@@ -437,7 +454,10 @@
         present = i in v;
         item = v[i];
       } catch (e) {
-        throw boundaryError(code, itemPath, "the getter threw: " + describeThrown(e));
+        // As in an object, a throwing getter loses the element: null here.
+        warn("the getter threw (" + describeThrown(e) + "); sent as null, as Claude Code sends it", itemPath);
+        append(out, null);
+        continue;
       }
       if (!present) {
         warn("a hole in an array is sent as null, as Claude Code sends it", itemPath);
@@ -758,10 +778,6 @@
     return strSlice(prompt, 0, end);
   }
 
-  function inspectError(what, e) {
-    return fatal("INVALID_ARGUMENT", what + ": cannot inspect the value: " + describeThrown(e));
-  }
-
   function isSpace(c) {
     return c <= 32 || c === 160 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) ||
       c === 0x2028 || c === 0x2029 || c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff;
@@ -828,78 +844,147 @@
     }
   }
 
+  function noOptions() {
+    return { __proto__: null, plain: create(null), schemaJson: null };
+  }
+
+  // String() of a label or phase that is not a string, as Claude Code
+  // takes it: of its copy (so a getter that throws or a toString of the
+  // script's own is never run), null for a function (its copy drops it).
+  function optionText(v, path) {
+    switch (typeof v) {
+      case "function":
+        return null;
+      case "symbol":
+      case "bigint":
+        return safeString(v);
+    }
+    if (v === null || typeof v !== "object") return safeString(v);
+    return copyText(toPlain(v, path, "INVALID_ARGUMENT", new SetCtor()));
+  }
+
+  // String() of a value made by toPlain: an array joins its elements
+  // (null as ""), an object is "[object Object]".
+  function copyText(x) {
+    if (x === null) return "";
+    if (isArray(x)) {
+      let out = "";
+      for (let i = 0; i < x.length; i++) out += (i > 0 ? "," : "") + copyText(x[i]);
+      return out;
+    }
+    if (typeof x === "object") return "[object Object]";
+    return StringCtor(x);
+  }
+
   // Validates and copies the options; throws the fatal error to reject with.
   // The options object is read once: its prototype, then each own enumerable
   // string key in Object.keys order (a getter runs once); the copy is what
-  // is checked and sent.
+  // is checked and sent. What Claude Code's copy of the options loses —
+  // options that are not an object, a key whose getter throws, an object
+  // whose keys cannot be listed — is lost here too, with a warning.
   function readOptions(options) {
-    if (options === undefined) return { __proto__: null, plain: create(null), schemaJson: null };
-    let array;
-    try {
-      array = options !== null && typeof options === "object" && isArray(options);
-    } catch (e) {
-      throw inspectError("options", e);
-    }
-    if (options === null || array) {
+    if (options === undefined) return noOptions();
+    if (options === null || typeof options !== "object") {
       // Claude Code runs the call as if no options were given.
-      warn("agent(): options " + (array ? "is an array" : "is null") + "; the call runs with no options, as in Claude Code", "options");
-      return { __proto__: null, plain: create(null), schemaJson: null };
+      warn("agent(): options " + (options === null ? "is null" : "is " + typeName(options) + ", not an object") +
+        "; the call runs with no options, as in Claude Code", "options");
+      return noOptions();
     }
-    if (typeof options !== "object") {
-      throw fatal("INVALID_ARGUMENT", "agent(): options must be an object, got " + typeName(options));
+    const noKeys = function (e) {
+      warn("agent(): cannot list the options (" + describeThrown(e) + "); the call runs with no options, as in Claude Code",
+        "options");
+      return noOptions();
+    };
+    let array, proto, keys;
+    try {
+      array = isArray(options);
+    } catch (e) {
+      return noKeys(e); // a revoked Proxy
     }
-    let proto, keys;
+    if (array) {
+      warn("agent(): options is an array; the call runs with no options, as in Claude Code", "options");
+      return noOptions();
+    }
     try {
       proto = getPrototypeOf(options);
     } catch (e) {
-      throw inspectError("options", e);
+      proto = null;
+      warn("agent(): cannot read the options' prototype (" + describeThrown(e) + "); its own fields are read, as Claude Code reads them",
+        "options");
     }
     if (proto !== ObjectProto && proto !== null) {
-      throw fatal("INVALID_ARGUMENT", "options: " + typeName(options) + " is not a plain object");
+      warn("agent(): options is " + typeName(options) + ", not a plain object; its own enumerable fields are read, as Claude Code reads them",
+        "options");
     }
     try {
       keys = objectKeys(options);
     } catch (e) {
-      throw inspectError("options", e);
+      return noKeys(e);
     }
-    // An option explicitly set to undefined counts as not given, so options
-    // built with spreads and conditionals keep working.
+    // An option explicitly set to undefined (or null) counts as not given,
+    // so options built with spreads and conditionals keep working.
     const given = create(null);
     // Claude Code's own options, checked as it checks them, then dropped.
     const accepted = create(null);
     for (let j = 0; j < keys.length; j++) {
       const k = keys[j];
+      const path = pathKey("options", k);
+      if (k === "__proto__") {
+        warn("a \"__proto__\" key is left out, as Claude Code leaves it out", path);
+        continue;
+      }
       let v;
       try {
         v = options[k];
       } catch (e) {
-        throw fatal("INVALID_ARGUMENT", pathKey("options", k) + ": the getter threw: " + describeThrown(e));
+        warn("the getter threw (" + describeThrown(e) + "); the option is left out, as Claude Code leaves it out", path);
+        continue;
       }
       if (v === undefined) continue;
       if (ACCEPTED_OPTIONS[k] === true) {
+        // Claude Code refuses a null one of these: kept, to be refused below.
         defineData(accepted, k, v);
         continue;
       }
       if (SUPPORTED_OPTIONS[k] !== true) {
         // Claude Code ignores an option it does not know; so does dsh, out loud.
         warn("unknown agent() option, ignored (known options: " + SUPPORTED_LIST +
-          ", and Claude Code's stallMs, disallowedTools, bashCommandClamp, sharedHeadLength)", pathKey("options", k));
+          ", and Claude Code's stallMs, disallowedTools, bashCommandClamp, sharedHeadLength)", path);
         continue;
       }
+      // Claude Code takes a null label, phase, schema, model, … as absent.
+      if (v === null) continue;
       defineData(given, k, v);
     }
     for (let j = 0; j < 2; j++) {
       const k = j === 0 ? "label" : "phase";
       if (k in given && typeof given[k] !== "string") {
+        const text = optionText(given[k], "options." + k);
+        if (text === null) {
+          warn("options." + k + " is a function; left out, as Claude Code leaves it out", "options." + k);
+          delete given[k];
+          continue;
+        }
         // Claude Code takes a label or phase of another type as String(v).
         warn("options." + k + " is " + typeName(given[k]) + ", not a string; used as its string form, as Claude Code does",
           "options." + k);
-        defineData(given, k, safeString(given[k]));
+        defineData(given, k, text);
       }
     }
     const acceptedPlain = toPlain(accepted, "options", "INVALID_ARGUMENT", new SetCtor());
     checkAccepted(acceptedPlain);
     const plain = toPlain(given, "options", "INVALID_ARGUMENT", new SetCtor());
+    // Claude Code lower-cases a model it is given: a falsy one (0, NaN,
+    // false) is no model, any other that is not a string fails the call.
+    if ("model" in plain && typeof plain.model !== "string" && !plain.model) {
+      warn("options.model is " + plainJson(plain.model) + ", not a model name; ignored, as Claude Code ignores it", "options.model");
+      delete plain.model;
+    }
+    // Claude Code does not check the effort; one that is not a string is ignored.
+    if ("effort" in plain && typeof plain.effort !== "string") {
+      warn("options.effort is " + typeName(plain.effort) + ", not a string; ignored, as Claude Code ignores it", "options.effort");
+      delete plain.effort;
+    }
     for (let j = 0; j < STRING_OPTIONS.length; j++) {
       const k = STRING_OPTIONS[j];
       if (k in plain && typeof plain[k] !== "string") {
@@ -976,7 +1061,14 @@
       schemaJson = read.schemaJson;
       const accepted = read.accepted === undefined ? create(null) : read.accepted;
       if ("label" in plain) label = plain.label;
-      if (child === null && "phase" in plain) phase = plain.phase;
+      if (child === null && "phase" in plain) {
+        phase = plain.phase;
+        if (phase === "") {
+          // As Claude Code attributes it: to no phase, not the current one.
+          warn("options.phase is empty; the call has no phase, as in Claude Code", "options.phase");
+          phase = null;
+        }
+      }
       opts = {
         __proto__: null,
         model: "model" in plain ? plain.model : null,
@@ -1183,6 +1275,11 @@
           throw fatal("INVALID_ARGUMENT", "parallel(): item " + i + " is " + typeName(it) +
             ", expected a function returning a promise (e.g. () => agent(…)) or a promise");
         }
+        if (typeof it !== "function") {
+          // Deliberately more than Claude Code, which refuses it (contract §0).
+          warn("parallel(): an item is a promise, not a function; awaited as it is (Claude Code " +
+            "refuses it: pass () => agent(…) to run under Claude Code too)", "parallel");
+        }
       }
       gather(n, resolve, reject, function (i) {
         const it = items[i];
@@ -1279,7 +1376,13 @@
       warn("phase(): the title is " + typeName(title) + ", not a string; used as its text form, as Claude Code does", "phase");
       title = ccText(title);
     }
-    if (title.length === 0) warn("phase(): the title is empty; accepted, as Claude Code accepts it", "phase");
+    if (title.length === 0) {
+      // Claude Code attributes the calls that follow to no phase; there
+      // is no phase to announce.
+      warn("phase(): the title is empty; the calls that follow have no phase, as in Claude Code", "phase");
+      currentPhase = null;
+      return;
+    }
     currentPhase = title;
     N.phase(title, null);
   }
@@ -1397,6 +1500,10 @@
         warn("phase(): the title is " + typeName(title) + ", not a string; used as its text form, as Claude Code does", "phase");
         title = ccText(title);
       }
+      if (title.length === 0) {
+        warn("phase(): the title is empty; nothing to announce", "phase");
+        return;
+      }
       // Shown attributed to the child; its agents stay grouped under it.
       N.phase(title, name);
     };
@@ -1494,6 +1601,45 @@
   install("clearTimeout", clearTimeout);
   install("workflow", workflow);
   install("console", consoleFor("", null));
+
+  // Date.now(), Math.random() and an argument-less new Date() (or Date())
+  // work, which Claude Code refuses before launch so that its resume,
+  // keyed on the order of calls, replays the same run; dsh's resume keys
+  // calls by content, so it does not need them banned (contract §0). A
+  // script that uses them says so, once per run for each, as they make its
+  // result differ between runs.
+  function nondeterministic(what) {
+    warn(what + " gives a different value on every run; accepted (Claude Code refuses a script " +
+      "that uses it; pass the value in args to run there too)", what);
+  }
+  const MathObj = G.Math;
+  const randomF = MathObj.random;
+  const DateCtor = G.Date;
+  const dateNowF = DateCtor.now;
+  const dataDesc = function (value) {
+    return { __proto__: null, value, writable: true, enumerable: false, configurable: true };
+  };
+  defineProperty(MathObj, "random", dataDesc(function random() {
+    nondeterministic("Math.random()");
+    return apply(randomF, MathObj, []);
+  }));
+  defineProperty(DateCtor, "now", dataDesc(function now() {
+    nondeterministic("Date.now()");
+    return apply(dateNowF, DateCtor, []);
+  }));
+  const DateProxy = new Proxy(DateCtor, {
+    __proto__: null,
+    construct: function (target, argv, newTarget) {
+      if (argv.length === 0) nondeterministic("new Date()");
+      return construct(target, argv, newTarget === DateProxy ? target : newTarget);
+    },
+    apply: function (target, thisArg, argv) {
+      nondeterministic("Date()");
+      return apply(target, thisArg, argv);
+    },
+  });
+  defineProperty(DateCtor.prototype, "constructor", dataDesc(DateProxy));
+  install("Date", DateProxy);
 
   // ---------------------------------------------------------------- settling the body
 

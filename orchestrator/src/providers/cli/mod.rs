@@ -348,16 +348,14 @@ impl Call {
         }
     }
 
-    /// The first prompt: the call's own, after the agent type's system
-    /// prompt when the CLI takes none of its own, and with the schema
+    /// The first prompt: the call's own, after a defined agent type's system
+    /// prompt when the CLI takes none of its own (a built-in's never: see
+    /// [`AgentRequest::system_prompt_to_prepend`]), and with the schema
     /// instruction when the CLI cannot enforce the schema.
     fn first_prompt(kind: CliKind, request: &AgentRequest) -> String {
         let mut p = String::new();
         if !kind.takes_system_prompt()
-            && let Some(sp) = request
-                .system_prompt
-                .as_deref()
-                .filter(|s| !s.trim().is_empty())
+            && let Some(sp) = request.system_prompt_to_prepend()
         {
             p.push_str(sp);
             p.push_str("\n\n");
@@ -675,6 +673,24 @@ mod tests {
     use super::*;
     use serde_json::json;
     use std::os::unix::process::ExitStatusExt;
+
+    /// Issue 33 §3: a CLI without a system prompt of its own gets a
+    /// built-in type's call with the prompt unchanged, a defined type's
+    /// with its system prompt in front.
+    #[test]
+    fn a_built_in_types_system_prompt_is_not_put_in_the_prompt() {
+        use crate::provider::AgentTypeOrigin;
+        let mut r = AgentRequest::new(1, "Find it.", "l");
+        r.options.agent_type = Some("Explore".into());
+        r.system_prompt = Some("dsh's words for Explore".into());
+        r.agent_type_origin = Some(AgentTypeOrigin::BuiltIn);
+        assert_eq!(Call::first_prompt(CliKind::Codex, &r), "Find it.");
+        r.agent_type_origin = Some(AgentTypeOrigin::Defined);
+        assert_eq!(
+            Call::first_prompt(CliKind::Codex, &r),
+            "dsh's words for Explore\n\nFind it."
+        );
+    }
 
     fn call(kind: CliKind, request: AgentRequest, session: SessionUse) -> Call {
         let dir = std::env::temp_dir();

@@ -182,15 +182,14 @@ impl CommandProvider {
         minimal_env(self.env.iter().map(String::as_str))
     }
 
-    /// The prompt as sent: the system prompt first when no argument takes
-    /// `{systemPrompt}`, and the schema instruction last when asked for.
+    /// The prompt as sent: a defined agent type's system prompt first when
+    /// no argument takes `{systemPrompt}` (a built-in's never: see
+    /// [`AgentRequest::system_prompt_to_prepend`]), and the schema
+    /// instruction last when asked for.
     fn compose_prompt(&self, req: &AgentRequest) -> String {
         let mut p = String::new();
         if !self.system_in_args
-            && let Some(sp) = req
-                .system_prompt
-                .as_deref()
-                .filter(|s| !s.trim().is_empty())
+            && let Some(sp) = req.system_prompt_to_prepend()
         {
             p.push_str(sp);
             p.push_str("\n\n");
@@ -478,6 +477,27 @@ mod tests {
 
     fn request(prompt: &str) -> AgentRequest {
         AgentRequest::new(1, prompt, "l")
+    }
+
+    /// Issue 33 §3: Claude Code sends a built-in type's call with the prompt
+    /// as the script wrote it, so a command gets it unchanged; dsh's words
+    /// for the type reach only `{systemPrompt}`. A defined type's system
+    /// prompt is still put in front (its instructions must not be lost).
+    #[test]
+    fn a_built_in_types_system_prompt_is_never_prepended() {
+        use crate::provider::AgentTypeOrigin;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = CommandProvider::new("p", &CommandConfig::new(["cat"]), dir.path()).expect("ok");
+        let mut r = request("Do it.");
+        r.options.agent_type = Some("general-purpose".into());
+        r.system_prompt = Some("dsh's words for general-purpose".into());
+        r.agent_type_origin = Some(AgentTypeOrigin::BuiltIn);
+        assert_eq!(p.compose_prompt(&r), "Do it.");
+        r.agent_type_origin = Some(AgentTypeOrigin::Defined);
+        assert_eq!(
+            p.compose_prompt(&r),
+            "dsh's words for general-purpose\n\nDo it."
+        );
     }
 
     #[test]

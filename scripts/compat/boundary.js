@@ -1,0 +1,12 @@
+export const meta = { name: "boundary", description: "compat: the value boundary: getters that throw, __proto__ keys, proxies whose traps throw" };
+const out = {};
+out.getter = { a: 1, get b() { throw new Error("gb"); }, c: 3 };
+out.arrayGetter = (() => { const a = [1, 2]; Object.defineProperty(a, 1, { get() { throw new Error("ai"); }, enumerable: true }); return a; })();
+out.jsonProto = JSON.parse('{"__proto__": {"x": 1}, "y": 2}');
+out.definedProto = (() => { const o = {}; Object.defineProperty(o, "__proto__", { value: 5, enumerable: true }); return o; })();
+out.proxyKeys = new Proxy({ a: 1 }, { ownKeys() { throw new Error("k"); } });
+out.proxyProto = new Proxy({ a: 1 }, { getPrototypeOf() { throw new Error("p"); } });
+out.ownKeysInScript = Object.keys(JSON.parse('{"__proto__": 1}'));
+out.optsProto = await agent("b opts proto", JSON.parse('{"__proto__": {"label": "pl"}, "label": "own"}'));
+out.schemaGetter = await agent("b schema getter", { schema: { type: "object", properties: { get a() { throw new Error("s"); }, k: { type: "string" } } } });
+return out;

@@ -1,0 +1,17 @@
+export const meta = { name: "narration", description: "compat: empty narration: phase(\"\"), phase(), log(), log(\"\"), console.log()" };
+const out = {};
+const t = (k, f) => { try { const r = f(); out[k] = r === undefined ? "undefined" : typeof r; } catch (e) { out[k] = "fail"; } };
+t("phase empty", () => phase(""));
+t("phase spaces", () => phase("   "));
+t("phase none", () => phase());
+t("log empty", () => log(""));
+t("log none", () => log());
+t("log spaces", () => log("  "));
+t("log two", () => log("a", "b"));
+t("console none", () => console.log());
+t("console empty", () => console.log(""));
+phase("Cur");
+out.emptyOption = await agent("n empty phase option", { phase: "" });
+phase("");
+out.afterEmpty = await agent("n after empty phase");
+return out;
