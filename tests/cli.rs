@@ -377,10 +377,7 @@ fn unsupported_schema_names_the_call_site_and_the_keyword() {
         (11..=22).contains(&col),
         "column {col} is on the call: {msg}"
     );
-    assert_mentions(
-        &msg,
-        &["options.schema.properties.when.pattern"],
-    );
+    assert_mentions(&msg, &["options.schema.properties.when.pattern"]);
 }
 
 /// An exhausted heap is `MEMORY` wherever the allocation that failed

@@ -802,6 +802,7 @@ async fn a_submodule_populated_by_the_call_loses_its_git_link() {
         !s.at("ran").exists(),
         "the user's git ran the call's fsmonitor"
     );
+}
 
 // ------------------------------------------------------------------ signals
 

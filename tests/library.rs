@@ -771,7 +771,7 @@ fn without_meta(source: &str) -> StartRequest {
     ErrorCode::MetaInvalid
 )]
 #[case::meta_schema(
-    without_meta("export const meta = { name: \"n\", description: \"d\", extra: 1 };"),
+    without_meta("export const meta = { name: 5, description: \"d\" };"),
     ErrorCode::MetaInvalid
 )]
 #[case::missing_meta(without_meta("return 1;"), ErrorCode::MetaInvalid)]
