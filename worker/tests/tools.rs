@@ -609,6 +609,7 @@ fn edit_and_write_leave_configuration_alone(#[case] path: &str) {
         json!({"file_path": "docs/dsh.toml.md", "content": "x"}),
     );
     assert_eq!(status(&r), "ok", "{r}");
+}
 
 // --- Signals ---
 
