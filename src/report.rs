@@ -10,6 +10,7 @@
 //! a `<script type="application/json">` block with `<` escaped, and the JS
 //! puts it on the page with `textContent` only.
 
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -37,7 +38,11 @@ pub fn report(a: &ReportArgs) -> Result<i32, CliError> {
     let s = summary::summarize_with_texts(&dir, TEXT_CHARS)
         .map_err(|e| CliError::usage(e.to_string()))?;
     let mut warnings = s.warnings.clone();
-    let logs = read_logs(&dir.join(rundir::EVENTS_FILE), &mut warnings);
+    let logs = read_logs(
+        &dir.join(rundir::EVENTS_FILE),
+        files::EVENTS_READ_LIMIT,
+        &mut warnings,
+    );
     for w in &warnings {
         crate::error::warn(w);
     }
@@ -53,34 +58,71 @@ pub fn report(a: &ReportArgs) -> Result<i32, CliError> {
     Ok(exit::COMPLETED)
 }
 
+/// The logs a report shows: the last attempt's last [`MAX_LOG_LINES`]
+/// `workflow/log` messages, and what was left out, said in the report as
+/// well as on stderr.
+#[derive(Debug, Default)]
+struct Logs {
+    lines: VecDeque<String>,
+    /// Earlier log lines of the same attempt dropped to keep the last
+    /// [`MAX_LOG_LINES`].
+    dropped: u64,
+    /// The byte cap stopped the reading before the end of the file: a
+    /// later attempt's logs, or later lines, may be missing.
+    truncated: bool,
+}
+
+impl Logs {
+    /// What the report says about lines it does not show.
+    fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.dropped > 0 {
+            notes.push(format!(
+                "{} earlier log line(s) of this attempt are not shown: the report keeps the last {MAX_LOG_LINES}",
+                self.dropped
+            ));
+        }
+        if self.truncated {
+            notes.push(format!(
+                "only the first {} bytes of the events file were read: later logs, or a later attempt's, are not shown",
+                files::EVENTS_READ_LIMIT
+            ));
+        }
+        notes
+    }
+}
+
 /// The `workflow/log` messages of the last attempt in an events file (each
 /// attempt appends its events, from its `workflow/start` on); none when
-/// there is no such file (logs are a bonus, never a failure). The file sits in a run
-/// directory, which a cloned repository can ship: it is read the bounded
-/// way — never through a symlink, a regular file only (a FIFO would block
-/// forever), lines over [`files::EVENT_LINE_LIMIT`] skipped, at most
-/// [`files::EVENTS_READ_LIMIT`] bytes — and what could not be read is a
-/// warning naming the file.
-fn read_logs(path: &Path, warnings: &mut Vec<String>) -> Vec<String> {
+/// there is no such file (logs are a bonus, never a failure). The whole
+/// file is read (within the byte cap), since the last attempt's
+/// `workflow/start` can come after any number of earlier lines; of that
+/// attempt the last [`MAX_LOG_LINES`] messages are kept. The file sits in
+/// a run directory, which a cloned repository can ship: it is read the
+/// bounded way — never through a symlink, a regular file only (a FIFO
+/// would block forever), lines over [`files::EVENT_LINE_LIMIT`] skipped,
+/// at most `limit` bytes — and what could not be read is a warning naming
+/// the file.
+fn read_logs(path: &Path, limit: u64, warnings: &mut Vec<String>) -> Logs {
     use std::io::{BufRead, Read};
+    let mut logs = Logs::default();
     let file = match files::open_own(path) {
         Ok(f) => f,
         Err(files::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Vec::new();
+            return logs;
         }
         Err(e) => {
             warnings.push(format!(
                 "{}: cannot read: {e}; the report has no logs",
                 path.display()
             ));
-            return Vec::new();
+            return logs;
         }
     };
-    let mut r = std::io::BufReader::new(file.take(files::EVENTS_READ_LIMIT));
-    let mut logs = Vec::new();
+    let mut r = std::io::BufReader::new(file.take(limit));
     let mut line = Vec::new();
     let mut skipped = 0usize;
-    while logs.len() < MAX_LOG_LINES {
+    loop {
         line.clear();
         match (&mut r)
             .take(files::EVENT_LINE_LIMIT + 1)
@@ -105,11 +147,16 @@ fn read_logs(path: &Path, warnings: &mut Vec<String>) -> Vec<String> {
             continue;
         };
         if ev["type"] == "workflow/start" {
-            logs.clear();
+            logs.lines.clear();
+            logs.dropped = 0;
         } else if ev["type"] == "workflow/log"
             && let Some(m) = ev["message"].as_str()
         {
-            logs.push(cut(m, TEXT_CHARS));
+            if logs.lines.len() == MAX_LOG_LINES {
+                logs.lines.pop_front();
+                logs.dropped += 1;
+            }
+            logs.lines.push_back(cut(m, TEXT_CHARS));
         }
     }
     if skipped > 0 {
@@ -119,12 +166,18 @@ fn read_logs(path: &Path, warnings: &mut Vec<String>) -> Vec<String> {
             files::EVENT_LINE_LIMIT
         ));
     }
-    if r.get_ref().limit() == 0 && logs.len() < MAX_LOG_LINES {
-        warnings.push(format!(
-            "{}: only the first {} bytes were read for logs",
-            path.display(),
-            files::EVENTS_READ_LIMIT
-        ));
+    // Whether anything is left past the cap: one more byte, read from the
+    // file itself.
+    if r.get_ref().limit() == 0 {
+        let mut more = [0u8; 1];
+        logs.truncated = r
+            .into_inner()
+            .into_inner()
+            .read(&mut more)
+            .is_ok_and(|n| n > 0);
+    }
+    for note in logs.notes() {
+        warnings.push(format!("{}: {note}", path.display()));
     }
     logs
 }
@@ -191,7 +244,7 @@ fn px(ms: u64, span: u64) -> u64 {
 }
 
 /// The report's HTML.
-fn render(s: &RunSummary, logs: &[String]) -> String {
+fn render(s: &RunSummary, logs: &Logs) -> String {
     let view = show_json(s);
     let origin = origin_of(s);
     let span = end_of(s, origin).saturating_sub(origin).max(1);
@@ -327,9 +380,14 @@ fn render(s: &RunSummary, logs: &[String]) -> String {
         "<h2>Result</h2><pre class=\"result\">{}</pre>",
         esc(&serde_json::to_string_pretty(&result).unwrap_or_else(|_| "null".into()))
     );
-    if !logs.is_empty() {
-        h.push_str("<h2>Logs</h2><pre class=\"logs\">");
-        for l in logs {
+    let notes = logs.notes();
+    if !logs.lines.is_empty() || !notes.is_empty() {
+        h.push_str("<h2>Logs</h2>");
+        for n in &notes {
+            let _ = write!(h, "<p class=\"hint\">{}</p>", esc(n));
+        }
+        h.push_str("<pre class=\"logs\">");
+        for l in &logs.lines {
             h.push_str(&esc(l));
             h.push('\n');
         }
@@ -412,6 +470,35 @@ mod tests {
         assert_eq!(
             script_json(&json!(["</script><b>&"])),
             r#"["\u003c/script\u003e\u003cb\u003e\u0026"]"#
+        );
+    }
+
+    /// A last attempt that starts past the byte cap is not found: the
+    /// logs shown are an earlier attempt's, and the report says the file
+    /// was not read to its end.
+    #[test]
+    fn logs_past_the_byte_cap_are_said_to_be_missing() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let path = dir.path().join("events.jsonl");
+        let start = "{\"type\":\"workflow/start\"}\n";
+        let log = |m: &str| format!("{{\"type\":\"workflow/log\",\"message\":\"{m}\"}}\n");
+        let head = format!("{start}{}", log("early"));
+        let text = format!("{head}{start}{}", log("late"));
+        std::fs::write(&path, &text).unwrap_or_else(|e| panic!("write: {e}"));
+
+        let mut warnings = Vec::new();
+        let logs = read_logs(&path, text.len() as u64, &mut warnings);
+        assert_eq!(logs.lines, ["late"]);
+        assert!(!logs.truncated && warnings.is_empty(), "{warnings:?}");
+
+        let logs = read_logs(&path, head.len() as u64, &mut warnings);
+        assert_eq!(logs.lines, ["early"]);
+        assert!(logs.truncated);
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("a later attempt's, are not shown")),
+            "{warnings:?}"
         );
     }
 }

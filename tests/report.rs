@@ -583,3 +583,61 @@ fn script_text_cannot_forge_a_line_of_the_report() {
     }
     assert!(html.contains("d&#10;export FORGED=1&#10;"), "{html}");
 }
+
+/// Writes `events.jsonl` of run `id` as attempts, each a `workflow/start`
+/// followed by its log lines.
+fn plant_attempts(dir: &Path, id: &str, attempts: &[Vec<String>]) {
+    let mut text = String::new();
+    for logs in attempts {
+        text.push_str(&format!("{}\n", json!({ "type": "workflow/start" })));
+        for m in logs {
+            text.push_str(&format!(
+                "{}\n",
+                json!({ "type": "workflow/log", "message": m })
+            ));
+        }
+        text.push_str(&format!("{}\n", json!({ "type": "workflow/end" })));
+    }
+    std::fs::write(dir.join(".dsh/runs").join(id).join("events.jsonl"), text).expect("events");
+}
+
+/// The logs are the last attempt's even when an earlier attempt logged
+/// more lines than the report keeps (the reading went on to the end);
+/// of a last attempt that logged more, the last lines are kept and the
+/// report and stderr say how many earlier ones are not shown.
+#[test]
+fn the_report_shows_the_last_attempts_last_logs() {
+    let (dir, id) = trio();
+    let first: Vec<String> = (0..1200).map(|i| format!("first-attempt-{i}")).collect();
+    let second: Vec<String> = (0..3).map(|i| format!("second-attempt-{i}")).collect();
+    plant_attempts(dir.path(), &id, &[first.clone(), second]);
+    let (_, html) = report_of(dir.path(), &id);
+    assert!(
+        html.contains("second-attempt-2"),
+        "the last attempt's logs: {html}"
+    );
+    assert!(
+        !html.contains("first-attempt-"),
+        "an earlier attempt's logs: {html}"
+    );
+
+    let many: Vec<String> = (0..1500).map(|i| format!("line-{i}-end")).collect();
+    plant_attempts(dir.path(), &id, &[vec!["old".into()], many]);
+    let (out, err, rc) = dsh(dir.path(), &["workflow", "report", &id], &[]);
+    assert_eq!(rc, Some(0), "{err}");
+    let path = PathBuf::from(out.trim());
+    let path = if path.is_absolute() {
+        path
+    } else {
+        dir.path().join(path)
+    };
+    let html = std::fs::read_to_string(path).expect("the report");
+    assert!(html.contains("line-1499-end"), "the last line is kept");
+    assert!(html.contains("line-500-end"), "the last 1,000 are kept");
+    assert!(!html.contains("line-499-end"), "older ones are dropped");
+    assert!(!html.contains(">old\n"), "{html}");
+    let said =
+        "500 earlier log line(s) of this attempt are not shown: the report keeps the last 1000";
+    assert!(html.contains(said), "the report says the logs were cut");
+    assert!(err.contains(said), "stderr says it too: {err}");
+}
