@@ -341,6 +341,47 @@ fn a_replayed_call_says_what_its_answering_attempt_said(
     assert!(row.contains("3/4"), "{row}");
 }
 
+/// A replayed call whose answering attempt the journal no longer has (a
+/// trimmed journal) was still answered: `show --json` says `completed`
+/// with `replayed: true`, never `running` (an attempt that did not settle)
+/// nor `cancelled` (one that did), and the table says `replayed`.
+#[rstest]
+#[case::settled(true)]
+#[case::interrupted(false)]
+fn a_replayed_call_without_its_answering_attempt_reads_completed(#[case] settled: bool) {
+    let first = run(&call(""), json!([{ "match": {}, "text": "A" }]), None, &[]);
+    first.assert_code(0);
+    let dir = first.dir.path();
+    let id = only_run_id(dir);
+    let (_, stderr, code) = dsh_in(dir, &["workflow", "resume", &id]);
+    assert_eq!(code, Some(0), "{stderr}");
+    // Drop the first attempt's answer: only the replay is left.
+    let path = dir.join(".dsh/runs").join(&id).join("journal.jsonl");
+    let kept: String = journal(dir, &id)
+        .into_iter()
+        .filter(|l| l["type"] != "settled")
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&path, kept).expect("trim the journal");
+    if !settled {
+        std::fs::remove_file(dir.join(".dsh/runs").join(&id).join("result.json"))
+            .expect("remove the result");
+    }
+
+    let (text, stderr, _) = dsh_in(dir, &["workflow", "show", &id, "--json"]);
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}{stderr}"));
+    let a = &v["agents"][0];
+    assert_eq!(a["outcome"], "completed", "{a}");
+    assert_eq!(a["replayed"], true, "{a}");
+    let (text, _, _) = dsh_in(dir, &["workflow", "show", &id]);
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("#1 "))
+        .expect("the row");
+    assert!(row.contains("replayed"), "{row}");
+    assert!(!row.contains("running"), "{row}");
+}
+
 /// `resume --retry-failed`: the completed answer replays; the calls that
 /// failed (by the provider, by the schema, by a stall) are made again by
 /// the provider as it is configured now.

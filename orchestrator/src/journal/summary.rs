@@ -101,8 +101,9 @@ pub struct CallSummary {
     /// The call's display label.
     pub label: String,
     /// How it ended, as the host decided it (the journal's `verdict`; for
-    /// a replayed call, the verdict of the attempt that answered it);
-    /// `None` while it runs, or if it never settled.
+    /// a replayed call, the verdict of the attempt that answered it, or
+    /// [`CallOutcome::Completed`] when the journal no longer has that
+    /// attempt); `None` while it runs, or if it never settled.
     pub outcome: Option<CallOutcome>,
     /// The same in short (see [`CallState`]).
     pub state: CallState,
@@ -272,7 +273,7 @@ fn close_attempt(calls: &BTreeMap<u64, Read>, answered: &mut HashMap<(String, us
 }
 
 /// The slot of each replayed call of the last attempt, filled from the
-/// attempt that answered it.
+/// attempt that answered it; without that attempt, completed.
 fn fill_replayed(calls: &mut BTreeMap<u64, Read>, answered: &HashMap<(String, usize), Answered>) {
     let mut counts: HashMap<String, usize> = HashMap::new();
     for r in calls.values_mut() {
@@ -290,6 +291,14 @@ fn fill_replayed(calls: &mut BTreeMap<u64, Read>, answered: &HashMap<(String, us
             c.answered_in_ms = Some(a.took_ms);
             c.worktree = a.worktree.clone();
             c.answer = a.answer.clone();
+        } else {
+            // The journal no longer has the attempt that answered it (a
+            // trimmed journal, a replay of a `--record` fixture): the
+            // call was still answered as it started, so it reads
+            // completed — neither `running` nor, once the attempt
+            // settled, `cancelled`. What that answer's verdict was is
+            // not known; `replayed` says where it came from.
+            r.call.outcome = Some(CallOutcome::Completed);
         }
     }
 }
