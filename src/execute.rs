@@ -115,9 +115,17 @@ pub async fn execute(
     let run = durable_run.run();
     let run_id = run.id().to_string();
     // The file is its own subscriber: a slow terminal never costs it events.
-    let file_writer = events_file
-        .take()
-        .map(|f| tokio::spawn(write_events(f, run.subscribe())));
+    let file_writer = events_file.take().map(|f| {
+        // The writer the run directory's `events.jsonl` uses, without
+        // its size limit: the user asked for this file. The first
+        // write error stops it (said once at the end; the run goes
+        // on).
+        tokio::spawn(dsh_orchestrator::events_file::write_events(
+            f,
+            run.subscribe(),
+            None,
+        ))
+    });
     let mut events = run.subscribe();
     let mut interrupts = 0u32;
     loop {
@@ -152,7 +160,7 @@ pub async fn execute(
     }
     print_warnings(std::mem::take(&mut finished.warnings));
     let (events_error, file_dropped) = match file_writer {
-        Some(task) => task.await.unwrap_or((None, 0)),
+        Some(task) => task.await.map_or((None, 0), |w| (w.error, w.dropped)),
         None => (None, 0),
     };
     let dropped = events.dropped() + file_dropped;
@@ -199,31 +207,6 @@ fn same_file(f: &std::fs::File, path: &std::path::Path) -> bool {
         (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
         _ => false,
     }
-}
-
-/// `--events-file`: every event as a JSON line, flushed as it comes. The
-/// first write error stops the writing (said once at the end; the run goes
-/// on). Returns that error and the events this subscriber missed.
-async fn write_events(
-    mut f: std::fs::File,
-    mut events: dsh_orchestrator::EventStream,
-) -> (Option<std::io::Error>, u64) {
-    let mut error = None;
-    while let Some(ev) = events.next().await {
-        if error.is_some() {
-            continue;
-        }
-        // The whole line in one write: a `File` is unbuffered, and
-        // formatting the JSON straight into it made a system call of every
-        // token (56 per event on average). Nothing is held back: the line
-        // is in the file when the write returns.
-        let mut line = ev.to_json().to_string();
-        line.push('\n');
-        if let Err(e) = f.write_all(line.as_bytes()) {
-            error = Some(e);
-        }
-    }
-    (error, events.dropped())
 }
 
 /// What the journal has to say once the run settled: a recording that

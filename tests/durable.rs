@@ -599,3 +599,32 @@ fn an_events_file_that_is_the_run_directorys_own_gets_each_event_once() {
     assert_eq!(events_of(&events, "workflow/start").len(), 1, "{events:#?}");
     assert_eq!(events_of(&events, "workflow/end").len(), 1, "{events:#?}");
 }
+
+/// The run directory's `events.jsonl` is written for every run, so it is
+/// bounded: past the journal's limit (`--journal-limit`) the later events
+/// are left out, with one warning saying so, while `--events-file` (asked
+/// for by the user) keeps them all.
+#[test]
+fn the_run_directorys_events_file_stops_at_the_journal_limit() {
+    let script = "for (let i = 0; i < 400; i++) log(\"line \" + i + \" \" + \"x\".repeat(50));\n\
+                  return 1;\n";
+    let out = Workspace::new("wf.ts", script, None).run(&["--journal-limit", "4096"]);
+    out.assert_code(0);
+    let path = run_dir(out.dir.path()).join("events.jsonl");
+    let size = std::fs::metadata(&path).expect("events.jsonl").len();
+    assert!(size > 0 && size <= 4096, "{size} bytes");
+    let kept = read_events(&path, true);
+    assert_eq!(kept[0]["type"], "workflow/start", "{kept:#?}");
+    assert!(kept.len() < 100, "{} events kept", kept.len());
+    assert_eq!(
+        out.stderr
+            .matches("reached its size limit (4096 bytes")
+            .count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("--journal-limit"), "{}", out.stderr);
+    // `--events-file` is not capped.
+    assert_eq!(events_of(&out.events, "workflow/log").len(), 400);
+}

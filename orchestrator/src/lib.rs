@@ -29,6 +29,7 @@ pub mod agent_types;
 pub mod catalog;
 pub mod config;
 pub mod events;
+pub mod events_file;
 pub mod files;
 pub mod fork_server;
 pub mod journal;

@@ -95,6 +95,17 @@ pub enum JournalWarning {
         /// What failed.
         problem: String,
     },
+    /// The run's events reached the size limit of `events.jsonl` (the
+    /// journal's limit): the later ones were not kept there.
+    #[error(
+        "{path} reached its size limit ({limit} bytes, the journal's: --journal-limit); the run's later events are not kept there, so its report's logs stop where the file does"
+    )]
+    EventsCapped {
+        /// The events file, as displayed.
+        path: String,
+        /// The limit in bytes.
+        limit: u64,
+    },
     /// A crash cut the journal's last line; it is ignored.
     #[error("{path}: the last line was cut off by a crash and is ignored")]
     TornLine {
@@ -278,7 +289,9 @@ impl Durable {
 
     /// Appends the run's events to `events.jsonl` in its run directory as
     /// they come (a subscriber of its own, so a slow terminal never costs
-    /// it events), so a report has the logs without any flag. `None`
+    /// it events), so a report has the logs without any flag; within the
+    /// journal's size limit ([`crate::events_file`]), on a thread of its
+    /// own. `None`
     /// without a run directory, or when the file cannot be opened (said
     /// as a warning).
     fn keep_events(&self, run: &WorkflowRun) -> Option<EventsWriter> {
@@ -288,10 +301,21 @@ impl Durable {
             .ok()
             .and_then(|d| d.as_ref().map(|d| d.path.clone()))?;
         let path = dir.join(rundir::EVENTS_FILE);
+        // The journal's limit: the run directory's other file that grows
+        // with the run, and the one bound the user sets for it.
+        let limit = self
+            .state
+            .as_ref()
+            .map_or(DEFAULT_JOURNAL_LIMIT, |s| s.limit());
         match open_events(&path) {
             Ok(file) => Some(EventsWriter {
-                task: tokio::spawn(write_events(file, run.subscribe())),
+                task: tokio::spawn(crate::events_file::write_events(
+                    file,
+                    run.subscribe(),
+                    Some(limit),
+                )),
                 path,
+                limit,
             }),
             Err(e) => {
                 self.warn(JournalWarning::NoEvents {
@@ -322,8 +346,9 @@ pub struct DurableRun {
 
 /// The task appending a run's events to its run directory.
 struct EventsWriter {
-    task: tokio::task::JoinHandle<Option<std::io::Error>>,
+    task: tokio::task::JoinHandle<crate::events_file::Written>,
     path: PathBuf,
+    limit: u64,
 }
 
 /// Opens (creating) a run directory's events file for appending: never
@@ -339,27 +364,6 @@ fn open_events(path: &Path) -> std::io::Result<std::fs::File> {
         return Err(std::io::Error::other("not a regular file"));
     }
     Ok(f)
-}
-
-/// Writes every event as a JSON line, each in one write; the first write
-/// error stops the writing and is returned.
-async fn write_events(
-    mut f: std::fs::File,
-    mut events: crate::events::EventStream,
-) -> Option<std::io::Error> {
-    use std::io::Write;
-    let mut error = None;
-    while let Some(ev) = events.next().await {
-        if error.is_some() {
-            continue;
-        }
-        let mut line = ev.to_json().to_string();
-        line.push('\n');
-        if let Err(e) = f.write_all(line.as_bytes()) {
-            error = Some(e);
-        }
-    }
-    error
 }
 
 /// What [`DurableRun::finish`] reports.
@@ -416,11 +420,19 @@ impl DurableRun {
         if let Some(w) = self.events {
             // Ends with the run's `workflow/end`, which came before the
             // result.
-            if let Ok(Some(e)) = w.task.await {
-                d.warn(JournalWarning::NoEvents {
-                    path: w.path.display().to_string(),
-                    problem: e.to_string(),
-                });
+            if let Ok(written) = w.task.await {
+                let path = w.path.display().to_string();
+                if let Some(e) = written.error {
+                    d.warn(JournalWarning::NoEvents {
+                        path,
+                        problem: e.to_string(),
+                    });
+                } else if written.capped {
+                    d.warn(JournalWarning::EventsCapped {
+                        path,
+                        limit: w.limit,
+                    });
+                }
             }
         }
         let mut finished = Finished {

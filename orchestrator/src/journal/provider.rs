@@ -149,6 +149,11 @@ impl Journaling {
         }
     }
 
+    /// The journal's size limit in bytes (see [`Journaling::with_limit`]).
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
     /// Calls answered from the journal so far.
     pub fn replayed(&self) -> u64 {
         self.replayed.load(Ordering::Relaxed)
