@@ -628,3 +628,50 @@ fn the_run_directorys_events_file_stops_at_the_journal_limit() {
     // `--events-file` is not capped.
     assert_eq!(events_of(&out.events, "workflow/log").len(), 400);
 }
+
+/// A resume whose first event no longer fits in `events.jsonl` (earlier
+/// attempts filled it to the limit) starts the file afresh: the last
+/// attempt's events are kept whole and the report shows its logs.
+#[test]
+fn a_resume_into_a_full_events_file_starts_it_afresh() {
+    let (dir, first, _) = two_runs();
+    let file = dir
+        .path()
+        .join(".dsh/runs")
+        .join(&first)
+        .join("events.jsonl");
+    let limit: usize = 64 << 10;
+    let mut text = std::fs::read_to_string(&file).expect("events.jsonl");
+    text.push_str(&"x".repeat(limit - 10 - text.len()));
+    text.push('\n');
+    std::fs::write(&file, &text).expect("fill events.jsonl");
+    let limit_arg = limit.to_string();
+    let (_, err, code) = dsh_in(
+        dir.path(),
+        &[
+            "workflow",
+            "resume",
+            &first,
+            "--events",
+            "none",
+            "--journal-limit",
+            &limit_arg,
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("size limit"), "{err}");
+    let after = std::fs::read_to_string(&file).expect("events.jsonl");
+    assert!(
+        !after.contains("xxxxxxxx"),
+        "the earlier attempts' events are still there: {} bytes",
+        after.len()
+    );
+    let events = read_events(&file, true);
+    assert_eq!(events[0]["type"], "workflow/start", "{events:#?}");
+    assert_eq!(events_of(&events, "workflow/start").len(), 1, "{events:#?}");
+    assert_eq!(events_of(&events, "workflow/end").len(), 1, "{events:#?}");
+    let (out, err, code) = dsh_in(dir.path(), &["workflow", "report", &first]);
+    assert_eq!(code, Some(0), "{err}");
+    let html = std::fs::read_to_string(dir.path().join(out.trim())).expect("the report");
+    assert!(html.contains("hello from the script"), "{html}");
+}
