@@ -611,6 +611,55 @@ fn edit_and_write_leave_configuration_alone(#[case] path: &str) {
     assert_eq!(status(&r), "ok", "{r}");
 }
 
+/// Review of issue 33: the configuration check looked at the whole
+/// absolute path whenever it could not take the workspace off its front,
+/// so a workspace beneath a `.claude` or a `.git` directory had every
+/// write refused. A workspace there, named directly or through a
+/// symlink, takes ordinary writes — and still refuses its own `.git`.
+#[rstest]
+#[case::beneath_claude(".claude/ws", false)]
+#[case::beneath_git("repo/.git/ws", false)]
+#[case::beneath_claude_through_a_link(".claude/ws", true)]
+fn a_workspace_beneath_a_configuration_directory_is_writable(
+    #[case] dir: &str,
+    #[case] through_link: bool,
+) {
+    let root = tempfile::tempdir().unwrap();
+    let real = root.path().join(dir);
+    std::fs::create_dir_all(real.join(".git")).unwrap();
+    std::fs::write(real.join("a.txt"), "before\n").unwrap();
+    let workspace = if through_link {
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        link
+    } else {
+        real.clone()
+    };
+    let call = |tool: &str, input: Value| {
+        raw_call(
+            &json!({"workspace": workspace, "tool": tool, "input": input}).to_string(),
+            &[],
+        )
+    };
+    let r = call("Write", json!({"file_path": "b/new.txt", "content": "x"}));
+    assert_eq!(status(&r), "ok", "{r}");
+    assert_eq!(
+        std::fs::read_to_string(real.join("b/new.txt")).unwrap(),
+        "x"
+    );
+    let r = call(
+        "Edit",
+        json!({"file_path": workspace.join("a.txt"), "old_string": "before", "new_string": "after"}),
+    );
+    assert_eq!(status(&r), "ok", "{r}");
+    assert_eq!(
+        std::fs::read_to_string(real.join("a.txt")).unwrap(),
+        "after\n"
+    );
+    let r = call("Write", json!({"file_path": ".git/config", "content": "x"}));
+    assert_eq!(status(&r), "denied", "{r}");
+}
+
 // --- Signals ---
 
 /// Regression (issue 33): the tool process holds SIGTERM around the
