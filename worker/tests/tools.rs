@@ -611,6 +611,55 @@ fn edit_and_write_leave_configuration_alone(#[case] path: &str) {
     assert_eq!(status(&r), "ok", "{r}");
 }
 
+/// Review of issue 33: the configuration check looked at the whole
+/// absolute path whenever it could not take the workspace off its front,
+/// so a workspace beneath a `.claude` or a `.git` directory had every
+/// write refused. A workspace there, named directly or through a
+/// symlink, takes ordinary writes — and still refuses its own `.git`.
+#[rstest]
+#[case::beneath_claude(".claude/ws", false)]
+#[case::beneath_git("repo/.git/ws", false)]
+#[case::beneath_claude_through_a_link(".claude/ws", true)]
+fn a_workspace_beneath_a_configuration_directory_is_writable(
+    #[case] dir: &str,
+    #[case] through_link: bool,
+) {
+    let root = tempfile::tempdir().unwrap();
+    let real = root.path().join(dir);
+    std::fs::create_dir_all(real.join(".git")).unwrap();
+    std::fs::write(real.join("a.txt"), "before\n").unwrap();
+    let workspace = if through_link {
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        link
+    } else {
+        real.clone()
+    };
+    let call = |tool: &str, input: Value| {
+        raw_call(
+            &json!({"workspace": workspace, "tool": tool, "input": input}).to_string(),
+            &[],
+        )
+    };
+    let r = call("Write", json!({"file_path": "b/new.txt", "content": "x"}));
+    assert_eq!(status(&r), "ok", "{r}");
+    assert_eq!(
+        std::fs::read_to_string(real.join("b/new.txt")).unwrap(),
+        "x"
+    );
+    let r = call(
+        "Edit",
+        json!({"file_path": workspace.join("a.txt"), "old_string": "before", "new_string": "after"}),
+    );
+    assert_eq!(status(&r), "ok", "{r}");
+    assert_eq!(
+        std::fs::read_to_string(real.join("a.txt")).unwrap(),
+        "after\n"
+    );
+    let r = call("Write", json!({"file_path": ".git/config", "content": "x"}));
+    assert_eq!(status(&r), "denied", "{r}");
+}
+
 // --- Signals ---
 
 /// Regression (issue 33): the tool process holds SIGTERM around the
@@ -805,4 +854,63 @@ fn bash_gets_no_descriptor_beyond_its_stdio() {
     let r: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(!output(&r).contains("secret"), "{r}");
     assert!(output(&r).contains("Bad file descriptor"), "{r}");
+}
+
+/// Regression (review of issue 33): once the shell's group was reaped the
+/// SIGTERM handler did nothing, so a cancel that came while the tool
+/// process wrote its answer (here: blocked on a full stdout the host no
+/// longer reads) was swallowed and the host waited out its whole grace
+/// before SIGKILL. SIGTERM must end the tool process then too.
+#[test]
+fn sigterm_after_the_shell_is_gone_still_ends_the_tool_process() {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::process::ExitStatusExt as _;
+    let ws = Ws::new();
+    let mut child = Command::new(WORKER)
+        .arg("tool")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // An answer far larger than a pipe's buffer: the tool process blocks
+    // writing it, as nobody reads.
+    let req = json!({"workspace": ws.path(), "tool": "Bash", "maxOutputBytes": 1_000_000,
+        "input": {"command": "head -c 400000 /dev/zero | tr '\\0' x"}});
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(req.to_string().as_bytes())
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    // The answer has begun to arrive: the call is over, the group reaped.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut queued: libc::c_int = 0;
+        // SAFETY: FIONREAD on our own pipe's read end, into a c_int.
+        let rc = unsafe { libc::ioctl(stdout.as_raw_fd(), libc::FIONREAD, &mut queued) };
+        assert_eq!(rc, 0, "FIONREAD: {}", std::io::Error::last_os_error());
+        if queued > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no answer began");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: plain syscall on our own unreaped child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() >= deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("the tool process ignored SIGTERM after its shell was gone");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    drop(stdout);
 }

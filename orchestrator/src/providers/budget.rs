@@ -18,15 +18,23 @@
 //!   it streams in (the body or the event stream's pieces, and what is
 //!   parsed from it), for the turn.
 //!
+//! A call holds one share ([`Held`]) for all of this: its conversation
+//! between turns, and during a turn the conversation plus the turn's
+//! request and response. The turn gives its part back when its answer is
+//! parsed ([`Held::shrink_to`]).
+//!
 //! A turn waits for its request's share and a first allowance for its
 //! response ([`RESPONSE_ALLOWANCE`]) before it sends anything: many calls
-//! at once queue there rather than fail. Past that nothing waits: a
-//! response that outgrows its allowance, or a conversation that grows,
-//! takes more only if the pool has it now, else the call fails at once,
-//! naming the budget, and gives back all it held. (Waiting while holding
-//! part of a response would let calls that each hold part of the pool
-//! wait for one another for ever.) Honest answers stay within the
-//! allowance, so only answers of many megabytes meet the refusal.
+//! at once queue there rather than fail. It waits holding nothing:
+//! [`Held::wait_cover`] gives back what the call holds (its conversation's
+//! share) and waits for the whole amount as one. (Waiting while holding
+//! part of the pool would let calls that each hold part of it wait for one
+//! another for ever: ten calls each keeping a 10 MiB conversation, each
+//! waiting for 34 MiB more.) Past that nothing waits: a response that
+//! outgrows its allowance, or a conversation that grows, takes more only
+//! if the pool has it now, else the call fails at once, naming the budget,
+//! and gives back all it held. Honest answers stay within the allowance,
+//! so only answers of many megabytes meet the refusal.
 
 use std::sync::LazyLock;
 
@@ -125,30 +133,50 @@ impl<'p> Held<'p> {
         Ok(())
     }
 
-    /// Like [`Held::cover`], but waits until the pool can give the
-    /// difference; [`Exhausted`] at once only when the whole pool could
-    /// not. Only for a share that is the caller's sole holding of this
-    /// kind (a turn's, before its response): see the module docs.
+    /// Like [`Held::cover`], but waits until the pool can give it;
+    /// [`Exhausted`] at once only when the whole pool could not.
+    ///
+    /// It never waits while holding anything: what the share holds is
+    /// given back first and `bytes` is waited for as one amount (the
+    /// pool's queue is first come, first served, so a waiter that holds
+    /// nothing is served once those ahead of it are, and a holder never
+    /// waits). See the module docs.
     pub async fn wait_cover(&mut self, bytes: usize, what: &'static str) -> Result<(), Exhausted> {
         let want = units(bytes);
         if want <= self.units {
             return Ok(());
         }
-        let more = u32::try_from(want - self.units)
+        let all = u32::try_from(want)
             .ok()
             .filter(|m| *m as usize <= self.total)
             .ok_or(Exhausted { what, bytes })?;
+        // Given back before the wait, so other waiters can be served.
+        self.permit = None;
+        self.units = 0;
         let got = self
             .pool
-            .acquire_many(more)
+            .acquire_many(all)
             .await
             .map_err(|_| Exhausted { what, bytes })?;
-        match &mut self.permit {
-            Some(p) => p.merge(got),
-            None => self.permit = Some(got),
-        }
+        self.permit = Some(got);
         self.units = want;
         Ok(())
+    }
+
+    /// Gives back what the share holds beyond `bytes` (whole units).
+    pub fn shrink_to(&mut self, bytes: usize) {
+        let keep = units(bytes);
+        if keep >= self.units {
+            return;
+        }
+        if let Some(p) = &mut self.permit {
+            // The split-off permits go back to the pool when dropped.
+            drop(p.split(self.units - keep));
+        }
+        if keep == 0 {
+            self.permit = None;
+        }
+        self.units = keep;
     }
 
     /// Bytes held (whole units).
@@ -202,5 +230,55 @@ mod tests {
         // More than the whole pool is refused at once, not waited for.
         let mut c = Held::of(pool, 2);
         assert!(c.wait_cover(3 * UNIT, "c").await.is_err());
+    }
+
+    /// Two calls that each hold most of the pool (their conversations)
+    /// and then each wait for a turn's share: waiting while holding would
+    /// leave both waiting for ever; each must instead be served in turn.
+    #[tokio::test]
+    async fn holders_that_wait_do_not_wait_for_one_another() {
+        let pool: &'static Semaphore = Box::leak(Box::new(Semaphore::new(10)));
+        let (a_holds, a_held) = tokio::sync::oneshot::channel();
+        let (b_holds, b_held) = tokio::sync::oneshot::channel();
+        let (go_tx, go) = tokio::sync::watch::channel(false);
+        let call = |holds: tokio::sync::oneshot::Sender<()>,
+                    mut go: tokio::sync::watch::Receiver<bool>| async move {
+            let mut h = Held::of(pool, 10);
+            h.cover(4 * UNIT, "the conversation")
+                .expect("free at first");
+            let _ = holds.send(());
+            go.wait_for(|g| *g).await.expect("go");
+            h.wait_cover(7 * UNIT, "the request").await?;
+            let got = h.bytes();
+            h.shrink_to(4 * UNIT);
+            assert_eq!(h.bytes(), 4 * UNIT);
+            Ok::<_, Exhausted>(got)
+        };
+        let a = tokio::spawn(call(a_holds, go.clone()));
+        let b = tokio::spawn(call(b_holds, go));
+        a_held.await.expect("a holds");
+        b_held.await.expect("b holds");
+        assert_eq!(pool.available_permits(), 2);
+        go_tx.send(true).expect("go");
+        let both = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            (a.await.expect("a joined"), b.await.expect("b joined"))
+        })
+        .await
+        .expect("the two calls waited for one another");
+        assert_eq!(both, (Ok(7 * UNIT), Ok(7 * UNIT)));
+        assert_eq!(pool.available_permits(), 10);
+    }
+
+    #[test]
+    fn a_share_shrinks_and_gives_back() {
+        let pool = Semaphore::new(10);
+        let mut a = Held::of(&pool, 10);
+        a.cover(6 * UNIT, "a").expect("free");
+        a.shrink_to(2 * UNIT);
+        assert_eq!((a.bytes(), pool.available_permits()), (2 * UNIT, 8));
+        a.shrink_to(0);
+        assert_eq!((a.bytes(), pool.available_permits()), (0, 10));
+        a.cover(UNIT, "a").expect("grows again");
+        assert_eq!(pool.available_permits(), 9);
     }
 }

@@ -127,10 +127,12 @@ impl Endpoint {
     /// [`Activity::Retry`] on `progress`, saying whether part of an answer
     /// had already streamed in (it is discarded: the retry asks again).
     ///
-    /// `held` is the turn's share of the host's memory budget for model
-    /// calls ([`budget`]): it is made to cover the request and, as it
+    /// `held` is the call's share of the host's memory budget for model
+    /// calls ([`budget`]), covering what the call already holds (its
+    /// conversation): it is made to cover that plus the request and, as it
     /// streams in, the response; the caller keeps it until what the sink
-    /// collected is parsed. A turn the budget cannot cover fails.
+    /// collected is parsed, then shrinks it back. A turn the budget cannot
+    /// cover fails.
     pub async fn post_into(
         &self,
         body: &Value,
@@ -144,8 +146,13 @@ impl Endpoint {
         let bytes: Arc<[u8]> = serde_json::to_vec(body)
             .map_err(|e| format!("cannot encode the request: {e}"))?
             .into();
-        let request_cost = bytes.len().saturating_mul(budget::REQUEST_COPIES);
-        // Waited for (the turn holds nothing else of the pool yet).
+        // What the call holds already (its conversation) plus the request:
+        // the floor the response's share is counted from.
+        let request_cost = held
+            .bytes()
+            .saturating_add(bytes.len().saturating_mul(budget::REQUEST_COPIES));
+        // Waited for as one amount: wait_cover gives back what the call
+        // holds before it waits (budget's module docs).
         held.wait_cover(
             request_cost.saturating_add(budget::RESPONSE_ALLOWANCE),
             "the request",

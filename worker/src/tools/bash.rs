@@ -63,7 +63,9 @@ static GROUP: AtomicI32 = AtomicI32::new(0);
 /// the ordinary way (the shell is reaped, the call's temporary directory
 /// removed, an answer written that the host no longer reads) well within
 /// the host's grace. It used to exit from the handler, which left the
-/// temporary directory behind on every cancelled call.
+/// temporary directory behind on every cancelled call. Once the group is
+/// reaped ([`GROUP`] back to 0) a SIGTERM takes its default action again:
+/// the call has nothing left to stop but this process.
 fn stop_group_on_sigterm(group: Pid) {
     GROUP.store(group.as_raw(), Ordering::SeqCst);
     let action = SigAction::new(
@@ -79,11 +81,22 @@ fn stop_group_on_sigterm(group: Pid) {
 
 extern "C" fn on_sigterm(_: libc::c_int) {
     let group = GROUP.load(Ordering::SeqCst);
-    // SAFETY: kill(2) is async-signal-safe and takes no pointers; a group
-    // id ≤ 0 (none yet, or already reaped) is never signalled.
+    // SAFETY: kill(2), signal(2) and raise(3) are async-signal-safe and
+    // take no pointers; a group id ≤ 0 (none yet, or already reaped) is
+    // never signalled.
     unsafe {
         if group > 0 {
             libc::kill(-group, libc::SIGKILL);
+        } else {
+            // The shell's group is gone: nothing is left to stop but this
+            // process, which may be blocked writing an answer nobody reads.
+            // Swallowing the signal made the host wait out its whole grace
+            // before SIGKILL; the default action ends it now (a temporary
+            // directory not yet removed is reclaimed by a later call). The
+            // raised signal is blocked while this handler runs and is
+            // delivered, to the default action, as it returns.
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            libc::raise(libc::SIGTERM);
         }
     }
 }

@@ -324,6 +324,8 @@ fn run(landlock_abi_override: Option<u32>) -> Response {
             ),
         );
     }
+    // Canonical once, here: every path check compares canonical paths
+    // against it (`paths::resolve`, `paths::writable`).
     let workspace = match std::fs::canonicalize(&req.workspace) {
         Ok(w) if w.is_dir() => w,
         Ok(_) => {

@@ -47,8 +47,23 @@ pub(crate) fn resolve(workspace: &Path, tool: &str, given: &str) -> Result<PathB
 /// saved workflows, settings), or a `dsh.toml` (providers whose commands
 /// dsh runs). `path` is canonical (links resolved), so a link to one of
 /// them is refused too.
+///
+/// Only the part beneath the workspace is looked at: a workspace that
+/// itself lies beneath a `.git` or `.claude` takes ordinary writes. That
+/// needs `workspace` canonical too (the tool context's is, [`Ctx`]); a
+/// `path` not beneath it is refused rather than judged by its whole
+/// absolute path (which refused every write to such a workspace).
+///
+/// [`Ctx`]: super::Ctx
 pub(crate) fn writable(workspace: &Path, tool: &str, path: &Path) -> Result<(), ToolError> {
-    let rel = path.strip_prefix(workspace).unwrap_or(path);
+    let Ok(rel) = path.strip_prefix(workspace) else {
+        return Err(ToolError::Denied(format!(
+            "{tool} refused: {} is not beneath the workspace {} as resolved (symlinks \
+             followed); tools only write inside the workspace",
+            path.display(),
+            workspace.display()
+        )));
+    };
     let what = rel.components().find_map(|c| match c.as_os_str().to_str() {
         Some(".git") => Some("git's own files (its hooks and config run programs as the user)"),
         Some(".claude") => Some(
@@ -122,5 +137,30 @@ pub(crate) fn io_error(tool: &str, what: &str, shown: &str, e: &std::io::Error) 
         )),
         ErrorKind::NotFound => ToolError::error(format!("{tool}: {shown} does not exist")),
         _ => ToolError::error(format!("{tool}: cannot {what} {shown}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Review of issue 33: a path the workspace could not be taken off
+    /// (a workspace not in canonical form) was judged by its whole
+    /// absolute path: refused for an ancestor named `.claude` or `.git`,
+    /// and let through otherwise. It is refused, naming both.
+    #[test]
+    fn a_path_not_beneath_the_workspace_is_refused_not_judged_whole() {
+        let e = writable(Path::new("/link/ws"), "Write", Path::new("/real/ws/a.txt"))
+            .expect_err("not beneath the workspace as given");
+        let msg = e.to_string();
+        assert!(matches!(e, ToolError::Denied(_)), "{msg}");
+        assert!(
+            msg.contains("/real/ws/a.txt is not beneath the workspace /link/ws"),
+            "{msg}"
+        );
+        // Beneath it, only the part below the workspace counts.
+        let ws = Path::new("/home/u/.claude/ws");
+        assert!(writable(ws, "Write", &ws.join("src/a.rs")).is_ok());
+        assert!(writable(ws, "Write", &ws.join(".claude/agents/x.md")).is_err());
     }
 }

@@ -91,12 +91,19 @@ pub fn shared_head(text: &str, units: u64) -> Option<usize> {
 pub trait Model: Send + Sync {
     /// Sends the conversation and returns the model's reply. `progress`
     /// hears every sign of life (and [`Activity::Tokens`] as the answer
-    /// streams, counted from `so_far`).
+    /// streams, counted from `so_far`). `held` is the call's share of the
+    /// host's budget for model calls, covering its conversation: the turn
+    /// grows it to cover its request and response (waiting only through
+    /// [`budget::Held::wait_cover`], which holds nothing while it waits);
+    /// the loop shrinks it back after the reply.
+    ///
+    /// [`budget::Held::wait_cover`]: crate::providers::budget::Held::wait_cover
     async fn turn(
         &self,
         turn: &Turn<'_>,
         progress: &Progress,
         so_far: Usage,
+        held: &mut crate::providers::budget::Held<'static>,
     ) -> Result<Reply, String>;
 }
 
@@ -405,8 +412,9 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
     let mut correcting: Option<String> = None;
     let mut tool_calls = 0u32;
     let mut conversation_bytes = req.prompt.len();
-    // The conversation's share of the host's budget for model calls
-    // (every call's together), held as long as the call.
+    // The call's share of the host's budget for model calls (every call's
+    // together): its conversation for as long as the call, and a turn's
+    // request and response during the turn (budget's module docs).
     let mut held = crate::providers::budget::Held::new();
     for turn in 1..=call.settings.max_turns {
         if conversation_bytes > MAX_CONVERSATION_BYTES {
@@ -435,7 +443,7 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
         let reply = tokio::select! {
             biased;
             _ = call.cancel.cancelled() => return ChildResult::Cancelled,
-            r = model.turn(&ask, call.progress, call.usage.now()) => r,
+            r = model.turn(&ask, call.progress, call.usage.now(), &mut held) => r,
         };
         let reply = match reply {
             Ok(r) => r,
@@ -463,6 +471,9 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
             ));
         }
         conversation_bytes += turn_bytes;
+        // The turn's request and response are parsed and gone: the call
+        // keeps its conversation's share only.
+        held.shrink_to(conversation_bytes);
         if let Some(u) = reply.usage {
             let total = call.usage.add(u);
             call.progress.activity(Activity::Tokens { usage: total });

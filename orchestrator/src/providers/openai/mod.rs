@@ -146,17 +146,16 @@ impl agent::Model for Shared {
         turn: &agent::Turn<'_>,
         progress: &Progress,
         so_far: Usage,
+        held: &mut crate::providers::budget::Held<'static>,
     ) -> Result<Reply, String> {
         let body = api::loop_body(&self.cfg, turn);
         let mut sink = stream::sink(progress.clone(), so_far);
-        // The turn's share of the host's budget for model calls, kept
-        // until the answer is parsed.
-        let mut held = crate::providers::budget::Held::new();
+        // The call's share of the host's budget for model calls grows to
+        // cover this turn; the loop shrinks it back once the answer is
+        // parsed.
         self.endpoint
-            .post_into(&body, progress, &mut sink, &mut held)
+            .post_into(&body, progress, &mut sink, held)
             .await?;
-        let reply = stream::reply(sink);
-        drop(held);
-        reply
+        stream::reply(sink)
     }
 }
