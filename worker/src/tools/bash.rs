@@ -24,7 +24,7 @@
 //!   held from before the shell's spawn until that handler is in place, so
 //!   a cancel in between is not lost (it used to end the tool process
 //!   alone, leaving the shell's background children behind). The shell
-//!   itself starts with every signal unblocked ([`default_signals`]).
+//!   itself starts with every signal unblocked ([`dsh_exec::default_signals`]).
 //! - A temporary directory left behind anyway (the tool process SIGKILLed)
 //!   is removed by a later call ([`make_tmp_dir`]).
 
@@ -101,106 +101,8 @@ extern "C" fn on_sigterm(_: libc::c_int) {
     }
 }
 
-/// In a forked child, before exec: every signal unblocked and at its
-/// default action. A signal mask and ignored signals survive exec, and std
-/// no longer resets the mask; without this the shell and everything it
-/// started inherited the tool process's blocked SIGTERM (held around the
-/// spawn, see `run`), so `timeout`, `kill` and a test runner's own SIGTERM
-/// did nothing. Dispositions first, so that a signal pending from the
-/// parent meets the default action, not a handler of the parent's.
-/// Async-signal-safe: rt_sigaction and rt_sigprocmask only, no
-/// allocation.
-pub(crate) fn default_signals() {
-    // SAFETY: plain system calls on zeroed buffers owned by this frame;
-    // numbers the kernel refuses (SIGKILL, SIGSTOP) fail with EINVAL and
-    // change nothing.
-    unsafe {
-        // The raw calls, not the C library's: glibc refuses to touch the
-        // two signals it reserves (32, 33), and an inherited SIG_IGN or
-        // block of those would stay. An all-zero kernel `struct sigaction`
-        // is SIG_DFL with no flags and an empty mask, whatever the order
-        // of its fields on the architecture.
-        #[cfg(target_os = "linux")]
-        {
-            let dfl = [0u64; 4];
-            for sig in 1..NSIG {
-                libc::syscall(
-                    libc::SYS_rt_sigaction,
-                    sig,
-                    dfl.as_ptr(),
-                    std::ptr::null_mut::<u64>(),
-                    8usize,
-                );
-            }
-            let none = 0u64;
-            libc::syscall(
-                libc::SYS_rt_sigprocmask,
-                libc::SIG_SETMASK,
-                &raw const none,
-                std::ptr::null_mut::<u64>(),
-                8usize,
-            );
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let mut dfl: libc::sigaction = std::mem::zeroed();
-            dfl.sa_sigaction = libc::SIG_DFL;
-            libc::sigemptyset(&mut dfl.sa_mask);
-            for sig in 1..NSIG {
-                libc::sigaction(sig, &dfl, std::ptr::null_mut());
-            }
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-        }
-    }
-}
-
-/// In a forked child, before exec: every descriptor from 3 up is made
-/// close-on-exec, so the program gets only its stdin, stdout and stderr.
-/// Rust opens everything close-on-exec, but a descriptor this process
-/// inherited open (from whoever started dsh: a CI runner's pipe, a
-/// socket) is not, and was handed on: a sandboxed Bash command could read
-/// and write a file outside the workspace through it, Landlock
-/// notwithstanding (Landlock checks opens, not descriptors already open).
-/// Marked rather than closed, so that std's own close-on-exec pipe still
-/// reports a failed exec. Async-signal-safe: close_range, else fcntl.
-fn cloexec_inherited() {
-    /// `CLOSE_RANGE_CLOEXEC` (Linux 5.11).
-    #[cfg(target_os = "linux")]
-    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
-    // SAFETY: plain system calls on this (forked, single-threaded)
-    // process's descriptor table; the numbers need not be open.
-    unsafe {
-        #[cfg(target_os = "linux")]
-        if libc::syscall(
-            libc::SYS_close_range,
-            3 as libc::c_uint,
-            libc::c_uint::MAX,
-            CLOSE_RANGE_CLOEXEC,
-        ) == 0
-        {
-            return;
-        }
-        let mut lim: libc::rlimit = std::mem::zeroed();
-        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-            libc::c_int::try_from(lim.rlim_cur)
-                .unwrap_or(libc::c_int::MAX)
-                .min(1 << 16)
-        } else {
-            1024
-        };
-        for fd in 3..max {
-            let flags = libc::fcntl(fd, libc::F_GETFD);
-            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
-                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
-            }
-        }
-    }
-}
-
-/// One more than the highest signal number (Linux: 64 signals).
-const NSIG: libc::c_int = 65;
+/// One more than the highest signal number (see [`dsh_exec::NSIG`]).
+const NSIG: libc::c_int = dsh_exec::NSIG;
 
 /// In the shell's forked child, right after its `setsid`: starts the
 /// call's sentinel, a process in the shell's new group whose only job is
@@ -551,8 +453,12 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
     // plain OS error numbers.
     unsafe {
         cmd.pre_exec(move || {
-            default_signals();
-            cloexec_inherited();
+            // A signal mask and ignored signals survive exec: without this
+            // the shell and everything it started inherited the SIGTERM
+            // held around the spawn (below), and `timeout`, `kill` and a
+            // test runner's own SIGTERM did nothing to them.
+            dsh_exec::default_signals();
+            dsh_exec::cloexec_inherited();
             nix::unistd::setsid()?;
             start_sentinel(watch)?;
             #[cfg(target_os = "linux")]
@@ -573,7 +479,7 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
     // process by the default action, and the shell's background children
     // (which have no parent-death signal) outlived the call. The process
     // has no other thread yet, so the thread's mask is the process's. The
-    // child inherits the mask (std no longer resets it): `default_signals`
+    // child inherits the mask (std no longer resets it): `dsh_exec::default_signals`
     // in the closure above empties it again.
     let mut term = SigSet::empty();
     term.add(Signal::SIGTERM);
