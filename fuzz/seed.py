@@ -3,7 +3,7 @@
 
 The seeds come from the project itself: the example workflows and fixtures
 (scripts/examples/), the scripts of the preparation tests
-(orchestrator/src/script/tests.rs), the dsh.toml examples of docs/, the
+(engine/src/script/tests.rs), the dsh.toml examples of docs/, the
 journal lines of journal/line.rs, and hand-encoded protocol frames. Run it
 from anywhere; it only adds files (named by content hash). The committed
 corpus is its output plus the reproducers of what the fuzzers found
@@ -218,7 +218,7 @@ def unescape(body):
 
 def script_seeds():
     sources = [read("scripts", "examples", "review.ts"), read("scripts", "examples", "research.ts")]
-    for m in RUST_STR.finditer(read("orchestrator", "src", "script", "tests.rs")):
+    for m in RUST_STR.finditer(read("engine", "src", "script", "tests.rs")):
         text = m.group(2) if m.group(1) else unescape(m.group(3))
         # Scripts, not messages or names: they have code punctuation.
         if len(text) >= 8 and any(c in text for c in ";{}()=`") and "error" not in text[:12]:

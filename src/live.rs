@@ -504,7 +504,6 @@ fn activity_text(a: &Activity) -> String {
         Activity::Held { .. } => "waiting for a cached prompt".into(),
         Activity::Released { .. } => "queued".into(),
         Activity::Concurrency { limit, .. } => format!("provider concurrency {limit}"),
-        _ => "working".into(),
     }
 }
 

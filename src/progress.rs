@@ -146,7 +146,6 @@ fn activity_text(a: &Activity) -> String {
         Activity::Concurrency { limit, reason } => {
             format!("the provider's concurrency is now {limit}: {reason}")
         }
-        _ => "activity".into(),
     }
 }
 

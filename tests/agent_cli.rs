@@ -12,7 +12,7 @@
 
 mod cli_agents;
 mod common;
-#[path = "../orchestrator/src/providers/openai/test_server.rs"]
+#[path = "../providers/src/openai/test_server.rs"]
 mod test_server;
 
 use std::path::{Path, PathBuf};

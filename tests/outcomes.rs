@@ -13,7 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-#[path = "../orchestrator/src/providers/openai/test_server.rs"]
+#[path = "../providers/src/openai/test_server.rs"]
 mod http_server;
 
 use std::path::Path;

@@ -582,7 +582,7 @@ pub enum AgentTypeSource {
 impl fmt::Display for AgentTypeSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AgentTypeSource::BuiltIn => f.write_str(crate::providers::router::BUILT_IN),
+            AgentTypeSource::BuiltIn => f.write_str(crate::router::BUILT_IN),
             AgentTypeSource::Config(at) => f.write_str(at),
             AgentTypeSource::File(p) => write!(f, "{}", p.display()),
         }
@@ -629,7 +629,7 @@ impl AgentTypes {
         // Lowest precedence first; each layer replaces the one below.
         let mut layers: Vec<Vec<AgentTypeDef>> = Vec::new();
         layers.push(
-            crate::providers::router::builtin_agent_types()
+            crate::router::builtin_agent_types()
                 .into_iter()
                 .map(|(name, route)| AgentTypeDef {
                     name,

@@ -1,15 +1,20 @@
-//! `dsh-orchestrator`: the host side of dsh workflow.
+//! `dsh-orchestrator`: the host side of dsh workflow, composed — the facade
+//! an application depends on.
 //!
-//! It prepares a workflow script on the host ([`script`]: parse, strip
-//! types, extract meta — nothing of the script is evaluated here), runs it
-//! in its own supervised worker process ([`run`]: spawn, handshake, the
-//! per-run supervisor, cancellation, cleanup), answers the script's
-//! `agent()` calls through the subagent seam ([`provider`], with the
-//! built-in [`providers`]), and reports [`events`] and a [`result`].
-//! The `dsh` command line lives in the `dsh` package (the workspace root).
+//! The work is done by small crates, each with one job, re-exported here
+//! under the module names applications already use:
+//! - `dsh-seam` ([`provider`], [`outcome`], [`units`]): the subagent seam a
+//!   provider implements;
+//! - `dsh-engine` ([`script`], [`run`], [`events`], [`limits`], [`result`],
+//!   [`catalog`], …): prepares a script and runs it in a supervised worker;
+//! - `dsh-providers` ([`providers`]): the built-in providers (API models
+//!   only with the `http` feature);
+//! - `dsh-journal` ([`journal`]): durable runs, resume and `--record`;
+//! - `dsh-exec` ([`process`], [`files`]): processes and files on the host.
 //!
-//! It is not a JavaScript engine (that is `dsh-worker`) and not a wire
-//! format (that is `dsh-protocol`).
+//! What is its own: [`config`] (`dsh.toml`), [`agent_types`] (Claude
+//! Code's agent types and `.claude/agents/*.md`), and [`router`], which
+//! picks the provider for each call from both.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), dsh_orchestrator::StartError> {
@@ -26,23 +31,23 @@
 #![warn(missing_docs)]
 
 pub mod agent_types;
-pub mod catalog;
 pub mod config;
-pub mod events;
-pub mod events_file;
-pub mod files;
-pub mod fork_server;
-pub mod journal;
-pub mod limits;
-pub mod outcome;
-pub mod pool;
-pub mod process;
-pub mod provider;
-pub mod providers;
-pub mod result;
-pub mod run;
-pub mod script;
-pub mod units;
+pub mod router;
+
+pub use dsh_engine::{
+    catalog, cost, events, events_file, fork_server, limits, pool, result, run, script,
+};
+pub use dsh_exec::{files, process};
+pub use dsh_journal as journal;
+pub use dsh_seam::{outcome, provider, units};
+
+/// The built-in providers (`dsh-providers`), and the [`router`](crate::router)
+/// that picks one for each call.
+pub mod providers {
+    pub use crate::router;
+    pub use dsh_providers::*;
+    pub use dsh_seam::answered;
+}
 
 pub use dsh_protocol::{ErrorCode, SandboxLevel, SandboxPolicy, SandboxReport, StopReason, Usage};
 pub use events::{AgentOutcomeKind, Event, EventKind, EventStream};

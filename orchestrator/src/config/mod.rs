@@ -8,7 +8,7 @@
 //! [`ConfigError`]s naming the file, the key (with its line where the
 //! parser offers one) and the fix. Building a provider (which reads its API
 //! key, finds its program) happens when the run needs it; see
-//! [`crate::providers::router`].
+//! [`crate::router`].
 
 mod file;
 

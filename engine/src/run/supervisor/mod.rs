@@ -1,0 +1,736 @@
+//! The per-run supervisor: one task that owns all of a run's mutable state
+//! (the worker process, the connection, the children, the cancel reason,
+//! the timers) and talks to everything else through channels.
+//!
+//! - [`handshake`]: `Hello` → `Init` → `Ready` → `Go` (or `Cancel`);
+//! - [`connection`]: the socket, frames in and out;
+//! - [`ledger`]: the children — starting them through the provider,
+//!   announcing them, settling them, pairing every `agent-start`;
+//! - [`guard`]: a call's stall and timeout bounds while its child runs;
+//! - [`cancel`]: the cancel path (both channels, the grace);
+//! - [`nested`]: `workflow()` — loading nested workflows for the worker;
+//! - [`settle`]: the one path every end of a run takes — the result,
+//!   stray children, stopping and reaping the worker;
+//! - [`stderr`]: the worker's stderr into tracing.
+//!
+//! The run ends by the first *terminal claim* (see [`Claim`]): the worker's
+//! `End`, the worker's death or a protocol violation, the grace timer after
+//! a cancel, or a forced termination. Later claims change nothing.
+
+mod cancel;
+mod connection;
+mod guard;
+pub(crate) mod handshake;
+mod ledger;
+mod nested;
+mod settle;
+mod stderr;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_protocol::{CallId, CancelReason, EndResult, HostMsg, Init, SandboxReport, WorkerMsg};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use self::connection::{Connection, Read};
+use self::handshake::{Handshake, Hello, msg_name};
+use self::ledger::{Internal, Ledger};
+use crate::events::{EventKind, Hub};
+use crate::limits::{Limits, millis};
+use crate::result::RunResult;
+use crate::script::PreparedScript;
+use dsh_exec::process::ProcessGroup;
+use dsh_exec::process::placement::{self, Narrowed, Placement};
+use dsh_seam::SubagentProvider;
+
+/// The least time between two checks of where the worker runs against
+/// this thread (`Supervisor::keep_apart`).
+const PLACEMENT_EVERY: Duration = Duration::from_millis(20);
+
+/// How long after `Ready` a run on a pool worker holds back its
+/// replacement (unless it ends first): the replacement's exec and engine
+/// build would otherwise share the two cores with the run's first steps,
+/// the very start the pool is there to speed up (a warm trivial run
+/// 0.55–0.60 → 0.42–0.52 ms; docs/performance.md round 11). A pool under
+/// steady use refills at most this much later.
+const REFILL_AFTER: Duration = Duration::from_millis(5);
+/// A worker that has not said Hello and Ready within this long is treated
+/// as dead. Generous: a loaded machine can be slow to exec.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+/// Upper bound for reading what a worker wrote just before it exited.
+const DRAIN_TIMEOUT: Duration = Duration::from_millis(500);
+/// Phase events kept per run; later `phase()` calls still set the phase in
+/// the worker but emit nothing.
+const MAX_PHASE_EVENTS: u64 = 10_000;
+/// Distinct warnings a run may emit; later ones are dropped.
+const MAX_WARNINGS: usize = 1000;
+/// Room above `logBytes` for the worker's truncation marker line.
+const LOG_MARKER_SLACK: u64 = 1024;
+
+/// What the public handle can ask of the supervisor.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Cancel(String),
+    /// Stop now: settle `cancelled` and kill the worker without grace.
+    Terminate,
+}
+
+/// How the run came to an end; the first one wins.
+enum Claim {
+    End(EndResult),
+    Death(String),
+    Grace,
+    Forced,
+}
+
+/// Where the run is.
+enum Phase {
+    /// The handshake is not done; the body is not running.
+    Starting(Handshake),
+    /// The worker said `Ready` (the `Go` went with `Init`): the body runs.
+    Running,
+    /// A cancel was asked for: the worker was told (or, before `Hello`,
+    /// will be told with `Init`, in place of `Go`), every child was
+    /// cancelled, and the run settles by `deadline` at the latest.
+    /// `handshake` is the step still awaited when the cancel came before
+    /// `Ready`.
+    Cancelling {
+        reason: CancelReason,
+        deadline: Instant,
+        handshake: Option<Handshake>,
+    },
+    /// The run has its result: nothing more goes to the worker.
+    Settled,
+}
+
+impl Phase {
+    /// The handshake step awaited, if the handshake is not done.
+    fn handshake(&self) -> Option<Handshake> {
+        match self {
+            Phase::Starting(h) => Some(*h),
+            Phase::Cancelling { handshake, .. } => *handshake,
+            Phase::Running | Phase::Settled => None,
+        }
+    }
+
+    fn cancel_reason(&self) -> Option<&CancelReason> {
+        match self {
+            Phase::Cancelling { reason, .. } => Some(reason),
+            _ => None,
+        }
+    }
+
+    fn is_cancelling(&self) -> bool {
+        matches!(self, Phase::Cancelling { .. })
+    }
+
+    /// The body may be running: narration and `agent()` calls are legal.
+    fn body_may_run(&self) -> bool {
+        matches!(
+            self,
+            Phase::Running
+                | Phase::Cancelling {
+                    handshake: None,
+                    ..
+                }
+        )
+    }
+}
+
+/// Narration counted on the host side.
+#[derive(Default)]
+struct Narration {
+    phases: u64,
+    log_bytes: u64,
+    /// The distinct (message, path) warnings emitted so far.
+    warnings: std::collections::HashSet<(String, Option<String>)>,
+}
+
+/// A call waiting for a slot, as its `workflow/agent-queued` said it.
+struct Queued {
+    label: String,
+    phase: Option<String>,
+    workflow: Option<String>,
+}
+
+/// What `start()` hands the supervisor.
+pub(crate) struct Parts {
+    pub run_id: Arc<str>,
+    pub hub: Hub,
+    pub prepared: Arc<PreparedScript>,
+    pub meta_json: String,
+    pub args: dsh_protocol::Args,
+    pub limits: Limits,
+    pub provider: Option<Arc<dyn SubagentProvider>>,
+    pub catalog: Option<Arc<crate::catalog::Catalog>>,
+    pub sandbox: dsh_protocol::SandboxPolicy,
+    pub process: ProcessGroup,
+    pub socket: tokio::net::UnixStream,
+    pub stderr: Option<dsh_exec::process::group::Stderr>,
+    pub hello: Hello,
+    /// For a run on a pool worker: asks the pool for a replacement when
+    /// dropped (see [`crate::pool::Refill`]).
+    pub refill: Option<crate::pool::Refill>,
+    /// For a run that took part in the fork server sharing: released
+    /// once the worker is gone ([`crate::fork_server::shared`]).
+    pub lease: Option<crate::fork_server::shared::Lease>,
+    pub cmds: mpsc::UnboundedReceiver<Command>,
+    pub result_tx: watch::Sender<Option<RunResult>>,
+    pub done_tx: watch::Sender<bool>,
+}
+
+pub(crate) struct Supervisor {
+    /// Whether the worker's `Hello` was already checked (a pool worker's,
+    /// by the pool: `Init` goes out on the first turn) or is still to come.
+    hello: Hello,
+    run_id: Arc<str>,
+    hub: Hub,
+    prepared: Arc<PreparedScript>,
+    meta_json: String,
+    args: dsh_protocol::Args,
+    limits: Limits,
+    provider: Option<Arc<dyn SubagentProvider>>,
+    catalog: Option<Arc<crate::catalog::Catalog>>,
+    sandbox_policy: dsh_protocol::SandboxPolicy,
+    process: ProcessGroup,
+    conn: Connection,
+    stderr_task: Option<tokio::task::JoinHandle<()>>,
+    /// `None` once the handle is gone.
+    cmds: Option<mpsc::UnboundedReceiver<Command>>,
+    result_tx: watch::Sender<Option<RunResult>>,
+    done_tx: watch::Sender<bool>,
+    internal_tx: mpsc::UnboundedSender<Internal>,
+    internal_rx: mpsc::UnboundedReceiver<Internal>,
+
+    phase: Phase,
+    run_token: CancellationToken,
+    tasks: JoinSet<()>,
+    ledger: Ledger,
+    narration: Narration,
+    /// The calls waiting in the worker's queue (`ChildQueued`), until their
+    /// `ChildStart` comes or the run settles: each gets its
+    /// `workflow/agent-queued` with `waiting: false` then.
+    queued: std::collections::BTreeMap<CallId, Queued>,
+    /// The last `ChildQueued` call id.
+    last_queued: CallId,
+    nested: nested::Nested,
+    sandbox: Option<SandboxReport>,
+    /// Dropped [`REFILL_AFTER`] after `Ready` (or with the supervisor, if
+    /// the run ends first): the pool spawns the replacement once this run
+    /// no longer needs the CPU for its start.
+    refill: Option<crate::pool::Refill>,
+    /// When to drop `refill`, once the worker said `Ready`.
+    refill_at: Option<Instant>,
+    /// The run's part in the fork server sharing, released in `settle`
+    /// once the worker is gone.
+    lease: Option<crate::fork_server::shared::Lease>,
+    /// How long to wait for the worker's next frame after a write before
+    /// going back to the runtime.
+    spin: dsh_protocol::spin::Spin,
+    /// When the last write was made without spinning (the window was
+    /// closed), until the worker's next frame.
+    blocked_since: Option<std::time::Instant>,
+    /// The worker moved off this thread's CPU, its mask to restore once
+    /// the two answer each other apart (`process::placement`).
+    narrowed: Option<Narrowed>,
+    /// No placement check before this (they cost a `/proc` read).
+    next_placement_check: std::time::Instant,
+    wall_deadline: Option<Instant>,
+    startup_deadline: Instant,
+}
+
+impl Supervisor {
+    pub(crate) fn new(p: Parts) -> Self {
+        let stderr_task = p
+            .stderr
+            .map(|s| tokio::spawn(stderr::drain(s, p.run_id.clone())));
+        let (internal_tx, internal_rx) = mpsc::unbounded_channel();
+        let now = Instant::now();
+        Supervisor {
+            hello: p.hello,
+            wall_deadline: p.limits.wall_timeout.map(|d| now + d),
+            startup_deadline: now + STARTUP_TIMEOUT,
+            run_id: p.run_id,
+            hub: p.hub,
+            prepared: p.prepared,
+            meta_json: p.meta_json,
+            args: p.args,
+            limits: p.limits,
+            provider: p.provider,
+            catalog: p.catalog,
+            sandbox_policy: p.sandbox,
+            process: p.process,
+            conn: Connection::new(p.socket),
+            stderr_task,
+            cmds: Some(p.cmds),
+            result_tx: p.result_tx,
+            done_tx: p.done_tx,
+            internal_tx,
+            internal_rx,
+            phase: Phase::Starting(Handshake::AwaitHello),
+            run_token: CancellationToken::new(),
+            tasks: JoinSet::new(),
+            ledger: Ledger::default(),
+            narration: Narration::default(),
+            queued: std::collections::BTreeMap::new(),
+            last_queued: 0,
+            nested: nested::Nested::default(),
+            sandbox: None,
+            refill: p.refill,
+            refill_at: None,
+            lease: p.lease,
+            spin: dsh_protocol::spin::Spin::default(),
+            blocked_since: None,
+            narrowed: None,
+            next_placement_check: std::time::Instant::now(),
+        }
+    }
+
+    pub(crate) async fn run(mut self) {
+        let claim = self.main_loop().await;
+        self.settle(claim).await;
+    }
+
+    fn send(&mut self, msg: &HostMsg) {
+        if let Err(e) = self.conn.outbound.send(msg) {
+            tracing::warn!(run = %self.run_id, "cannot encode a message for the worker: {e}");
+        }
+    }
+
+    fn send_init(&mut self) {
+        self.send(&HostMsg::Init(Box::new(Init {
+            run_id: self.run_id.to_string(),
+            script_name: self.prepared.display_name.clone(),
+            script_js: self.prepared.code.clone(),
+            meta_json: self.meta_json.clone(),
+            args: self.args.clone(),
+            limits: self.limits.to_wire(),
+            sandbox: self.sandbox_policy,
+        })));
+        // `Go` goes with `Init`, in the same write, rather than after
+        // `Ready`: the worker finds it waiting once it has built the run,
+        // and a start saves a round trip (docs/performance.md round 11).
+        // A run cancelled meanwhile sends `Cancel` after it; the worker
+        // checks for one before it runs a line of the body.
+        match self.phase.cancel_reason() {
+            Some(reason) => {
+                let reason = reason.clone();
+                self.send(&HostMsg::Cancel { reason });
+            }
+            None => self.send(&HostMsg::Go),
+        }
+        self.set_handshake(Handshake::AwaitReady);
+    }
+
+    /// Moves the handshake on, in whichever phase it is awaited.
+    fn set_handshake(&mut self, step: Handshake) {
+        match &mut self.phase {
+            Phase::Starting(h) => *h = step,
+            Phase::Cancelling { handshake, .. } => *handshake = Some(step),
+            Phase::Running | Phase::Settled => {}
+        }
+    }
+
+    /// A command from the run's handle; `None` when the handle is gone.
+    fn on_command(&mut self, cmd: Option<Command>) -> Option<Claim> {
+        match cmd {
+            Some(Command::Cancel(reason)) => self.request_cancel(CancelReason::Requested(reason)),
+            Some(Command::Terminate) => {
+                self.request_cancel(CancelReason::Requested("terminated".into()));
+                return Some(Claim::Forced);
+            }
+            None => {
+                // The handle is gone: nobody can observe the run any
+                // more, so wind it down rather than leak it.
+                self.cmds = None;
+                self.request_cancel(CancelReason::Requested("the run handle was dropped".into()));
+            }
+        }
+        None
+    }
+
+    async fn main_loop(&mut self) -> Claim {
+        // What the handle asked before this task first ran goes before the
+        // first write: a run cancelled as it was started on a warm worker
+        // sends `Cancel` with `Init`, never `Go`.
+        while let Some(cmds) = &mut self.cmds {
+            let cmd = match cmds.try_recv() {
+                Ok(cmd) => Some(cmd),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => None,
+            };
+            if let Some(claim) = self.on_command(cmd) {
+                return claim;
+            }
+        }
+        // A pool worker's `Hello` was checked by the pool.
+        if self.hello == Hello::Checked {
+            self.send_init();
+        }
+        loop {
+            let wrote = match self.conn.outbound.flush() {
+                Ok(wrote) => wrote,
+                Err(death) => return Claim::Death(death),
+            };
+            if wrote
+                && matches!(self.phase, Phase::Running)
+                && let Some(claim) = self.spin_for_worker().await
+            {
+                return claim;
+            }
+            let grace = match &self.phase {
+                Phase::Cancelling { deadline, .. } => Some(*deadline),
+                _ => None,
+            };
+            let wall = self.wall_deadline.filter(|_| !self.phase.is_cancelling());
+            let starting = self.phase.handshake().is_some();
+            tokio::select! {
+                biased;
+                cmd = recv_opt(&mut self.cmds) => if let Some(claim) = self.on_command(cmd) {
+                    return claim;
+                },
+                _ = sleep_until_opt(grace), if grace.is_some() => return Claim::Grace,
+                _ = sleep_until_opt(wall), if wall.is_some() => {
+                    let limit_ms = self.limits.wall_timeout.map(millis).unwrap_or(0);
+                    self.request_cancel(CancelReason::WallTimeout { limit_ms });
+                }
+                _ = sleep_until_opt(self.refill_at), if self.refill_at.is_some() => {
+                    self.refill_at = None;
+                    drop(self.refill.take());
+                }
+                _ = tokio::time::sleep_until(self.startup_deadline), if starting => {
+                    return Claim::Death(format!(
+                        "the worker did not complete its handshake within {} s",
+                        STARTUP_TIMEOUT.as_secs()
+                    ));
+                }
+                read = self.conn.inbound.read() => {
+                    if let (Read::Data, Some(since)) = (&read, self.blocked_since.take()) {
+                        self.spin.blocked_for(since.elapsed());
+                        if !self.spin.window().is_zero() {
+                            // The worker answered fast although the spins
+                            // missed: the signature of the two sharing a CPU.
+                            self.keep_apart();
+                        }
+                    }
+                    if let Some(claim) = self.on_read(read).await {
+                        return claim;
+                    }
+                }
+                Some(ev) = self.internal_rx.recv() => self.on_internal(ev),
+                _ = self.conn.outbound.writable() => {}
+                _ = self.process.exited() => {
+                    // The worker may have written its End just before exiting.
+                    return self.drain_after_exit().await;
+                }
+            }
+        }
+    }
+
+    /// Right after a write, waits a moment for the worker's next frame
+    /// without leaving the thread (see [`dsh_protocol::spin`]); whatever
+    /// the spin finds (frames, an end of stream, a reset) is handled here,
+    /// as the runtime's read would handle it.
+    async fn spin_for_worker(&mut self) -> Option<Claim> {
+        let window = self.spin.window();
+        if window.is_zero() {
+            // Blocking: how soon the worker answers decides whether to
+            // spin again (see `Spin::blocked_for`).
+            self.blocked_since = Some(std::time::Instant::now());
+            return None;
+        }
+        match self.conn.inbound.spin_read(window) {
+            Some(read) => {
+                self.spin.hit();
+                if let Some(narrowed) = self.narrowed.take() {
+                    // Answered within a spin: apart now, and the worker's
+                    // allowed set is its own again.
+                    narrowed.restore();
+                }
+                self.on_read(read).await
+            }
+            None => {
+                self.spin.miss();
+                None
+            }
+        }
+    }
+
+    /// Moves the worker off this thread's CPU if both are on it (see
+    /// `process::placement`), at most every [`PLACEMENT_EVERY`]. Only
+    /// while the run is live, so the pid is still the unreaped worker.
+    fn keep_apart(&mut self) {
+        let now = std::time::Instant::now();
+        if now < self.next_placement_check {
+            return;
+        }
+        self.next_placement_check = now + PLACEMENT_EVERY;
+        if let Some(narrowed) = self.narrowed.take() {
+            // Together again although narrowed: this thread moved to where
+            // the worker was sent. Start over from the worker's own set.
+            narrowed.restore();
+        }
+        if let Placement::Moved(narrowed) = placement::separate(self.process.pid()) {
+            self.narrowed = Some(narrowed);
+        }
+    }
+
+    /// What a read brought, whether the runtime woke us for it or a spin
+    /// found it: frames to handle, or the end of the connection.
+    async fn on_read(&mut self, read: Read) -> Option<Claim> {
+        match read {
+            Read::Data => self.decode_frames(),
+            Read::Eof => Some(self.claim_eof().await),
+            // A reset usually means the worker died: report how, as for a
+            // clean end of stream.
+            Read::Failed(e) => Some(
+                self.claim_broken(format!("the connection to the worker failed: {e}"))
+                    .await,
+            ),
+        }
+    }
+
+    fn decode_frames(&mut self) -> Option<Claim> {
+        loop {
+            match self.conn.inbound.next_msg() {
+                Ok(Some(msg)) => {
+                    if let Some(claim) = self.on_worker(msg) {
+                        return Some(claim);
+                    }
+                }
+                Ok(None) => return None,
+                Err(e) => return violation(e),
+            }
+        }
+    }
+
+    async fn claim_eof(&mut self) -> Claim {
+        if let Err(e) = self.conn.inbound.finish_frames() {
+            return Claim::Death(format!("protocol violation: {e}"));
+        }
+        self.claim_broken("the worker closed its connection".into())
+            .await
+    }
+
+    /// The connection is gone: name the exit status when the process ends
+    /// promptly (it normally has), else what happened to the connection.
+    async fn claim_broken(&mut self, otherwise: String) -> Claim {
+        if tokio::time::timeout(DRAIN_TIMEOUT, self.process.exited())
+            .await
+            .is_err()
+        {
+            return Claim::Death(otherwise);
+        }
+        self.claim_exit().await
+    }
+
+    /// The worker exited: what it wrote before still counts (an `End`).
+    async fn drain_after_exit(&mut self) -> Claim {
+        let deadline = Instant::now() + DRAIN_TIMEOUT;
+        while self.conn.inbound.read_for(deadline).await {
+            if let Some(claim) = self.decode_frames() {
+                if matches!(claim, Claim::Death(_)) {
+                    // A violation in its last words: the exit status still
+                    // decides how the death reads (MEMORY, TIMEOUT).
+                    self.process.reap().await;
+                }
+                return claim;
+            }
+        }
+        self.claim_exit().await
+    }
+
+    /// The worker exited without `End`: reap it (and whatever is left of
+    /// its process group) and say how it ended.
+    async fn claim_exit(&mut self) -> Claim {
+        match self.process.reap().await {
+            Some(st) => Claim::Death(format!(
+                "the worker process {}",
+                dsh_exec::process::describe_status(st)
+            )),
+            None => Claim::Death("the worker process exited but could not be reaped".into()),
+        }
+    }
+
+    fn on_worker(&mut self, msg: WorkerMsg) -> Option<Claim> {
+        let handshake = self.phase.handshake();
+        match (handshake, msg) {
+            (Some(Handshake::AwaitHello), msg @ WorkerMsg::Hello { .. }) => {
+                if let Err(e) = handshake::check_hello(&msg, self.process.pid()) {
+                    return violation(e);
+                }
+                self.send_init();
+                None
+            }
+            (Some(Handshake::AwaitReady), WorkerMsg::Ready { sandbox }) => {
+                self.sandbox = Some(sandbox);
+                if self.refill.is_some() {
+                    self.refill_at = Some(Instant::now() + REFILL_AFTER);
+                }
+                match &mut self.phase {
+                    // The worker was told with `Init`, or since.
+                    Phase::Cancelling { handshake, .. } => *handshake = None,
+                    _ => self.phase = Phase::Running,
+                }
+                None
+            }
+            // A worker may end before Go (sandbox refused, engine failure).
+            (handshake, WorkerMsg::End { mut result }) => {
+                // Only a worker that never said Ready may report its
+                // sandbox here (a strict refusal); afterwards `Ready`'s
+                // report stands.
+                if matches!(handshake, Some(Handshake::AwaitReady)) && self.sandbox.is_none() {
+                    self.sandbox = result.sandbox.take();
+                }
+                Some(Claim::End(result))
+            }
+            (None, WorkerMsg::Phase { title, workflow }) if self.phase.body_may_run() => {
+                // The host bounds narration itself rather than trusting the
+                // worker's budget: a hostile worker cannot grow the event
+                // history without limit.
+                self.narration.phases += 1;
+                if !self.phase.is_cancelling() && self.narration.phases <= MAX_PHASE_EVENTS {
+                    self.hub.emit(EventKind::Phase {
+                        title: crate::events::shown_label(&title),
+                        workflow: workflow.as_deref().map(crate::events::shown_label),
+                    });
+                }
+                None
+            }
+            (None, WorkerMsg::Warning { message, path }) if self.phase.body_may_run() => {
+                // Bounded on the host side too: distinct warnings only, at
+                // most MAX_WARNINGS of them, each cut like a label.
+                let message = crate::events::shown(&message, crate::events::MAX_REASON_CHARS);
+                let path = path.map(|p| crate::events::shown(&p, crate::events::MAX_REASON_CHARS));
+                if !self.phase.is_cancelling()
+                    && self.narration.warnings.len() < MAX_WARNINGS
+                    && self
+                        .narration
+                        .warnings
+                        .insert((message.clone(), path.clone()))
+                {
+                    self.hub.emit(EventKind::Warning { message, path });
+                }
+                None
+            }
+            (None, WorkerMsg::Log { message, workflow }) if self.phase.body_may_run() => {
+                // Counted like the worker counts: newlines are free.
+                self.narration.log_bytes += message.bytes().filter(|b| *b != b'\n').count() as u64;
+                let allowed = self.limits.log_bytes + LOG_MARKER_SLACK;
+                if !self.phase.is_cancelling() && self.narration.log_bytes <= allowed {
+                    self.hub.emit(EventKind::Log {
+                        message,
+                        workflow: workflow.as_deref().map(crate::events::shown_label),
+                    });
+                }
+                None
+            }
+            (None, WorkerMsg::ChildStart { call_id, request }) if self.phase.body_may_run() => {
+                self.unqueue(call_id);
+                self.on_child_start(call_id, request)
+            }
+            (
+                None,
+                WorkerMsg::ChildQueued {
+                    call_id,
+                    label,
+                    phase,
+                    workflow,
+                },
+            ) if self.phase.body_may_run() => self.on_child_queued(call_id, label, phase, workflow),
+            (None, WorkerMsg::WorkflowLoad { call_id, target }) if self.phase.body_may_run() => {
+                self.on_workflow_load(call_id, target);
+                None
+            }
+            (_, msg) => violation(format_args!(
+                "unexpected message {} at this point",
+                msg_name(&msg)
+            )),
+        }
+    }
+}
+
+impl Supervisor {
+    /// A call waits for a slot: `workflow/agent-queued` (`waiting: true`).
+    /// Checked like a `ChildStart` is (a new call id, within
+    /// `maxTotalAgents`), so a worker cannot grow the queue's record
+    /// without bound.
+    fn on_child_queued(
+        &mut self,
+        call_id: CallId,
+        label: String,
+        phase: Option<String>,
+        workflow: Option<String>,
+    ) -> Option<Claim> {
+        // Calls queue in admission order, so their ids only grow.
+        if call_id <= self.last_queued {
+            return violation(format_args!(
+                "queued call id {call_id} reused or out of order"
+            ));
+        }
+        self.last_queued = call_id;
+        if call_id > u64::from(self.limits.max_total_agents) {
+            return violation(format_args!(
+                "queued call id {call_id} is above maxTotalAgents"
+            ));
+        }
+        if self.phase.is_cancelling() {
+            // The worker rejects its queued calls: none of them will run.
+            return None;
+        }
+        let q = Queued {
+            label: crate::events::shown_label(&label),
+            phase: phase.as_deref().map(crate::events::shown_label),
+            workflow: workflow.as_deref().map(crate::events::shown_label),
+        };
+        self.emit_queued(call_id, &q, true);
+        self.queued.insert(call_id, q);
+        None
+    }
+
+    /// A queued call left the queue (its `ChildStart` came): `waiting: false`.
+    fn unqueue(&mut self, call_id: CallId) {
+        if let Some(q) = self.queued.remove(&call_id) {
+            self.emit_queued(call_id, &q, false);
+        }
+    }
+
+    /// `waiting: false` for every call still queued when the run settles:
+    /// each `waiting: true` is paired before `workflow/end`.
+    pub(super) fn emit_unqueued(&self) {
+        for (id, q) in &self.queued {
+            self.emit_queued(*id, q, false);
+        }
+    }
+
+    fn emit_queued(&self, seq: CallId, q: &Queued, waiting: bool) {
+        self.hub.emit(EventKind::AgentQueued {
+            seq,
+            label: q.label.clone(),
+            phase: q.phase.clone(),
+            waiting,
+            workflow: q.workflow.clone(),
+        });
+    }
+}
+
+fn violation(what: impl std::fmt::Display) -> Option<Claim> {
+    Some(Claim::Death(format!("protocol violation: {what}")))
+}
+
+async fn recv_opt(cmds: &mut Option<mpsc::UnboundedReceiver<Command>>) -> Option<Command> {
+    match cmds {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,686 @@
+//! Durable runs for applications: a run that keeps its run directory and
+//! journal ([`Durable::new_run`]), a stored run made ready to resume
+//! ([`StoredRun::resume`]), and the run itself while it goes
+//! ([`DurableRun`]). `dsh workflow run` and `dsh workflow resume` are thin
+//! callers of these.
+//!
+//! Nothing here prints: what a user should hear about the run directory
+//! (it could not be created, the last journal line was torn) is collected
+//! as [`JournalWarning`]s for the caller to show.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use super::rundir::{
+    self, ProviderSpec, RunDir, RunInfo, args_from_json, args_to_json, limits_from_json,
+    limits_to_json, sha256_hex,
+};
+use super::writer::JournalWriter;
+use super::{
+    DEFAULT_JOURNAL_LIMIT, JournalError, Journaling, JournalingProvider, Line, Replay, reader,
+};
+use dsh_engine::result::RunResult;
+use dsh_engine::run::{StartError, StartRequest, WorkflowRun, new_run_id, start};
+use dsh_engine::script::Meta;
+use dsh_seam::SubagentProvider;
+
+/// Whether a run keeps a run directory and journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JournalMode {
+    /// Keep `<runs-dir>/<id>/` with `run.json`, the script copy and the
+    /// journal; the run can be resumed.
+    Keep,
+    /// Keep nothing (the run cannot be resumed); a recording still works.
+    Off,
+}
+
+/// How a new durable run is kept.
+#[derive(Debug, Clone)]
+pub struct DurableOptions {
+    /// Where run directories go (the CLI's default is [`rundir::DEFAULT_RUNS_DIR`]).
+    pub runs_dir: PathBuf,
+    /// Whether to keep a run directory and journal.
+    pub journal: JournalMode,
+    /// Also write this attempt's answers as a fixture file here.
+    pub record: Option<PathBuf>,
+    /// The journal's size limit in bytes; `None` is
+    /// [`DEFAULT_JOURNAL_LIMIT`].
+    /// A call that would take the journal past it fails with `BUDGET`.
+    pub journal_limit: Option<u64>,
+}
+
+/// Something about the run directory the user should know; the run goes on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JournalWarning {
+    /// No run directory could be made: the run keeps no journal.
+    #[error(
+        "{problem}; this run keeps no journal and cannot be resumed (pass --runs-dir DIR, or --no-journal to silence this)"
+    )]
+    NoJournal {
+        /// Why the run directory could not be made.
+        problem: String,
+    },
+    /// The run directory could not be locked or written once the run started.
+    #[error("cannot keep the run directory ({problem}); this run cannot be resumed")]
+    NoRunDir {
+        /// What failed.
+        problem: String,
+    },
+    /// `result.json` could not be written.
+    #[error("cannot write the run's result ({problem})")]
+    NoResult {
+        /// What failed.
+        problem: String,
+    },
+    /// Answers reached the script but not the journal (the disk filled up,
+    /// or the file could not be written): a resume asks those calls again.
+    #[error(
+        "{} answer(s) reached the script but could not be journaled (calls {}); a resume will ask them again",
+        seqs.len(),
+        seqs.iter().map(|s| format!("#{s}")).collect::<Vec<_>>().join(", ")
+    )]
+    Unjournaled {
+        /// The calls' `seq`s.
+        seqs: Vec<u64>,
+    },
+    /// The run's events could not be kept in its run directory
+    /// (`events.jsonl`): the report of this attempt has no logs.
+    #[error("cannot keep the run's events in {path} ({problem}); its report will have no logs")]
+    NoEvents {
+        /// The events file, as displayed.
+        path: String,
+        /// What failed.
+        problem: String,
+    },
+    /// The run's events reached the size limit of `events.jsonl` (the
+    /// journal's limit): the later ones were not kept there.
+    #[error(
+        "{path} reached its size limit ({limit} bytes, the journal's: --journal-limit); the run's later events are not kept there, so its report's logs stop where the file does"
+    )]
+    EventsCapped {
+        /// The events file, as displayed.
+        path: String,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// A crash cut the journal's last line; it is ignored.
+    #[error("{path}: the last line was cut off by a crash and is ignored")]
+    TornLine {
+        /// The journal file, as displayed.
+        path: String,
+    },
+}
+
+/// The run directory, journal and recording of one run (or resume), before
+/// the run starts. [`Durable::start`] starts the run with it.
+pub struct Durable {
+    /// Where the run directory goes and what `run.json` will say; `None`
+    /// without a journal, or for a resume (its directory exists).
+    pending: Option<(PathBuf, RunInfo, String)>,
+    dir: Mutex<Option<RunDir>>,
+    state: Option<Arc<Journaling>>,
+    record: Option<PathBuf>,
+    /// Set for a resume: the run's id.
+    resumed: Option<String>,
+    attempt: u32,
+    warnings: Mutex<Vec<JournalWarning>>,
+}
+
+impl Durable {
+    /// Neither a journal nor a recording.
+    fn none() -> Durable {
+        Durable {
+            pending: None,
+            dir: Mutex::new(None),
+            state: None,
+            record: None,
+            resumed: None,
+            attempt: 1,
+            warnings: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Prepares the run directory of a new run (unless the journal is off)
+    /// and wraps the request's provider with the journal. `script` is the
+    /// file the request was read from (kept in `run.json` so a resume finds
+    /// it); `provider` says how a resume answers the calls that were not
+    /// journaled. Where no run directory can be made, the run goes on
+    /// without one and a [`JournalWarning::NoJournal`] says so.
+    pub fn new_run(
+        req: &mut StartRequest,
+        script: &Path,
+        provider: ProviderSpec,
+        options: &DurableOptions,
+    ) -> Durable {
+        let journal = options.journal == JournalMode::Keep;
+        if !journal && options.record.is_none() {
+            return Durable::none();
+        }
+        let mut durable = Durable::none();
+        durable.record = options.record.clone();
+        let id = new_run_id();
+        req.run_id = Some(id.clone());
+        let root = options.runs_dir.clone();
+        let dir = root.join(&id);
+        // A run matters more than its journal: where no run directory can
+        // be kept (a read-only working directory, say), say so and run.
+        let mut writer = None;
+        if journal {
+            let opened = std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("cannot create the run directory {}: {e}", dir.display()))
+                .and_then(|()| {
+                    JournalWriter::open(&dir.join(rundir::JOURNAL_FILE), None)
+                        .map_err(|e| e.to_string())
+                });
+            match opened {
+                Ok(w) => writer = Some(w),
+                Err(problem) => durable.warn(JournalWarning::NoJournal { problem }),
+            }
+        }
+        if let Some(w) = &writer {
+            w.append(&Line::Attempt {
+                attempt: 1,
+                pid: std::process::id(),
+                at: super::now_ms(),
+            });
+            let ext = script
+                .extension()
+                .map(|e| e.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "ts".into());
+            let args = args_to_json(&req.args);
+            let info = RunInfo {
+                version: 1,
+                id: id.clone(),
+                name: String::new(),
+                script: absolute(script).display().to_string(),
+                script_copy: format!("script.{ext}"),
+                script_hash: sha256_hex(req.source.as_bytes()),
+                args_hash: sha256_hex(args.to_string().as_bytes()),
+                args,
+                meta: Value::Null,
+                limits: limits_to_json(&req.limits),
+                sandbox: req.sandbox.as_str().into(),
+                provider,
+                started_at: super::now_ms(),
+            };
+            durable.pending = Some((root, info, req.source.clone()));
+        }
+        let state = Arc::new(
+            Journaling::new(writer, None, options.record.as_deref())
+                .with_limit(options.journal_limit.unwrap_or(DEFAULT_JOURNAL_LIMIT)),
+        );
+        req.provider = Some(Arc::new(JournalingProvider::new(
+            req.provider.take(),
+            state.clone(),
+        )));
+        durable.state = Some(state);
+        durable
+    }
+
+    /// What the user should hear so far (each warning once).
+    pub fn take_warnings(&self) -> Vec<JournalWarning> {
+        self.warnings
+            .lock()
+            .map(|mut w| std::mem::take(&mut *w))
+            .unwrap_or_default()
+    }
+
+    fn warn(&self, w: JournalWarning) {
+        if let Ok(mut list) = self.warnings.lock() {
+            list.push(w);
+        }
+    }
+
+    /// Starts the run (see [`start`]). When it cannot start, the run
+    /// directory prepared for it is removed and the error returned.
+    pub fn start(self, req: StartRequest) -> Result<DurableRun, StartError> {
+        match start(req) {
+            Ok(run) => {
+                self.started(&run);
+                let events = self.keep_events(&run);
+                Ok(DurableRun {
+                    run,
+                    durable: self,
+                    events,
+                })
+            }
+            Err(e) => {
+                self.abandon();
+                Err(e)
+            }
+        }
+    }
+
+    /// The run exists: lock its directory and write `run.json` with the
+    /// meta the run resolved.
+    fn started(&self, run: &WorkflowRun) {
+        let Some((root, info, source)) = &self.pending else {
+            return;
+        };
+        let mut info = info.clone();
+        info.name = run.meta().name.clone();
+        info.meta = serde_json::to_value(run.meta()).unwrap_or(Value::Null);
+        match RunDir::create(root, info, source) {
+            Ok(d) => {
+                // What a resume after a power loss needs besides the
+                // journal: synced with the first answer, so runs that have
+                // nothing to resume pay nothing.
+                if let Some(state) = &self.state {
+                    state.also_sync(vec![
+                        d.path.join(rundir::RUN_FILE),
+                        d.path.join(&d.info.script_copy),
+                        d.path.clone(),
+                        root.clone(),
+                        root.parent().map(Path::to_path_buf).unwrap_or_default(),
+                    ]);
+                }
+                if let Ok(mut slot) = self.dir.lock() {
+                    *slot = Some(d);
+                }
+            }
+            Err(e) => self.warn(JournalWarning::NoRunDir {
+                problem: e.to_string(),
+            }),
+        }
+    }
+
+    /// Appends the run's events to `events.jsonl` in its run directory as
+    /// they come (a subscriber of its own, so a slow terminal never costs
+    /// it events), so a report has the logs without any flag; within the
+    /// journal's size limit ([`dsh_engine::events_file`]), on a thread of its
+    /// own. `None`
+    /// without a run directory, or when the file cannot be opened (said
+    /// as a warning).
+    fn keep_events(&self, run: &WorkflowRun) -> Option<EventsWriter> {
+        let dir = self
+            .dir
+            .lock()
+            .ok()
+            .and_then(|d| d.as_ref().map(|d| d.path.clone()))?;
+        let path = dir.join(rundir::EVENTS_FILE);
+        // The journal's limit: the run directory's other file that grows
+        // with the run, and the one bound the user sets for it.
+        let limit = self
+            .state
+            .as_ref()
+            .map_or(DEFAULT_JOURNAL_LIMIT, |s| s.limit());
+        match open_events(&path) {
+            Ok(file) => Some(EventsWriter {
+                task: tokio::spawn(dsh_engine::events_file::write_events(
+                    file,
+                    run.subscribe(),
+                    Some(limit),
+                )),
+                path,
+                limit,
+            }),
+            Err(e) => {
+                self.warn(JournalWarning::NoEvents {
+                    path: path.display().to_string(),
+                    problem: e.to_string(),
+                });
+                None
+            }
+        }
+    }
+
+    /// The run never started: remove the directory prepared for it.
+    fn abandon(&self) {
+        if let Some((root, info, _)) = &self.pending {
+            let _ = std::fs::remove_dir_all(root.join(&info.id));
+        }
+    }
+}
+
+/// A running durable run: the [`WorkflowRun`] (reach it with
+/// [`DurableRun::run`]) and its journal. [`DurableRun::finish`] disposes
+/// the run and keeps its result.
+pub struct DurableRun {
+    run: WorkflowRun,
+    durable: Durable,
+    events: Option<EventsWriter>,
+}
+
+/// The task appending a run's events to its run directory.
+struct EventsWriter {
+    task: tokio::task::JoinHandle<dsh_engine::events_file::Written>,
+    path: PathBuf,
+    limit: u64,
+}
+
+/// Opens (creating) a run directory's events file for appending: never
+/// through a symlink, and only a regular file (a run directory is data).
+fn open_events(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(f)
+}
+
+/// What [`DurableRun::finish`] reports.
+#[derive(Debug)]
+pub struct Finished {
+    /// How the run settled.
+    pub result: RunResult,
+    /// Calls answered from the journal of an earlier attempt.
+    pub replayed: u64,
+    /// Calls that ran live in this attempt.
+    pub live: u64,
+    /// The run's id when this was a resume.
+    pub resumed: Option<String>,
+    /// The recording could not be written (`record` of the options).
+    pub record_error: Option<(PathBuf, JournalError)>,
+    /// What the user should hear that was not taken yet
+    /// ([`DurableRun::take_warnings`]).
+    pub warnings: Vec<JournalWarning>,
+}
+
+impl DurableRun {
+    /// The run: its events, cancel, terminate.
+    pub fn run(&self) -> &WorkflowRun {
+        &self.run
+    }
+
+    /// See [`Durable::take_warnings`].
+    pub fn take_warnings(&self) -> Vec<JournalWarning> {
+        self.durable.take_warnings()
+    }
+
+    /// The run directory's events file, when the run keeps one (see
+    /// [`rundir::EVENTS_FILE`]).
+    pub fn events_file(&self) -> Option<&Path> {
+        self.events.as_ref().map(|w| w.path.as_path())
+    }
+
+    /// The run directory the journal is kept in; `None` without a journal.
+    pub fn run_dir(&self) -> Option<PathBuf> {
+        self.durable
+            .dir
+            .lock()
+            .ok()
+            .and_then(|d| d.as_ref().map(|d| d.path.clone()))
+    }
+
+    /// Waits for the run to settle (cancel it through [`DurableRun::run`]
+    /// to stop it sooner), disposes it ([`WorkflowRun::dispose`]), then
+    /// syncs the journal and writes `result.json` and the recording.
+    pub async fn finish(self) -> Finished {
+        self.run.result().await;
+        let result = self.run.dispose().await;
+        let d = &self.durable;
+        if let Some(w) = self.events {
+            // Ends with the run's `workflow/end`, which came before the
+            // result.
+            if let Ok(written) = w.task.await {
+                let path = w.path.display().to_string();
+                if let Some(e) = written.error {
+                    d.warn(JournalWarning::NoEvents {
+                        path,
+                        problem: e.to_string(),
+                    });
+                } else if written.capped {
+                    d.warn(JournalWarning::EventsCapped {
+                        path,
+                        limit: w.limit,
+                    });
+                }
+            }
+        }
+        let mut finished = Finished {
+            result,
+            replayed: 0,
+            live: 0,
+            resumed: d.resumed.clone(),
+            record_error: None,
+            warnings: Vec::new(),
+        };
+        let Some(state) = &d.state else {
+            finished.warnings = d.take_warnings();
+            return finished;
+        };
+        state.flush().await;
+        finished.replayed = state.replayed();
+        finished.live = state.live();
+        let unjournaled = state.unjournaled();
+        if !unjournaled.is_empty() {
+            d.warn(JournalWarning::Unjournaled {
+                seqs: unjournaled.clone(),
+            });
+        }
+        let dir = d.dir.lock().ok().and_then(|mut slot| slot.take());
+        if let Some(dir) = &dir {
+            let mut doc = json!({
+                "result": finished.result.to_json(),
+                "endedAt": super::now_ms(),
+                "attempt": d.attempt,
+                "replayed": finished.replayed,
+                "live": finished.live,
+            });
+            if !unjournaled.is_empty() {
+                doc["unjournaled"] = json!(unjournaled);
+            }
+            if let Err(e) = dir.write_result(&doc) {
+                d.warn(JournalWarning::NoResult {
+                    problem: e.to_string(),
+                });
+            }
+        }
+        if let Some(path) = &d.record
+            && let Err(e) = state.write_recording(path)
+        {
+            finished.record_error = Some((path.clone(), e));
+        }
+        finished.warnings = d.take_warnings();
+        finished
+    }
+}
+
+/// How a stored run is resumed.
+#[derive(Debug, Clone, Default)]
+pub struct ResumeOptions {
+    /// Run the script even if it changed; only calls whose keys still
+    /// match are replayed.
+    pub allow_changed: bool,
+    /// Wall-clock budget of this attempt (default: the run's own).
+    pub timeout: Option<std::time::Duration>,
+    /// Write this attempt's answers as a fixture file here.
+    pub record: Option<PathBuf>,
+    /// The journal's size limit in bytes for this attempt (the journal as
+    /// a whole, earlier attempts included); `None` is
+    /// [`DEFAULT_JOURNAL_LIMIT`].
+    pub journal_limit: Option<u64>,
+    /// Which journaled answers are replayed (`--retry-failed`:
+    /// [`Replay::Completed`]).
+    pub replay: Replay,
+}
+
+/// Why a stored run cannot be resumed.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError<E> {
+    /// The run directory, its script or its journal (the message says
+    /// which file and how to fix it).
+    #[error("{0}")]
+    Run(String),
+    /// The provider for the calls that are not replayed could not be made.
+    #[error(transparent)]
+    Provider(E),
+}
+
+/// A run directory on disk, locked by this process while the value lives.
+#[derive(Debug)]
+pub struct StoredRun {
+    dir: RunDir,
+}
+
+impl StoredRun {
+    /// Finds a run by id under `runs_dir`, or by the path of its directory,
+    /// and locks it (a run is never resumed twice at once).
+    pub fn open(runs_dir: &Path, run: &str) -> Result<StoredRun, JournalError> {
+        let path = rundir::resolve(runs_dir, run)?;
+        Ok(StoredRun {
+            dir: RunDir::open(&path)?,
+        })
+    }
+
+    /// What `run.json` says.
+    pub fn info(&self) -> &RunInfo {
+        &self.dir.info
+    }
+
+    /// The run directory.
+    pub fn path(&self) -> &Path {
+        &self.dir.path
+    }
+
+    /// The request and journal of the next attempt: the script (its file
+    /// if still there, else the copy; refused if it changed unless
+    /// `allow_changed`), the run's args, limits and sandbox, and a provider
+    /// that replays the journaled answers and asks `provider_for` (given
+    /// the run's [`ProviderSpec`]) for one to answer the rest. The request
+    /// has no worker command: set one, or let [`start`] resolve it.
+    pub fn resume<E>(
+        self,
+        options: &ResumeOptions,
+        provider_for: impl FnOnce(&ProviderSpec) -> Result<Option<Arc<dyn SubagentProvider>>, E>,
+    ) -> Result<(StartRequest, Durable), ResumeError<E>> {
+        let run = ResumeError::Run;
+        let dir = self.dir;
+        let info = dir.info.clone();
+        // The script: the original file if it is still there, else the copy.
+        // Both are read bounded, regular files only: `run.json` is data a
+        // cloned repository can ship, so its `script` may name `/dev/zero`
+        // or a FIFO, and the copy is a file of the run directory (never
+        // followed through a symlink, never a path out of it).
+        let script_limit = limits_from_json(&info.limits)
+            .map_or(dsh_engine::Limits::default().max_script_bytes, |l| {
+                l.max_script_bytes
+            }) as u64;
+        let original = PathBuf::from(&info.script);
+        let copy_name = Path::new(&info.script_copy);
+        if copy_name.file_name() != Some(copy_name.as_os_str()) {
+            return Err(run(format!(
+                "{}: the script copy's name {:?} is not a file name in the run directory; \
+                 the run directory was edited",
+                dir.path.join(rundir::RUN_FILE).display(),
+                info.script_copy
+            )));
+        }
+        let copy = dir.path.join(copy_name);
+        // Only a script file is read as the original: `run.json` could
+        // name `~/.netrc`, whose lines a parse error (after
+        // `--allow-changed`) would then quote.
+        let original_text = match dsh_engine::script::ScriptKind::from_path(&original) {
+            Some(_) => {
+                dsh_exec::files::read_text(&original, script_limit).map_err(|e| e.to_string())
+            }
+            None => Err("not a .ts, .mts, .js or .mjs file".to_string()),
+        };
+        let (script_path, source) = match original_text {
+            Ok(text) => (original.clone(), text),
+            Err(first) => {
+                let text = dsh_exec::files::read_own_text(&copy, script_limit).map_err(|e| {
+                    run(format!(
+                        "{}: cannot read the script ({first}) or its copy {} ({e})",
+                        info.script,
+                        copy.display()
+                    ))
+                })?;
+                (copy.clone(), text)
+            }
+        };
+        if sha256_hex(source.as_bytes()) != info.script_hash && !options.allow_changed {
+            return Err(run(format!(
+                "{} changed since run {} started (the run kept the old version as {}); \
+                 resume it unchanged, or pass --allow-changed to run the new version and replay \
+                 only the calls whose prompt and options still match",
+                script_path.display(),
+                info.id,
+                copy.display()
+            )));
+        }
+        let run_file = dir.path.join(rundir::RUN_FILE);
+        let args = args_from_json(&info.args).ok_or_else(|| {
+            run(format!(
+                "{}: the run's args are not readable by this version of dsh",
+                run_file.display()
+            ))
+        })?;
+        let mut limits = limits_from_json(&info.limits).ok_or_else(|| {
+            run(format!(
+                "{}: the run's limits are not readable by this version of dsh",
+                run_file.display()
+            ))
+        })?;
+        if options.timeout.is_some() {
+            limits.wall_timeout = options.timeout;
+            limits
+                .validate()
+                .map_err(|e| run(format!("--timeout: {}", e.message)))?;
+        }
+        let sandbox = info
+            .sandbox
+            .parse()
+            .unwrap_or(dsh_protocol::SandboxPolicy::BestEffort);
+        let provider = provider_for(&info.provider).map_err(ResumeError::Provider)?;
+
+        let journal_path = dir.journal_path();
+        let previous = reader::read(&journal_path).map_err(|e| run(e.to_string()))?;
+        let mut durable = Durable::none();
+        if previous.torn {
+            durable.warn(JournalWarning::TornLine {
+                path: journal_path.display().to_string(),
+            });
+        }
+        let attempt = previous.attempts() + 1;
+        let writer = JournalWriter::open(&journal_path, Some(previous.valid_len))
+            .map_err(|e| run(e.to_string()))?;
+        writer.append(&Line::Attempt {
+            attempt,
+            pid: std::process::id(),
+            at: super::now_ms(),
+        });
+        let state = Arc::new(
+            Journaling::replaying(
+                Some(writer),
+                Some(&previous),
+                options.replay,
+                options.record.as_deref(),
+            )
+            .with_limit(options.journal_limit.unwrap_or(DEFAULT_JOURNAL_LIMIT)),
+        );
+
+        let mut req = StartRequest::new(script_path.display().to_string(), source)
+            .with_args(args)
+            .with_limits(limits)
+            .with_sandbox(sandbox)
+            .with_meta_fallback(Meta::default_for(&original));
+        req.run_id = Some(info.id.clone());
+        req.provider = Some(Arc::new(JournalingProvider::new(provider, state.clone())));
+        durable.dir = Mutex::new(Some(dir));
+        durable.state = Some(state);
+        durable.record = options.record.clone();
+        durable.resumed = Some(info.id);
+        durable.attempt = attempt;
+        Ok((req, durable))
+    }
+}
+
+/// `path` made absolute against the working directory.
+pub fn absolute(path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    }
+}

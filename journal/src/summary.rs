@@ -1,0 +1,521 @@
+//! What a run directory says about its run, read without locking it:
+//! status, counts and the agents of the last attempt with their timings,
+//! tokens and outcomes (`dsh workflow runs`, `show` and `report`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::rundir::{self, RESULT_FILE, RunInfo};
+use super::{JournalError, Line, Outcome, reader};
+use dsh_seam::Usage;
+use dsh_seam::outcome::CallOutcome;
+
+/// Longest failure reason a summary keeps, in characters: a reason can be
+/// a child's whole stderr, and a 1,000-agent run must stay small in memory.
+pub const MAX_REASON_CHARS: usize = 2000;
+
+/// Where a run stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RunStatus {
+    /// A dsh process holds its lock; `last` is the stop reason of an
+    /// earlier attempt, if one settled.
+    Running {
+        /// The stop reason in `result.json`; `None` when no attempt settled.
+        last: Option<String>,
+    },
+    /// It settled with this stop reason.
+    Settled(String),
+    /// No process holds it and it has no result: it was killed.
+    Interrupted,
+}
+
+impl fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunStatus::Running { last: None } => f.write_str("running"),
+            RunStatus::Running { last: Some(s) } => write!(f, "running (last: {s})"),
+            RunStatus::Settled(s) => f.write_str(s),
+            RunStatus::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}
+
+/// What became of one call in the last attempt, in short: derived from
+/// [`CallSummary::outcome`] (and `replayed`), which holds the reason too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CallState {
+    /// Answered from the journal of an earlier attempt.
+    Replayed,
+    /// Started, not settled.
+    Running,
+    /// Answered with text or a structured answer.
+    Completed,
+    /// The child failed, its answer did not match the schema, or it
+    /// stalled or timed out.
+    Failed,
+    /// The provider refused to start a child.
+    StartError,
+    /// An infrastructure fault delivering the result.
+    ResultError,
+    /// Cancelled before it answered.
+    Cancelled,
+}
+
+impl CallState {
+    /// The word of the state: `replayed`, `running`, or the outcome's
+    /// [`CallOutcome::word`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallState::Replayed => "replayed",
+            CallState::Running => "running",
+            CallState::Completed => "completed",
+            CallState::Failed | CallState::ResultError => "failed",
+            CallState::StartError => "refused",
+            CallState::Cancelled => "cancelled",
+        }
+    }
+
+    fn of(replayed: bool, outcome: Option<&CallOutcome>) -> CallState {
+        match outcome {
+            _ if replayed => CallState::Replayed,
+            None => CallState::Running,
+            Some(CallOutcome::Completed) => CallState::Completed,
+            Some(CallOutcome::Cancelled) => CallState::Cancelled,
+            Some(CallOutcome::Refused { .. }) => CallState::StartError,
+            Some(CallOutcome::Undelivered { .. }) => CallState::ResultError,
+            Some(_) => CallState::Failed,
+        }
+    }
+}
+
+/// One call of the last attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallSummary {
+    /// The call's `seq` in the attempt.
+    pub seq: u64,
+    /// The call's display label.
+    pub label: String,
+    /// How it ended, as the host decided it (the journal's `verdict`; for
+    /// a replayed call, the verdict of the attempt that answered it, or
+    /// [`CallOutcome::Completed`] when the journal no longer has that
+    /// attempt); `None` while it runs, or if it never settled.
+    pub outcome: Option<CallOutcome>,
+    /// The same in short (see [`CallState`]).
+    pub state: CallState,
+    /// Its answer came from the journal of an earlier attempt.
+    pub replayed: bool,
+    /// Its phase; `None` without one (or in a journal older than phases).
+    pub phase: Option<String>,
+    /// The nested workflow that made it; `None` for the top-level script.
+    pub workflow: Option<String>,
+    /// When it started, in milliseconds since the Unix epoch.
+    pub started_at: u64,
+    /// When it settled; `None` while running. A replayed call settles as
+    /// it starts.
+    pub settled_at: Option<u64>,
+    /// How long the attempt that answered a replayed call took to answer
+    /// it; `None` for a live call (see [`CallSummary::duration_ms`]), or
+    /// when the journal does not have that attempt's answer.
+    pub answered_in_ms: Option<u64>,
+    /// The tokens its child reported (for a replayed call, the child of
+    /// the attempt that answered it).
+    pub usage: Option<Usage>,
+    /// Why it did not complete (the outcome's reason), cut to
+    /// [`MAX_REASON_CHARS`]; `None` otherwise.
+    pub reason: Option<String>,
+    /// The branch of the worktree its child changed and that was kept.
+    pub worktree: Option<String>,
+    /// The agent CLI session the call ran in (the last one named).
+    pub session: Option<String>,
+    /// Its prompt, cut to the summary's text limit; `None` unless texts
+    /// were asked for ([`summarize_with_texts`]).
+    pub prompt: Option<String>,
+    /// Its answer (a text answer as a JSON string), cut to the summary's
+    /// text limit; `None` unless texts were asked for, or without one.
+    pub answer: Option<Value>,
+}
+
+impl CallSummary {
+    /// Milliseconds from its start to its end; `None` while unsettled. For
+    /// a replayed call: how long the attempt that answered it took.
+    pub fn duration_ms(&self) -> Option<u64> {
+        if self.replayed {
+            return self.answered_in_ms;
+        }
+        self.settled_at
+            .map(|end| end.saturating_sub(self.started_at))
+    }
+
+    /// The word views print for it: its outcome's
+    /// ([`CallOutcome::word`]), or `running`.
+    pub fn word(&self) -> &'static str {
+        self.outcome.as_ref().map_or("running", CallOutcome::word)
+    }
+}
+
+/// What a settled call left for a later attempt that replays it.
+#[derive(Debug, Clone)]
+struct Answered {
+    outcome: CallOutcome,
+    usage: Option<Usage>,
+    took_ms: u64,
+    worktree: Option<String>,
+    answer: Option<Value>,
+}
+
+/// `s` cut to at most `max` characters, with `…` where it was cut.
+pub fn cut(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_string(),
+        Some((i, _)) => format!("{}…", &s[..i]),
+    }
+}
+
+/// An answer as a summary keeps it: a text, or a structured value whose
+/// JSON text fits `max` characters; a larger structured value becomes its
+/// JSON text, cut short (a string, so nobody mistakes it for the answer).
+fn kept_answer(outcome: &Outcome, max: usize) -> Option<Value> {
+    match outcome {
+        Outcome::Text(t) => Some(Value::String(cut(t, max))),
+        Outcome::Structured(v) => {
+            let text = v.to_string();
+            if text.chars().count() <= max {
+                Some(v.clone())
+            } else {
+                Some(Value::String(cut(&text, max)))
+            }
+        }
+        _ => None,
+    }
+}
+
+/// What `runs` and `show` say about one run directory.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    /// Its `run.json`.
+    pub info: RunInfo,
+    /// Where it stands.
+    pub status: RunStatus,
+    /// `result.json`, once an attempt settled.
+    pub result: Option<Value>,
+    /// Calls of the last attempt that completed live.
+    pub done: u64,
+    /// Calls of the last attempt that failed, were refused or faulted.
+    pub failed: u64,
+    /// Calls of the last attempt answered from the journal.
+    pub replayed: u64,
+    /// Milliseconds from the run's creation to the end of its last settled
+    /// attempt; `None` without a result.
+    pub elapsed_ms: Option<u64>,
+    /// The calls of the last attempt, in call order.
+    pub calls: Vec<CallSummary>,
+    /// Calls of the last settled attempt whose answers reached the script
+    /// but not the journal (`result.json`'s `unjournaled`).
+    pub unjournaled: Vec<u64>,
+    /// When the last attempt began (its `attempt` line); `None` for a
+    /// journal without one.
+    pub attempt_started_at: Option<u64>,
+    /// What could not be read and was left out (a `result.json` that is a
+    /// symlink, a FIFO, too large, not JSON), one line each, naming the
+    /// file; the caller shows them.
+    pub warnings: Vec<String>,
+}
+
+/// Reads one run directory, without prompts and answers.
+pub fn summarize(dir: &Path) -> Result<RunSummary, JournalError> {
+    summarize_inner(dir, None)
+}
+
+/// Reads one run directory with each call's prompt and answer, each cut
+/// to `max_chars` characters (`dsh workflow report`).
+pub fn summarize_with_texts(dir: &Path, max_chars: usize) -> Result<RunSummary, JournalError> {
+    summarize_inner(dir, Some(max_chars))
+}
+
+/// One call of the attempt being read, with what the summary needs to
+/// find its slot (its key) and whether its answer would be replayed.
+struct Read {
+    call: CallSummary,
+    key: String,
+    replayable: bool,
+}
+
+/// Numbers the calls of one attempt by slot (the n-th call with a key, in
+/// `seq` order, is slot n: the journal's replay rule) and keeps each
+/// replayable answer for the attempts after it.
+fn close_attempt(calls: &BTreeMap<u64, Read>, answered: &mut HashMap<(String, usize), Answered>) {
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for r in calls.values() {
+        let n = counts.entry(r.key.as_str()).or_insert(0);
+        let slot = (r.key.clone(), *n);
+        *n += 1;
+        if r.call.replayed || !r.replayable {
+            continue;
+        }
+        if let (Some(outcome), Some(took_ms)) = (&r.call.outcome, r.call.duration_ms()) {
+            answered.insert(
+                slot,
+                Answered {
+                    outcome: outcome.clone(),
+                    usage: r.call.usage,
+                    took_ms,
+                    worktree: r.call.worktree.clone(),
+                    answer: r.call.answer.clone(),
+                },
+            );
+        }
+    }
+}
+
+/// The slot of each replayed call of the last attempt, filled from the
+/// attempt that answered it; without that attempt, completed.
+fn fill_replayed(calls: &mut BTreeMap<u64, Read>, answered: &HashMap<(String, usize), Answered>) {
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    for r in calls.values_mut() {
+        let n = counts.entry(r.key.clone()).or_insert(0);
+        let slot = (r.key.clone(), *n);
+        *n += 1;
+        if !r.call.replayed {
+            continue;
+        }
+        if let Some(a) = answered.get(&slot) {
+            let c = &mut r.call;
+            c.reason = a.outcome.reason().map(|m| cut(m, MAX_REASON_CHARS));
+            c.outcome = Some(a.outcome.clone());
+            c.usage = a.usage;
+            c.answered_in_ms = Some(a.took_ms);
+            c.worktree = a.worktree.clone();
+            c.answer = a.answer.clone();
+        } else {
+            // The journal no longer has the attempt that answered it (a
+            // trimmed journal, a replay of a `--record` fixture): the
+            // call was still answered as it started, so it reads
+            // completed — neither `running` nor, once the attempt
+            // settled, `cancelled`. What that answer's verdict was is
+            // not known; `replayed` says where it came from.
+            r.call.outcome = Some(CallOutcome::Completed);
+        }
+    }
+}
+
+fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, JournalError> {
+    let info = rundir::read_info(dir)?;
+    let mut warnings = Vec::new();
+    let result = read_result(&dir.join(RESULT_FILE), &mut warnings);
+    // Streamed: one line in memory at a time, whatever the journal's size;
+    // earlier attempts leave only the answers a later one may replay.
+    let mut attempt_calls: BTreeMap<u64, Read> = BTreeMap::new();
+    let mut answered: HashMap<(String, usize), Answered> = HashMap::new();
+    let mut attempt_started_at = None;
+    let mut last_attempt = 0;
+    reader::scan(&dir.join(rundir::JOURNAL_FILE), |line| match line {
+        Line::Attempt { at, attempt, .. } => {
+            close_attempt(&attempt_calls, &mut answered);
+            attempt_calls.clear();
+            attempt_started_at = Some(at);
+            last_attempt = attempt;
+        }
+        Line::Start {
+            seq,
+            key,
+            label,
+            phase,
+            workflow,
+            prompt,
+            replayed,
+            at,
+            ..
+        } => {
+            attempt_calls.insert(
+                seq,
+                Read {
+                    call: CallSummary {
+                        seq,
+                        label,
+                        outcome: None,
+                        state: CallState::Running,
+                        replayed,
+                        phase,
+                        workflow,
+                        started_at: at,
+                        // A replayed call is answered as it starts.
+                        settled_at: replayed.then_some(at),
+                        answered_in_ms: None,
+                        usage: None,
+                        reason: None,
+                        worktree: None,
+                        session: None,
+                        prompt: texts.map(|max| cut(&prompt, max)),
+                        answer: None,
+                    },
+                    key,
+                    replayable: false,
+                },
+            );
+        }
+        Line::Session { seq, session, .. } => {
+            if let Some(r) = attempt_calls.get_mut(&seq) {
+                r.call.session = Some(session);
+            }
+        }
+        Line::Settled {
+            seq,
+            outcome,
+            verdict,
+            usage,
+            worktree,
+            at,
+            ..
+        } => {
+            if let Some(r) = attempt_calls.get_mut(&seq) {
+                // A journal older than verdicts: its answer says it.
+                let verdict = verdict.unwrap_or_else(|| outcome.call_outcome());
+                r.replayable = outcome.replayable();
+                let c = &mut r.call;
+                c.reason = verdict.reason().map(|m| cut(m, MAX_REASON_CHARS));
+                c.outcome = Some(verdict);
+                c.settled_at = Some(at);
+                c.usage = usage;
+                c.worktree = worktree;
+                c.answer = texts.and_then(|max| kept_answer(&outcome, max));
+            }
+        }
+    })?;
+    fill_replayed(&mut attempt_calls, &answered);
+    // The last attempt settled (its result is written) with calls still
+    // open: the run ended around them (a kill, a forced stop) and their
+    // `agent-end`s said `cancelled`; so does the summary.
+    let settled_attempt = result
+        .as_ref()
+        .and_then(|r| r["attempt"].as_u64())
+        .is_some_and(|a| a == u64::from(last_attempt));
+    if settled_attempt {
+        for r in attempt_calls.values_mut() {
+            if r.call.outcome.is_none() {
+                r.call.outcome = Some(CallOutcome::Cancelled);
+            }
+        }
+    }
+    for r in attempt_calls.values_mut() {
+        r.call.state = CallState::of(r.call.replayed, r.call.outcome.as_ref());
+    }
+    let (mut done, mut failed, mut replayed) = (0, 0, 0);
+    for Read { call: c, .. } in attempt_calls.values() {
+        if c.replayed {
+            // Answered (and counted) in an earlier attempt.
+            replayed += 1;
+            continue;
+        }
+        match &c.outcome {
+            Some(CallOutcome::Completed) => done += 1,
+            Some(o) if o.is_failure() => failed += 1,
+            _ => {}
+        }
+    }
+    let last = result
+        .as_ref()
+        .and_then(|r| r["result"]["stopReason"].as_str())
+        .map(str::to_string);
+    let status = if rundir::is_locked(dir) {
+        RunStatus::Running { last }
+    } else {
+        last.map_or(RunStatus::Interrupted, RunStatus::Settled)
+    };
+    let unjournaled = result
+        .as_ref()
+        .and_then(|r| r["unjournaled"].as_array())
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    let elapsed_ms = result
+        .as_ref()
+        .and_then(|r| r["endedAt"].as_u64())
+        .map(|end| end.saturating_sub(info.started_at));
+    Ok(RunSummary {
+        info,
+        status,
+        result,
+        done,
+        failed,
+        replayed,
+        elapsed_ms,
+        unjournaled,
+        attempt_started_at,
+        calls: attempt_calls.into_values().map(|r| r.call).collect(),
+        warnings,
+    })
+}
+
+/// `result.json`, read the one bounded way a run directory's files are
+/// (a cloned repository can ship a run directory whose `result.json` is a
+/// link to `/dev/zero`, a FIFO or a huge file): `None` when there is none,
+/// or — with a warning naming the file — when it cannot be read.
+fn read_result(path: &Path, warnings: &mut Vec<String>) -> Option<Value> {
+    let text = match dsh_exec::files::read_own_text(path, dsh_exec::files::RESULT_LIMIT) {
+        Ok(t) => t,
+        Err(dsh_exec::files::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return None;
+        }
+        Err(e) => {
+            warnings.push(format!(
+                "{}: cannot read: {e}; the run is shown without its result",
+                path.display()
+            ));
+            return None;
+        }
+    };
+    match serde_json::from_str(&text) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            warnings.push(format!(
+                "{}: not a result of this dsh version ({e}); the run is shown without its result",
+                path.display()
+            ));
+            None
+        }
+    }
+}
+
+/// Every readable run under `runs_dir`, newest first; `None` when there is
+/// no such directory. Directories that are not runs are skipped.
+pub fn list(runs_dir: &Path) -> Result<Option<Vec<RunSummary>>, JournalError> {
+    let entries = match std::fs::read_dir(runs_dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(JournalError::io(runs_dir, e)),
+    };
+    let mut all: Vec<RunSummary> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join(rundir::RUN_FILE).is_file())
+        .filter_map(|e| summarize(&e.path()).ok())
+        .collect();
+    all.sort_by_key(|s| std::cmp::Reverse(s.info.started_at));
+    Ok(Some(all))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn cut_keeps_short_text_and_marks_a_cut() {
+        assert_eq!(cut("abc", 3), "abc");
+        assert_eq!(cut("äbcd", 2), "äb…");
+        assert_eq!(cut("", 0), "");
+    }
+
+    #[test]
+    fn a_large_structured_answer_is_kept_as_cut_text() {
+        let small = Outcome::Structured(json!({"ok": true}));
+        assert_eq!(kept_answer(&small, 100), Some(json!({"ok": true})));
+        let large = Outcome::Structured(json!({"text": "x".repeat(50)}));
+        let kept = kept_answer(&large, 10).expect("an answer");
+        assert_eq!(kept.as_str().map(|s| s.chars().count()), Some(11));
+        assert_eq!(kept_answer(&Outcome::Fail("no".into()), 10), None);
+    }
+}

@@ -1,0 +1,814 @@
+//! The agent loop of the API providers (`openai`, `anthropic`): a model
+//! that may call tools, the tools run by dsh, the results fed back, until
+//! the model answers.
+//!
+//! - [`conversation`]: the conversation in no API's format; each API
+//!   module implements [`Model`] (one turn) over it.
+//! - [`toolset`]: the tools' names and input shapes, and which tools a call
+//!   gets (read-only by default).
+//! - [`runner`]: one tool call in a sandboxed `dsh-worker tool` process.
+//! - [`run_loop`] (here): turns, tool calls, limits, the `StructuredOutput`
+//!   answer of a schema call and its one corrective turn, the usage summed
+//!   over turns, the activity a progress view shows.
+//!
+//! Not here: HTTP, retries and streaming (the API modules); the per-call
+//! stall and timeout bounds (the host's supervisor, fed by [`Progress`]).
+
+pub mod child;
+pub mod conversation;
+pub mod runner;
+pub mod toolset;
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use dsh_protocol::schema;
+
+use crate::problems::problem_list;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::command::worktree::Worktree;
+use conversation::{Input, Message, Reply, ToolResult};
+use dsh_seam::{Activity, AgentRequest, ChildResult, KeptWorktree, Progress, Usage};
+pub use runner::ToolHost;
+use runner::{ToolContext, run_tool};
+use toolset::{STRUCTURED_OUTPUT, ToolSpec};
+
+/// Default most model turns of one call.
+pub const DEFAULT_MAX_TURNS: u32 = 30;
+/// Default most tool calls of one call.
+pub const DEFAULT_MAX_TOOL_CALLS: u32 = 100;
+/// Default longest Bash command.
+pub const DEFAULT_BASH_TIMEOUT: Duration = Duration::from_secs(120);
+/// Most bytes of text and tool arguments one model turn may bring.
+const MAX_TURN_BYTES: usize = 1 << 20;
+/// Most bytes the conversation of one call may grow to (it is sent again
+/// every turn): a model or server that floods it fails the call instead.
+const MAX_CONVERSATION_BYTES: usize = 16 << 20;
+/// Longest `bash_timeout` a configuration may set.
+const MAX_BASH_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// What one turn asks of the model.
+pub struct Turn<'a> {
+    /// The model's name.
+    pub model: &'a str,
+    /// The system prompt.
+    pub system: Option<&'a str>,
+    /// The conversation so far.
+    pub messages: &'a [Message],
+    /// The tools it may call.
+    pub tools: &'a [ToolSpec],
+    /// The call's `effort`.
+    pub effort: Option<&'a str>,
+    /// The call's schema, for a model turn without tools (sent the API's
+    /// own way); `None` when the schema travels as `StructuredOutput`.
+    pub schema: Option<&'a Value>,
+    /// The bytes of the first message shared with other calls (the call's
+    /// `sharedHeadLength`), for APIs whose prompt cache is marked by the
+    /// request (Anthropic's `cache_control`).
+    pub shared_head: Option<usize>,
+}
+
+/// The byte length of the first `units` UTF-16 code units of `text` (as
+/// JavaScript counts a string's length), at a character boundary; `None`
+/// when that is none or all of it.
+pub fn shared_head(text: &str, units: u64) -> Option<usize> {
+    let mut seen = 0u64;
+    for (i, c) in text.char_indices() {
+        if seen >= units {
+            return (i > 0).then_some(i);
+        }
+        seen += c.len_utf16() as u64;
+    }
+    None
+}
+
+/// One API's way of running a turn (with its retries and streaming).
+#[async_trait]
+pub trait Model: Send + Sync {
+    /// Sends the conversation and returns the model's reply. `progress`
+    /// hears every sign of life (and [`Activity::Tokens`] as the answer
+    /// streams, counted from `so_far`). `held` is the call's share of the
+    /// host's budget for model calls, covering its conversation: the turn
+    /// grows it to cover its request and response (waiting only through
+    /// [`budget::Held::wait_cover`], which holds nothing while it waits);
+    /// the loop shrinks it back after the reply.
+    ///
+    /// [`budget::Held::wait_cover`]: crate::budget::Held::wait_cover
+    async fn turn(
+        &self,
+        turn: &Turn<'_>,
+        progress: &Progress,
+        so_far: Usage,
+        held: &mut crate::budget::Held<'static>,
+    ) -> Result<Reply, String>;
+}
+
+/// The loop's configuration: the keys of a provider's table that every
+/// provider of the loop shares (docs/providers.md, "The agent loop").
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoopSettings {
+    /// `tools`: the tools calls get when their agent type names none;
+    /// `None` is [`toolset::READ_ONLY`]; empty is none (one completion per
+    /// call).
+    pub tools: Option<Vec<String>>,
+    /// `max_turns`: most model turns of one call.
+    pub max_turns: u32,
+    /// `max_tool_calls`: most tool calls of one call.
+    pub max_tool_calls: u32,
+    /// `network`: `Bash` may open network connections.
+    pub network: bool,
+    /// `bash_timeout`: longest a `Bash` command runs.
+    #[serde(deserialize_with = "dsh_seam::units::de::duration")]
+    pub bash_timeout: Duration,
+    /// `system_prompt`: put before the agent type's system prompt.
+    pub system_prompt: Option<String>,
+    /// `workspace`: where tools run; `None` is dsh's working directory.
+    pub workspace: Option<PathBuf>,
+    /// `worktree_dir`: where `isolation: "worktree"` makes its worktrees;
+    /// `None` is the system's temporary directory.
+    pub worktree_dir: Option<PathBuf>,
+    /// The tool host program and its sandbox policy (set by the program
+    /// that builds the provider, never read from a file).
+    #[serde(skip)]
+    pub host: ToolHost,
+}
+
+/// The keys of [`LoopSettings`], as a provider's table spells them.
+pub const LOOP_KEYS: [&str; 8] = [
+    "tools",
+    "max_turns",
+    "max_tool_calls",
+    "network",
+    "bash_timeout",
+    "system_prompt",
+    "workspace",
+    "worktree_dir",
+];
+
+impl Default for LoopSettings {
+    fn default() -> Self {
+        LoopSettings {
+            tools: None,
+            max_turns: DEFAULT_MAX_TURNS,
+            max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
+            network: false,
+            bash_timeout: DEFAULT_BASH_TIMEOUT,
+            system_prompt: None,
+            workspace: None,
+            worktree_dir: None,
+            host: ToolHost::default(),
+        }
+    }
+}
+
+impl LoopSettings {
+    /// The tools `request` gets.
+    pub fn tools_for(&self, request: &AgentRequest) -> Vec<&'static str> {
+        toolset::selected(request, self.tools.as_deref())
+    }
+
+    /// The workspace of calls without a worktree.
+    pub fn base_workspace(&self) -> Result<PathBuf, String> {
+        match &self.workspace {
+            Some(p) => Ok(p.clone()),
+            None => std::env::current_dir()
+                .map_err(|e| format!("dsh's working directory is unusable as the workspace: {e}")),
+        }
+    }
+
+    /// Where worktrees go.
+    pub fn worktree_parent(&self) -> PathBuf {
+        self.worktree_dir
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("dsh-worktrees"))
+    }
+}
+
+/// Most turns and tool calls a configuration may allow.
+const MAX_LIMIT: u32 = 10_000;
+
+impl LoopSettings {
+    /// Checks the values: known tool names, limits in range.
+    pub fn check(&self) -> Result<(), crate::SetupError> {
+        check_keys(
+            self.tools.as_deref(),
+            self.max_turns,
+            self.max_tool_calls,
+            self.bash_timeout,
+        )
+    }
+
+    /// These settings with an agent type's `max_turns`, `network` and
+    /// `bash_timeout` in place of the provider's.
+    pub fn limited(&self, l: &dsh_seam::LoopLimits) -> LoopSettings {
+        LoopSettings {
+            max_turns: l.max_turns.unwrap_or(self.max_turns),
+            network: l.network.unwrap_or(self.network),
+            bash_timeout: l.bash_timeout.unwrap_or(self.bash_timeout),
+            ..self.clone()
+        }
+    }
+
+    /// Makes relative `workspace` and `worktree_dir` relative to `base`
+    /// (the configuration file's directory).
+    pub fn resolve_paths(&mut self, base: &std::path::Path) {
+        for p in [&mut self.workspace, &mut self.worktree_dir]
+            .into_iter()
+            .flatten()
+        {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+    }
+}
+
+/// Checks the loop's keys of a provider's table.
+fn check_keys(
+    tools: Option<&[String]>,
+    max_turns: u32,
+    max_tool_calls: u32,
+    bash_timeout: Duration,
+) -> Result<(), crate::SetupError> {
+    use crate::SetupError;
+    if let Some(t) = tools {
+        let unknown = toolset::unknown(t);
+        if !unknown.is_empty() {
+            return Err(SetupError::invalid(
+                "tools",
+                format!(
+                    "unknown tool{} {}; dsh runs {}",
+                    if unknown.len() == 1 { "" } else { "s" },
+                    unknown
+                        .iter()
+                        .map(|u| format!("{u:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    toolset::ALL.join(", ")
+                ),
+            ));
+        }
+    }
+    for (key, v) in [("max_turns", max_turns), ("max_tool_calls", max_tool_calls)] {
+        if v == 0 || v > MAX_LIMIT {
+            return Err(SetupError::invalid(
+                key,
+                format!("must be between 1 and {MAX_LIMIT}, got {v}"),
+            ));
+        }
+    }
+    if bash_timeout.is_zero() || bash_timeout > MAX_BASH_TIMEOUT {
+        return Err(SetupError::invalid(
+            "bash_timeout",
+            "must be longer than zero and at most 24h, e.g. \"120s\"",
+        ));
+    }
+    Ok(())
+}
+
+/// The running total of a call's tokens.
+pub struct Tally<'a>(pub &'a Mutex<Option<Usage>>);
+
+impl Tally<'_> {
+    fn add(&self, u: Usage) -> Usage {
+        let mut total = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let t = total.get_or_insert(Usage::new(0, 0));
+        *t = t.plus(u);
+        *t
+    }
+
+    fn now(&self) -> Usage {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or(Usage::new(0, 0))
+    }
+}
+
+/// One call's loop: what it needs besides the model.
+pub struct Call<'a> {
+    /// The call.
+    pub request: &'a AgentRequest,
+    /// The model's name.
+    pub model: &'a str,
+    /// The provider's loop settings.
+    pub settings: &'a LoopSettings,
+    /// The directory its tools run in.
+    pub workspace: PathBuf,
+    /// The tools it may use.
+    pub tools: Vec<&'static str>,
+    /// What Bash may reach of git outside the workspace (read, change):
+    /// [`runner::git_grants`].
+    pub git: (Vec<PathBuf>, Vec<PathBuf>),
+    /// Where its tokens are summed.
+    pub usage: Tally<'a>,
+    /// Its progress handle.
+    pub progress: &'a Progress,
+    /// Fires when it is cancelled.
+    pub cancel: &'a CancellationToken,
+}
+
+/// One call of an API provider, from its request to its result: the
+/// workspace (a fresh worktree under `isolation: "worktree"`, kept on a
+/// branch when the call changed it), the tools, the loop, the
+/// cancellation.
+pub struct Job<'a> {
+    /// The API.
+    pub model: &'a dyn Model,
+    /// The provider's loop settings.
+    pub settings: &'a LoopSettings,
+    /// The model when the call names none.
+    pub default_model: &'a str,
+    /// The child's id (names its worktree and branch).
+    pub child_id: &'a str,
+    /// The call.
+    pub request: &'a AgentRequest,
+    /// Where its tokens are summed.
+    pub usage: &'a Mutex<Option<Usage>>,
+    /// Its progress handle.
+    pub progress: &'a Progress,
+    /// Fires when it is cancelled.
+    pub cancel: &'a CancellationToken,
+    /// Where a kept worktree is reported.
+    pub kept: &'a Mutex<Option<KeptWorktree>>,
+}
+
+impl Job<'_> {
+    /// Runs the call; a cancel ends it with [`ChildResult::Cancelled`]
+    /// (the request and any tool process stopped at once), after which a
+    /// changed worktree is still kept.
+    pub async fn run(self) -> ChildResult {
+        let base = match self.settings.base_workspace() {
+            Ok(b) => b,
+            Err(e) => return ChildResult::Failed(e),
+        };
+        let worktree = if self.request.options.isolation.as_deref() == Some("worktree") {
+            match Worktree::create(&base, &self.settings.worktree_parent(), self.child_id).await {
+                Ok(w) => Some(w),
+                Err(e) => return ChildResult::Failed(e),
+            }
+        } else {
+            None
+        };
+        let workspace = worktree.as_ref().map_or(base, |w| w.run_dir.clone());
+        let settings = self.settings.limited(&self.request.loop_limits);
+        let tools = settings.tools_for(self.request);
+        let git = if tools.contains(&"Bash") {
+            runner::git_grants(worktree.as_ref().map(Worktree::git_dirs))
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        let call = Call {
+            request: self.request,
+            model: self
+                .request
+                .options
+                .model
+                .as_deref()
+                .unwrap_or(self.default_model),
+            settings: &settings,
+            workspace,
+            tools,
+            git,
+            usage: Tally(self.usage),
+            progress: self.progress,
+            cancel: self.cancel,
+        };
+        // The loop watches the token itself: a model turn is dropped at
+        // once, a tool process is stopped in steps (its shell's group
+        // with it), never just dropped.
+        let result = run_loop(self.model, call).await;
+        if let Some(w) = worktree {
+            let kept = w.finish(self.child_id).await;
+            *self.kept.lock().unwrap_or_else(|e| e.into_inner()) = kept;
+        }
+        result
+    }
+}
+
+/// Runs `call` to its answer. Every failure is a reason (`agent()`
+/// resolves `null`); nothing is retried here (the API module retries
+/// requests).
+pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
+    let req = call.request;
+    let schema = req.schema.as_ref();
+    // With no tools the call is one completion, its schema sent the API's
+    // own way; with tools, a schema call answers with StructuredOutput.
+    let specs = if call.tools.is_empty() {
+        Vec::new()
+    } else {
+        toolset::specs(&call.tools, schema)
+    };
+    let system = system_prompt(&call, schema.is_some() && !specs.is_empty());
+    let mut messages = vec![Message::User(req.prompt.clone())];
+    let mut corrected = false;
+    // The problems of the answer the last turn corrected, for the reason
+    // should the corrective request itself fail.
+    let mut correcting: Option<String> = None;
+    let mut tool_calls = 0u32;
+    let mut conversation_bytes = req.prompt.len();
+    // The call's share of the host's budget for model calls (every call's
+    // together): its conversation for as long as the call, and a turn's
+    // request and response during the turn (budget's module docs).
+    let mut held = crate::budget::Held::new();
+    for turn in 1..=call.settings.max_turns {
+        if conversation_bytes > MAX_CONVERSATION_BYTES {
+            return ChildResult::Failed(format!(
+                "gave up before turn {turn}: the conversation grew to {conversation_bytes} bytes, \
+                 over the limit of {MAX_CONVERSATION_BYTES} (tool output and answers of the \
+                 earlier turns)"
+            ));
+        }
+        if let Err(e) = held.cover(conversation_bytes, "the conversation") {
+            return ChildResult::Failed(format!("gave up before turn {turn}: {e}"));
+        }
+        call.progress.activity(Activity::Turn { turn });
+        let ask = Turn {
+            model: call.model,
+            system: system.as_deref(),
+            messages: &messages,
+            tools: &specs,
+            effort: req.options.effort.as_deref(),
+            schema: if specs.is_empty() { schema } else { None },
+            shared_head: req
+                .options
+                .shared_head_length
+                .and_then(|n| shared_head(&req.prompt, n)),
+        };
+        let reply = tokio::select! {
+            biased;
+            _ = call.cancel.cancelled() => return ChildResult::Cancelled,
+            r = model.turn(&ask, call.progress, call.usage.now(), &mut held) => r,
+        };
+        let reply = match reply {
+            Ok(r) => r,
+            Err(reason) => {
+                return ChildResult::Failed(match (&correcting, turn) {
+                    (Some(problems), _) => {
+                        format!("{problems}\nThe corrective request then failed: {reason}")
+                    }
+                    (None, 1) => reason,
+                    (None, _) => format!("turn {turn}: {reason}"),
+                });
+            }
+        };
+        correcting = None;
+        let turn_bytes = reply.text.len()
+            + reply
+                .tool_calls
+                .iter()
+                .map(|c| c.name.len() + c.input.as_value().to_string().len())
+                .sum::<usize>();
+        if turn_bytes > MAX_TURN_BYTES {
+            return ChildResult::Failed(format!(
+                "turn {turn}: the model's answer is {turn_bytes} bytes of text and tool \
+                 arguments, over the limit of {MAX_TURN_BYTES} bytes per turn"
+            ));
+        }
+        conversation_bytes += turn_bytes;
+        // The turn's request and response are parsed and gone: the call
+        // keeps its conversation's share only.
+        held.shrink_to(conversation_bytes);
+        if let Some(u) = reply.usage {
+            let total = call.usage.add(u);
+            call.progress.activity(Activity::Tokens { usage: total });
+        }
+        if reply.tool_calls.is_empty() {
+            let Some(schema) = schema else {
+                return ChildResult::Text(reply.text);
+            };
+            // No StructuredOutput call: a model that answered with the
+            // JSON as text is taken at its word when the JSON is valid.
+            let problems = match text_answer(schema, &reply) {
+                Ok(v) => return ChildResult::Structured(v),
+                Err(p) => p,
+            };
+            if corrected {
+                return ChildResult::Failed(format!("{problems}\n(after one corrective turn)"));
+            }
+            corrected = true;
+            messages.push(Message::Assistant {
+                text: reply.text,
+                tool_calls: Vec::new(),
+            });
+            messages.push(Message::User(correction(&problems, !specs.is_empty())));
+            correcting = Some(problems);
+            continue;
+        }
+        let calls = reply.tool_calls.clone();
+        messages.push(Message::Assistant {
+            text: reply.text,
+            tool_calls: reply.tool_calls,
+        });
+        let mut results = Vec::with_capacity(calls.len());
+        for c in calls {
+            if c.name == STRUCTURED_OUTPUT
+                && let Some(schema) = schema
+            {
+                match structured_answer(schema, &c.input) {
+                    Ok(v) => return ChildResult::Structured(v),
+                    Err(problems) if corrected => {
+                        return ChildResult::Failed(format!(
+                            "{problems}\n(after one corrective turn)"
+                        ));
+                    }
+                    Err(problems) => {
+                        corrected = true;
+                        results.push(ToolResult {
+                            id: c.id,
+                            content: correction(&problems, true),
+                            is_error: true,
+                        });
+                        correcting = Some(problems);
+                        continue;
+                    }
+                }
+            }
+            tool_calls += 1;
+            if tool_calls > call.settings.max_tool_calls {
+                return ChildResult::Failed(format!(
+                    "gave up: the model made more than {} tool calls without answering \
+                     (max_tool_calls; raise it in the provider's table or the agent type)",
+                    call.settings.max_tool_calls
+                ));
+            }
+            let result = run_one(&call, &c.name, &c.id, &c.input).await;
+            conversation_bytes += result.content.len();
+            results.push(result);
+            if call.cancel.is_cancelled() {
+                return ChildResult::Cancelled;
+            }
+        }
+        messages.push(Message::ToolResults(results));
+    }
+    ChildResult::Failed(format!(
+        "gave up: the model used all {} turns (max_turns) without answering; raise max_turns \
+         in the provider's table or the agent type, or ask for less",
+        call.settings.max_turns
+    ))
+}
+
+/// Runs one tool call (or refuses a tool the call does not have) and
+/// reports it as activity.
+async fn run_one(call: &Call<'_>, name: &str, id: &str, input: &Input) -> ToolResult {
+    let started = Instant::now();
+    let value = input.as_value();
+    call.progress.activity(Activity::ToolCall {
+        tool: name.to_string(),
+        detail: toolset::detail(name, &value),
+    });
+    let outcome = if !call.tools.contains(&name) {
+        runner::ToolOutcome {
+            status: "denied".into(),
+            output: format!(
+                "{name} is not one of your tools here; use one of: {}",
+                if call.tools.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    call.tools.join(", ")
+                }
+            ),
+        }
+    } else if let Input::Unparsable(raw) = input {
+        runner::ToolOutcome {
+            status: "error".into(),
+            output: format!(
+                "{name}: the arguments are not a JSON object: {}",
+                toolset::cut(raw, 200)
+            ),
+        }
+    } else {
+        let (shell_read, shell_write) = call.git.clone();
+        let ctx = ToolContext {
+            host: call.settings.host.clone(),
+            workspace: call.workspace.clone(),
+            network: call.settings.network,
+            bash_timeout: call.settings.bash_timeout,
+            shell_read,
+            shell_write,
+        };
+        run_tool(&ctx, name, &value, call.cancel, call.progress).await
+    };
+    call.progress.activity(Activity::ToolEnd {
+        tool: name.to_string(),
+        status: outcome.status.clone(),
+        ms: runner::ms_since(started),
+        message: outcome
+            .is_error()
+            .then(|| toolset::cut(&outcome.output, 200)),
+    });
+    ToolResult {
+        id: id.to_string(),
+        is_error: outcome.is_error(),
+        content: outcome.output,
+    }
+}
+
+/// The system prompt: the provider's, the agent type's, and how to work
+/// (and answer a schema call).
+fn system_prompt(call: &Call<'_>, structured_tool: bool) -> Option<String> {
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(p) = call
+        .settings
+        .system_prompt
+        .as_deref()
+        .filter(|p| !p.trim().is_empty())
+    {
+        parts.push(p.to_string());
+    }
+    if let Some(p) = call
+        .request
+        .system_prompt
+        .as_deref()
+        .filter(|p| !p.trim().is_empty())
+    {
+        parts.push(p.to_string());
+    }
+    if !call.tools.is_empty() {
+        parts.push(format!(
+            "You work in the directory {} (your workspace); tool paths are relative to it. \
+             Your tools: {}. Use them to look at the actual files before you answer, and \
+             report only work you have done.",
+            call.workspace.display(),
+            call.tools.join(", ")
+        ));
+    }
+    if let Some(schema) = call.request.schema.as_ref() {
+        if structured_tool {
+            parts.push(format!(
+                "When the task is done, call the {STRUCTURED_OUTPUT} tool once with your answer; \
+                 its input must match the tool's schema."
+            ));
+        } else {
+            let text = serde_json::to_string_pretty(schema).unwrap_or_else(|_| schema.to_string());
+            parts.push(format!(
+                "Reply in json: a single JSON object that matches the JSON Schema below, with \
+                 no prose before or after it and no code fences.\n\nJSON Schema:\n{text}"
+            ));
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("\n\n"))
+}
+
+/// A `StructuredOutput` input, checked against the call's schema.
+fn structured_answer(schema: &Value, input: &Input) -> Result<Value, String> {
+    let Input::Json(v) = input else {
+        return Err(format!("the {STRUCTURED_OUTPUT} arguments are not JSON"));
+    };
+    let answer = toolset::unwrap_answer(schema, v.clone());
+    check(schema, answer)
+}
+
+/// A text answer to a schema call: the JSON in it (code fences allowed),
+/// checked against the schema.
+fn text_answer(schema: &Value, reply: &Reply) -> Result<Value, String> {
+    let cut = if reply.finish_reason.as_deref() == Some("length") {
+        " (the answer was cut off at the token limit)"
+    } else {
+        ""
+    };
+    let v: Value = serde_json::from_str(strip_fences(&reply.text)).map_err(|e| {
+        format!(
+            "the answer is not JSON{cut}: {e}; it starts: {}",
+            toolset::cut(reply.text.trim(), 200)
+        )
+    })?;
+    check(schema, v)
+}
+
+fn check(schema: &Value, v: Value) -> Result<Value, String> {
+    let problems = schema::validate(schema, &v, "value");
+    if problems.is_empty() {
+        Ok(v)
+    } else {
+        Err(problem_list(&problems))
+    }
+}
+
+/// The JSON inside a Markdown code fence (its info string dropped), or
+/// the text trimmed.
+pub(crate) fn strip_fences(s: &str) -> &str {
+    let t = s.trim();
+    let Some(rest) = t.strip_prefix("```") else {
+        return t;
+    };
+    let Some(inner) = rest.strip_suffix("```") else {
+        return t;
+    };
+    // Drop the info string ("json") on the opening line.
+    match inner.find('\n') {
+        Some(i) => inner[i + 1..].trim(),
+        None => inner.trim(),
+    }
+}
+
+/// The corrective message: what is wrong, and how to answer.
+fn correction(problems: &str, tool: bool) -> String {
+    if tool {
+        format!(
+            "{problems}\nCall {STRUCTURED_OUTPUT} again with an input that fixes every problem \
+             listed."
+        )
+    } else {
+        format!("{problems}\nReply again in json: only the corrected object, nothing else.")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+    use serde_json::json;
+
+    #[rstest]
+    #[case::ascii("abcdef", 3, Some(3))]
+    #[case::none("abc", 0, None)]
+    #[case::all("abc", 3, None)]
+    #[case::beyond("abc", 10, None)]
+    // é is one UTF-16 unit and two bytes; 😀 two units and four bytes.
+    #[case::two_byte("éa", 1, Some(2))]
+    #[case::astral("😀ab", 2, Some(4))]
+    // Half of a surrogate pair: the cut goes after the whole character.
+    #[case::half_pair("😀ab", 1, Some(4))]
+    fn shared_heads_count_as_javascript_does(
+        #[case] text: &str,
+        #[case] units: u64,
+        #[case] want: Option<usize>,
+    ) {
+        assert_eq!(shared_head(text, units), want);
+    }
+
+    fn schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": { "ok": { "type": "boolean" }, "n": { "type": "integer" } },
+            "required": ["ok"],
+            "additionalProperties": false
+        })
+    }
+
+    fn reply(text: &str, finish: Option<&str>) -> Reply {
+        Reply {
+            text: text.into(),
+            finish_reason: finish.map(str::to_string),
+            ..Reply::default()
+        }
+    }
+
+    #[rstest]
+    #[case::plain(r#"{"ok":true}"#, Ok(json!({ "ok": true })))]
+    #[case::fenced("```json\n{\"ok\":false}\n```", Ok(json!({ "ok": false })))]
+    #[case::bare_fence("```{\"ok\":false}```", Ok(json!({ "ok": false })))]
+    #[case::wrong_type(r#"{"ok":"yes"}"#, Err("value.ok"))]
+    #[case::missing(r#"{}"#, Err("value: missing required property \"ok\""))]
+    #[case::prose("Sure! Here it is", Err("the answer is not JSON"))]
+    fn text_answers_are_checked(#[case] content: &str, #[case] want: Result<Value, &str>) {
+        match (text_answer(&schema(), &reply(content, None)), want) {
+            (Ok(v), Ok(w)) => assert_eq!(v, w),
+            (Err(e), Err(w)) => assert!(e.contains(w), "{e} should contain {w}"),
+            (got, want) => panic!("got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn a_cut_off_answer_says_so() {
+        let err = text_answer(&schema(), &reply("{\"ok\": tr", Some("length"))).expect_err("cut");
+        assert!(err.contains("cut off"), "{err}");
+    }
+
+    #[test]
+    fn structured_output_inputs_are_checked_and_unwrapped() {
+        assert_eq!(
+            structured_answer(&schema(), &Input::Json(json!({ "ok": true }))),
+            Ok(json!({ "ok": true }))
+        );
+        let e = structured_answer(&schema(), &Input::Json(json!({ "ok": 1 }))).expect_err("bad");
+        assert!(e.contains("value.ok"), "{e}");
+        let e = structured_answer(&schema(), &Input::Unparsable("{".into())).expect_err("bad");
+        assert!(e.contains("not JSON"), "{e}");
+        let list = json!({ "type": "array", "items": { "type": "integer" } });
+        assert_eq!(
+            structured_answer(&list, &Input::Json(json!({ "value": [1, 2] }))),
+            Ok(json!([1, 2]))
+        );
+    }
+
+    #[rstest]
+    #[case::zero_turns(None, 0, 10, "max_turns")]
+    #[case::too_many_calls(None, 5, 20_000, "max_tool_calls")]
+    #[case::unknown_tool(Some(vec!["Read".to_string(), "WebFetch".to_string()]), 5, 5, "unknown tool \"WebFetch\"")]
+    fn loop_keys_are_checked(
+        #[case] tools: Option<Vec<String>>,
+        #[case] turns: u32,
+        #[case] calls: u32,
+        #[case] want: &str,
+    ) {
+        let e = check_keys(tools.as_deref(), turns, calls, DEFAULT_BASH_TIMEOUT).expect_err("bad");
+        assert!(e.to_string().contains(want), "{e}");
+    }
+}

@@ -1,0 +1,619 @@
+//! The `scripted` provider: answers `agent()` calls from a fixture file
+//! (contract §11). Deterministic, keyless; for tests, demos and CI.
+//!
+//! A fixture is validated completely when it is loaded, so a typo fails
+//! before the run starts (`FIXTURE_INVALID`, naming `answers[N]`), never in
+//! the middle of one.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use regex::Regex;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use dsh_seam::answered::AnsweredChild;
+use dsh_seam::{
+    AgentRequest, ChildOrigin, ChildOutcome, ChildResult, ResultFault, StartRefused, Subagent,
+    SubagentProvider, Usage,
+};
+
+/// A fixture that cannot be used; the message names the entry and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct FixtureError {
+    /// The fixture file as displayed (`fixture` for one given as a JSON
+    /// value).
+    pub file: String,
+    /// The entry, the problem and the fix.
+    pub message: String,
+}
+
+#[derive(Debug, Default)]
+struct Matcher {
+    prompt: Option<String>,
+    prompt_contains: Option<String>,
+    prompt_matches: Option<Regex>,
+    label: Option<String>,
+    phase: Option<String>,
+    model: Option<String>,
+    effort: Option<String>,
+    agent_type: Option<String>,
+    provider: Option<String>,
+    schema: Option<Value>,
+}
+
+impl Matcher {
+    fn matches(&self, r: &AgentRequest) -> bool {
+        fn eq(want: &Option<String>, got: &Option<String>) -> bool {
+            want.as_ref()
+                .is_none_or(|w| got.as_deref() == Some(w.as_str()))
+        }
+        self.prompt.as_ref().is_none_or(|p| *p == r.prompt)
+            && self
+                .prompt_contains
+                .as_ref()
+                .is_none_or(|p| r.prompt.contains(p.as_str()))
+            && self
+                .prompt_matches
+                .as_ref()
+                .is_none_or(|re| re.is_match(&r.prompt))
+            && self.label.as_ref().is_none_or(|l| *l == r.label)
+            && eq(&self.phase, &r.phase)
+            && eq(&self.model, &r.options.model)
+            && eq(&self.effort, &r.options.effort)
+            && eq(&self.agent_type, &r.options.agent_type)
+            && eq(&self.provider, &r.options.provider)
+            && self
+                .schema
+                .as_ref()
+                .is_none_or(|s| r.schema.as_ref() == Some(s))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Outcome {
+    Text(String),
+    Structured(Value),
+    Fail(String),
+    StartError(String),
+    ResultError(String),
+    Hang,
+}
+
+#[derive(Debug)]
+struct Answer {
+    matcher: Matcher,
+    outcome: Outcome,
+    delay: Duration,
+    times: Option<u32>,
+    used: AtomicU32,
+    usage: Option<Usage>,
+}
+
+impl Answer {
+    /// Claims one use; false when `times` is used up.
+    fn claim(&self) -> bool {
+        match self.times {
+            None => true,
+            Some(max) => self
+                .used
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |u| {
+                    (u < max).then_some(u + 1)
+                })
+                .is_ok(),
+        }
+    }
+}
+
+/// A loaded, validated fixture acting as a provider.
+#[derive(Debug)]
+pub struct ScriptedProvider {
+    answers: Vec<Answer>,
+    next_child: AtomicU64,
+}
+
+const MATCH_KEYS: [&str; 10] = [
+    "prompt",
+    "promptContains",
+    "promptMatches",
+    "label",
+    "phase",
+    "model",
+    "effort",
+    "agentType",
+    "provider",
+    "schema",
+];
+const OUTCOME_KEYS: [&str; 6] = [
+    "text",
+    "structured",
+    "fail",
+    "startError",
+    "resultError",
+    "hang",
+];
+const OTHER_KEYS: [&str; 4] = ["match", "delayMs", "times", "usage"];
+
+/// The longest `delayMs` a fixture may ask for: one day.
+pub const MAX_DELAY_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// JSON read like `serde_json::Value`, except that an object with a key
+/// given twice is an error (at the position of the second).
+struct Strict(Value);
+
+impl<'de> serde::Deserialize<'de> for Strict {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(Strict)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut v = Vec::new();
+        while let Some(Strict(x)) = seq.next_element()? {
+            v.push(x);
+        }
+        Ok(Value::Array(v))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut m = serde_json::Map::new();
+        while let Some(k) = map.next_key::<String>()? {
+            if m.contains_key(&k) {
+                return Err(serde::de::Error::custom(format!(
+                    "the key {k:?} is given twice in one object; keep one"
+                )));
+            }
+            let Strict(v) = map.next_value()?;
+            m.insert(k, v);
+        }
+        Ok(Value::Object(m))
+    }
+}
+
+impl ScriptedProvider {
+    /// Loads and validates a fixture file.
+    pub fn from_file(path: &Path) -> Result<Self, FixtureError> {
+        let file = path.display().to_string();
+        let text =
+            dsh_exec::files::read_text(path, dsh_exec::files::FIXTURE_LIMIT).map_err(|e| {
+                FixtureError {
+                    file: file.clone(),
+                    message: format!("cannot read the fixture: {e}"),
+                }
+            })?;
+        Self::from_json_text(&file, &text)
+    }
+
+    /// Parses and validates fixture JSON; `file` names it in errors.
+    pub fn from_json_text(file: &str, text: &str) -> Result<Self, FixtureError> {
+        let err = |message: String| FixtureError {
+            file: file.to_string(),
+            message,
+        };
+        // A key given twice is refused rather than the last one winning
+        // silently (an entry's second "match" would otherwise drop its first).
+        let root: Value = serde_json::from_str::<Strict>(text)
+            .map(|s| s.0)
+            .map_err(|e| err(format!("{}:{}: not valid JSON: {e}", e.line(), e.column())))?;
+        Self::parse(&root).map_err(err)
+    }
+
+    /// Validates a fixture given as JSON (errors name it `fixture`).
+    pub fn from_value(root: &Value) -> Result<Self, FixtureError> {
+        Self::parse(root).map_err(|message| FixtureError {
+            file: "fixture".into(),
+            message,
+        })
+    }
+
+    fn parse(root: &Value) -> Result<Self, String> {
+        let obj = root
+            .as_object()
+            .ok_or("the fixture must be a JSON object {\"version\": 1, \"answers\": [...]}")?;
+        for k in obj.keys() {
+            if k != "version" && k != "answers" {
+                return Err(format!(
+                    "unknown key {k:?} at the top level (expected \"version\" and \"answers\")"
+                ));
+            }
+        }
+        match obj.get("version") {
+            Some(v) if v.as_u64() == Some(1) => {}
+            Some(v) => return Err(format!("version: must be 1, got {v}")),
+            None => return Err("version: missing; add \"version\": 1".into()),
+        }
+        let answers = obj
+            .get("answers")
+            .and_then(Value::as_array)
+            .ok_or("answers: missing or not an array")?;
+        let answers = answers
+            .iter()
+            .enumerate()
+            .map(|(i, a)| parse_answer(a).map_err(|m| format!("answers[{i}]: {m}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ScriptedProvider {
+            answers,
+            next_child: AtomicU64::new(1),
+        })
+    }
+
+    fn find(&self, r: &AgentRequest) -> Option<&Answer> {
+        self.answers
+            .iter()
+            .find(|a| a.matcher.matches(r) && a.claim())
+    }
+}
+
+fn string_field(obj: &Map<String, Value>, key: &str, at: &str) -> Result<Option<String>, String> {
+    match obj.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(v) => Err(format!("{at}{key}: must be a string, got {v}")),
+    }
+}
+
+fn parse_answer(v: &Value) -> Result<Answer, String> {
+    let obj = v
+        .as_object()
+        .ok_or("must be an object with \"match\" and one outcome")?;
+    for k in obj.keys() {
+        if !OUTCOME_KEYS.contains(&k.as_str()) && !OTHER_KEYS.contains(&k.as_str()) {
+            return Err(format!(
+                "unknown key {k:?}; an entry has \"match\", one of {}, and optionally \"delayMs\", \"times\", \"usage\"",
+                OUTCOME_KEYS.join(", ")
+            ));
+        }
+    }
+    let m = obj
+        .get("match")
+        .ok_or("missing \"match\" (use {} to match every call)")?
+        .as_object()
+        .ok_or("match: must be an object")?;
+    for k in m.keys() {
+        if !MATCH_KEYS.contains(&k.as_str()) {
+            return Err(format!(
+                "match: unknown key {k:?}; supported: {}",
+                MATCH_KEYS.join(", ")
+            ));
+        }
+    }
+    let prompt_matches = match string_field(m, "promptMatches", "match.")? {
+        None => None,
+        Some(re) => {
+            Some(Regex::new(&re).map_err(|e| format!("match.promptMatches: invalid regex: {e}"))?)
+        }
+    };
+    let matcher = Matcher {
+        prompt: string_field(m, "prompt", "match.")?,
+        prompt_contains: string_field(m, "promptContains", "match.")?,
+        prompt_matches,
+        label: string_field(m, "label", "match.")?,
+        phase: string_field(m, "phase", "match.")?,
+        model: string_field(m, "model", "match.")?,
+        effort: string_field(m, "effort", "match.")?,
+        agent_type: string_field(m, "agentType", "match.")?,
+        provider: string_field(m, "provider", "match.")?,
+        schema: m.get("schema").cloned(),
+    };
+    let present: Vec<&str> = OUTCOME_KEYS
+        .iter()
+        .copied()
+        .filter(|k| obj.contains_key(*k))
+        .collect();
+    if present.len() != 1 {
+        return Err(if present.is_empty() {
+            format!(
+                "no outcome; give exactly one of {}",
+                OUTCOME_KEYS.join(", ")
+            )
+        } else {
+            format!(
+                "several outcomes ({}); give exactly one",
+                present.join(", ")
+            )
+        });
+    }
+    let outcome = match present[0] {
+        "text" => Outcome::Text(string_field(obj, "text", "")?.unwrap_or_default()),
+        "structured" => Outcome::Structured(obj.get("structured").cloned().unwrap_or(Value::Null)),
+        "fail" => Outcome::Fail(string_field(obj, "fail", "")?.unwrap_or_default()),
+        "startError" => {
+            Outcome::StartError(string_field(obj, "startError", "")?.unwrap_or_default())
+        }
+        "resultError" => {
+            Outcome::ResultError(string_field(obj, "resultError", "")?.unwrap_or_default())
+        }
+        _ => match obj.get("hang") {
+            Some(Value::Bool(true)) => Outcome::Hang,
+            Some(v) => return Err(format!("hang: must be true, got {v}")),
+            None => Outcome::Hang,
+        },
+    };
+    let delay = match obj.get("delayMs") {
+        None => Duration::ZERO,
+        Some(v) => {
+            Duration::from_millis(v.as_u64().filter(|ms| *ms <= MAX_DELAY_MS).ok_or(format!(
+                "delayMs: must be a whole number of milliseconds from 0 to {MAX_DELAY_MS} (a day), \
+                     got {v}; for an answer that never comes, use \"hang\": true"
+            ))?)
+        }
+    };
+    let times = match obj.get("times") {
+        None => None,
+        Some(v) => Some(
+            v.as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n >= 1)
+                .ok_or(format!("times: must be a whole number ≥ 1, got {v}"))?,
+        ),
+    };
+    let usage = match obj.get("usage") {
+        None => None,
+        Some(u) => {
+            let o = u.as_object().ok_or(
+                "usage: must be an object {\"input\": N, \"output\": N} (and optionally \
+                 cacheRead, cacheWrite, costUsd)",
+            )?;
+            for k in o.keys() {
+                if !["input", "output", "cacheRead", "cacheWrite", "costUsd"].contains(&k.as_str())
+                {
+                    return Err(format!(
+                        "usage: unknown key {k:?} (expected input, output, cacheRead, cacheWrite, \
+                         costUsd)"
+                    ));
+                }
+            }
+            let num = |k: &str| -> Result<u64, String> {
+                match o.get(k) {
+                    None => Ok(0),
+                    Some(v) => v.as_u64().ok_or(format!(
+                        "usage.{k}: must be a whole number of tokens, got {v}"
+                    )),
+                }
+            };
+            let cost_usd = match o.get("costUsd") {
+                None => None,
+                Some(v) => Some(v.as_f64().filter(|c| c.is_finite() && *c >= 0.0).ok_or(
+                    format!("usage.costUsd: must be a number of US dollars ≥ 0, got {v}"),
+                )?),
+            };
+            Some(Usage {
+                input: num("input")?,
+                output: num("output")?,
+                cache_read: num("cacheRead")?,
+                cache_write: num("cacheWrite")?,
+                cost_usd,
+            })
+        }
+    };
+    Ok(Answer {
+        matcher,
+        outcome,
+        delay,
+        times,
+        used: AtomicU32::new(0),
+        usage,
+    })
+}
+
+fn prompt_start(prompt: &str) -> String {
+    let chars: Vec<char> = prompt.chars().collect();
+    if chars.len() > 60 {
+        format!("{}…", chars[..60].iter().collect::<String>())
+    } else {
+        prompt.to_string()
+    }
+}
+
+#[async_trait]
+impl SubagentProvider for ScriptedProvider {
+    async fn start(
+        &self,
+        request: AgentRequest,
+        cancel: CancellationToken,
+    ) -> Result<Arc<dyn Subagent>, StartRefused> {
+        let Some(answer) = self.find(&request) else {
+            return Err(StartRefused::agent_start(format!(
+                "no fixture answer matches call #{} (label {:?}, prompt {:?}); add an entry whose \"match\" fits, or a catch-all {{\"match\": {{}}, ...}}",
+                request.seq,
+                request.label,
+                prompt_start(&request.prompt)
+            )));
+        };
+        if let Outcome::StartError(msg) = &answer.outcome {
+            if !answer.delay.is_zero() {
+                tokio::select! {
+                    _ = tokio::time::sleep(answer.delay) => {}
+                    _ = cancel.cancelled() => {}
+                }
+            }
+            return Err(StartRefused::agent_start(msg.clone()));
+        }
+        let n = self.next_child.fetch_add(1, Ordering::Relaxed);
+        let id = format!("scripted-{n}");
+        let given = |result| {
+            Ok(ChildOutcome {
+                result,
+                usage: answer.usage,
+            })
+        };
+        let child = match &answer.outcome {
+            Outcome::Text(t) => {
+                AnsweredChild::new(id, ChildOrigin::Live, given(ChildResult::Text(t.clone())))
+            }
+            Outcome::Structured(v) => AnsweredChild::new(
+                id,
+                ChildOrigin::Live,
+                given(ChildResult::Structured(v.clone())),
+            ),
+            Outcome::Fail(r) => {
+                AnsweredChild::new(id, ChildOrigin::Live, given(ChildResult::Failed(r.clone())))
+            }
+            Outcome::ResultError(m) => {
+                AnsweredChild::new(id, ChildOrigin::Live, Err(ResultFault(m.clone())))
+            }
+            Outcome::Hang => AnsweredChild::hanging(id, ChildOrigin::Live),
+            // Refused above; never a child.
+            Outcome::StartError(m) => {
+                AnsweredChild::new(id, ChildOrigin::Live, given(ChildResult::Failed(m.clone())))
+            }
+        };
+        Ok(Arc::new(child.after(answer.delay)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    fn req(prompt: &str, label: &str) -> AgentRequest {
+        AgentRequest {
+            phase: Some("Review".into()),
+            options: dsh_seam::AgentOptions {
+                model: Some("m1".into()),
+                ..dsh_seam::AgentOptions::default()
+            },
+            ..AgentRequest::new(1, prompt, label)
+        }
+    }
+
+    #[rstest]
+    #[case::not_object("[]", "must be a JSON object")]
+    #[case::bad_version(r#"{"version":2,"answers":[]}"#, "version: must be 1")]
+    #[case::no_version(r#"{"answers":[]}"#, "version: missing")]
+    #[case::unknown_top(r#"{"version":1,"answers":[],"x":1}"#, "unknown key \"x\"")]
+    #[case::unknown_entry_key(
+        r#"{"version":1,"answers":[{"match":{},"text":"a","bogus":1}]}"#,
+        "answers[0]: unknown key \"bogus\""
+    )]
+    #[case::no_outcome(
+        r#"{"version":1,"answers":[{"match":{}},{"match":{}}]}"#,
+        "answers[0]: no outcome"
+    )]
+    #[case::two_outcomes(
+        r#"{"version":1,"answers":[{"match":{},"text":"a"},{"match":{},"text":"a","fail":"b"}]}"#,
+        "answers[1]: several outcomes (text, fail)"
+    )]
+    #[case::bad_regex(
+        r#"{"version":1,"answers":[{"match":{"promptMatches":"("},"text":"a"}]}"#,
+        "answers[0]: match.promptMatches: invalid regex"
+    )]
+    #[case::unknown_match(
+        r#"{"version":1,"answers":[{"match":{"title":"x"},"text":"a"}]}"#,
+        "answers[0]: match: unknown key \"title\""
+    )]
+    #[case::zero_times(
+        r#"{"version":1,"answers":[{"match":{},"text":"a","times":0}]}"#,
+        "answers[0]: times"
+    )]
+    #[case::bad_usage(
+        r#"{"version":1,"answers":[{"match":{},"text":"a","usage":{"output":-1}}]}"#,
+        "answers[0]: usage.output"
+    )]
+    #[case::not_json("{", "not valid JSON")]
+    #[case::duplicate_top_key(
+        "{\"version\":1,\"answers\":[],\n\"answers\":[]}",
+        "2:9: not valid JSON: the key \"answers\" is given twice in one object"
+    )]
+    #[case::duplicate_match(
+        r#"{"version":1,"answers":[{"match":{"label":"a"},"text":"x","match":{}}]}"#,
+        "the key \"match\" is given twice"
+    )]
+    #[case::duplicate_nested(
+        r#"{"version":1,"answers":[{"match":{"label":"a","label":"b"},"text":"x"}]}"#,
+        "the key \"label\" is given twice"
+    )]
+    #[case::endless_delay(
+        r#"{"version":1,"answers":[{"match":{},"text":"x","delayMs":18446744073709551615}]}"#,
+        "delayMs: must be a whole number of milliseconds from 0 to 86400000"
+    )]
+    fn invalid_fixtures_name_the_entry(#[case] text: &str, #[case] expected: &str) {
+        let err = ScriptedProvider::from_json_text("f.json", text).expect_err("invalid");
+        assert!(
+            err.to_string().contains(expected),
+            "{err} should contain {expected}"
+        );
+    }
+
+    #[rstest]
+    #[case::exact(r#"{"prompt":"Review a.rs"}"#, true)]
+    #[case::exact_miss(r#"{"prompt":"Review"}"#, false)]
+    #[case::contains(r#"{"promptContains":"a.rs"}"#, true)]
+    #[case::regex(r#"{"promptMatches":"^Rev"}"#, true)]
+    #[case::regex_miss(r#"{"promptMatches":"^a"}"#, false)]
+    #[case::label(r#"{"label":"a"}"#, true)]
+    #[case::phase(r#"{"phase":"Review"}"#, true)]
+    #[case::model(r#"{"model":"m1"}"#, true)]
+    #[case::model_miss(r#"{"model":"m2"}"#, false)]
+    #[case::effort_absent(r#"{"effort":"low"}"#, false)]
+    #[case::all(r#"{"label":"a","promptContains":"Review","model":"m1"}"#, true)]
+    #[case::empty("{}", true)]
+    fn matching(#[case] m: &str, #[case] hit: bool) {
+        let text = format!(r#"{{"version":1,"answers":[{{"match":{m},"text":"x"}}]}}"#);
+        let p = ScriptedProvider::from_json_text("f.json", &text).expect("valid");
+        assert_eq!(p.find(&req("Review a.rs", "a")).is_some(), hit);
+    }
+
+    #[test]
+    fn times_falls_through_to_later_entries() {
+        let p = ScriptedProvider::from_json_text(
+            "f.json",
+            r#"{"version":1,"answers":[{"match":{},"text":"first","times":2},{"match":{},"text":"rest"}]}"#,
+        )
+        .expect("valid");
+        let got: Vec<_> = (0..4)
+            .map(|_| p.find(&req("p", "l")).map(|a| a.outcome.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                Some(Outcome::Text("first".into())),
+                Some(Outcome::Text("first".into())),
+                Some(Outcome::Text("rest".into())),
+                Some(Outcome::Text("rest".into())),
+            ]
+        );
+    }
+}
