@@ -768,6 +768,13 @@ fn a_killed_bash_calls_temporary_directory_is_reclaimed_by_the_next_call() {
     let ws = Ws::new();
     let tmp = tempfile::tempdir().unwrap();
     let (mut child, dir) = start_bash(&ws, tmp.path(), "echo x > \"$TMPDIR/f\"; sleep 100");
+    // The marker start_bash waits for is written before `f`: on a loaded
+    // machine the kill could come first, so wait for `f` itself.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !dir.join("f").exists() {
+        assert!(Instant::now() < deadline, "the call never wrote its file");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(dir.join("f").exists(), "a SIGKILLed call cannot clean up");
