@@ -8,6 +8,7 @@ pub mod command;
 pub mod cost;
 pub mod dispatch;
 pub mod dry_run;
+pub mod excerpt;
 pub(crate) mod http;
 pub mod openai;
 pub mod router;

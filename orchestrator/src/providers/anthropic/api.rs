@@ -7,7 +7,7 @@ use super::config::AnthropicConfig;
 use crate::provider::Usage;
 use crate::providers::agent::Turn;
 use crate::providers::agent::conversation::{Input, Message, Reply, ToolCall};
-use crate::providers::openai::api::excerpt;
+use crate::providers::excerpt::excerpt;
 
 /// The `messages` of a turn: user and assistant turns, tool uses as
 /// `tool_use` blocks, their results as `tool_result` blocks of a user turn.
