@@ -592,9 +592,7 @@ mod tests {
     #[test]
     fn a_secret_is_sensitive_and_a_bad_one_is_never_shown() {
         assert!(secret("Bearer k", "KEY").expect("valid").is_sensitive());
-        let err = secret("Bearer bad\nkey", "DEEPSEEK_API_KEY")
-            .err()
-            .expect("refused");
+        let err = secret("Bearer bad\nkey", "DEEPSEEK_API_KEY").expect_err("refused");
         assert!(err.to_string().contains("DEEPSEEK_API_KEY"), "{err}");
         assert!(
             !err.to_string().contains("bad"),
