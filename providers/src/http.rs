@@ -13,21 +13,23 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use reqwest::{Client, Response, StatusCode};
 use serde_json::Value;
 
+use dsh_seam::{Activity, Progress};
 use crate::SetupError;
 use crate::budget;
 use crate::dispatch::{Dispatch, DispatchConfig, Permit, RATE_LIMITED_ATTEMPTS};
-use crate::openai::api::excerpt;
-use crate::openai::{MAX_DELAY, OpenAiConfig};
-use dsh_seam::{Activity, Progress};
+use crate::excerpt::excerpt;
 
 /// Largest successful response body read (a chat answer is far smaller).
 const MAX_BODY: usize = 16 << 20;
 /// How much of an error body is read for the message.
 const MAX_ERROR_BODY: usize = 4 << 10;
+/// Longest wait between two attempts, whatever `backoff` or a
+/// `Retry-After` header asks for.
+pub const MAX_DELAY: Duration = Duration::from_secs(60);
 
 /// Where requests go and how they are retried; the HTTP client is built on
 /// the first request.
@@ -44,25 +46,6 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// `key`: the API key (`None`: no `Authorization` header). The config
-    /// must have passed [`OpenAiConfig::check`]; what it finds is reported
-    /// here too rather than trusted.
-    pub fn new(cfg: &OpenAiConfig, key: Option<&str>) -> Result<Self, SetupError> {
-        let mut headers = header_map(&cfg.headers)?;
-        if let Some(key) = key {
-            let v = secret(&format!("Bearer {key}"), &cfg.api_key_env)?;
-            headers.insert(AUTHORIZATION, v);
-        }
-        Ok(Endpoint::from_parts(
-            format!("{}/chat/completions", cfg.base_url.trim_end_matches('/')),
-            headers,
-            cfg.timeout,
-            cfg.max_attempts,
-            cfg.backoff,
-            cfg.dispatch(),
-        ))
-    }
-
     /// An endpoint posting to `url` with `headers` (an API's own
     /// authentication among them) under the same retry policy.
     pub fn from_parts(
@@ -93,6 +76,16 @@ impl Endpoint {
             client: OnceLock::new(),
             dispatch: Dispatch::new(dispatch),
         }
+    }
+
+    #[cfg(test)]
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    #[cfg(test)]
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
     }
 
     #[cfg(test)]
@@ -573,39 +566,37 @@ mod tests {
     }
 
     #[test]
-    fn the_endpoint_joins_the_path_and_refuses_bad_keys() {
-        let cfg = OpenAiConfig {
-            base_url: "http://127.0.0.1:9/v1/".into(),
-            ..OpenAiConfig::default()
-        };
-        let e = Endpoint::new(&cfg, Some("k")).expect("valid");
-        assert_eq!(e.url, "http://127.0.0.1:9/v1/chat/completions");
-        assert!(e.loopback);
-        assert!(e.headers[AUTHORIZATION].is_sensitive());
-        let err = Endpoint::new(&cfg, Some("bad\nkey"))
-            .err()
-            .expect("refused");
-        assert!(err.to_string().contains("DEEPSEEK_API_KEY"), "{err}");
-        assert!(
-            !err.to_string().contains("bad"),
-            "the key is never shown: {err}"
-        );
+    fn an_endpoint_knows_a_loopback_host_and_builds_its_client_lazily() {
         for (url, loopback) in [
+            ("http://127.0.0.1:9/v1/chat/completions", true),
             ("http://localhost:8080/v1", true),
             ("http://[::1]:8080", true),
             ("http://127.1.2.3", true),
             ("https://api.deepseek.com", false),
             ("http://10.0.0.1:8080", false),
         ] {
-            let cfg = OpenAiConfig {
-                base_url: url.into(),
-                ..OpenAiConfig::default()
-            };
-            let e = Endpoint::new(&cfg, None).expect("valid");
+            let e = Endpoint::from_parts(
+                url.into(),
+                HeaderMap::new(),
+                Duration::from_secs(1),
+                1,
+                Duration::from_millis(1),
+                DispatchConfig::default(),
+            );
             assert_eq!(e.loopback, loopback, "{url}");
+            assert_eq!(e.url(), url);
+            assert!(e.client.get().is_none(), "the client is built lazily");
         }
-        let none = Endpoint::new(&cfg, None).expect("valid");
-        assert!(none.headers.get(AUTHORIZATION).is_none());
-        assert!(none.client.get().is_none(), "the client is built lazily");
+    }
+
+    #[test]
+    fn a_secret_is_sensitive_and_a_bad_one_is_never_shown() {
+        assert!(secret("Bearer k", "KEY").expect("valid").is_sensitive());
+        let err = secret("Bearer bad\nkey", "DEEPSEEK_API_KEY").expect_err("refused");
+        assert!(err.to_string().contains("DEEPSEEK_API_KEY"), "{err}");
+        assert!(
+            !err.to_string().contains("bad"),
+            "the key is never shown: {err}"
+        );
     }
 }

@@ -28,6 +28,8 @@ pub mod command;
 pub mod dispatch;
 pub mod dry_run;
 #[cfg(feature = "http")]
+pub mod excerpt;
+#[cfg(feature = "http")]
 pub(crate) mod http;
 #[cfg(feature = "http")]
 pub mod openai;

@@ -1,10 +1,14 @@
-//! A line diff (longest common subsequence) of two texts, shown with a few
+//! A line diff of two texts (Myers, from `similar`), shown with a few
 //! lines of context around each change — enough to read how a workflow's
 //! pretty-printed result differs from the expected one.
 
-/// Longest texts (lines × lines) diffed line by line; beyond that the two
-/// texts are shown whole, one after the other.
-const MAX_CELLS: usize = 4_000_000;
+use std::time::{Duration, Instant};
+
+use similar::{Algorithm, DiffTag, capture_diff_slices_deadline};
+
+/// Longest a diff is searched for; past it `similar` settles for a
+/// coarser (still correct) diff, so a huge result cannot stall the test.
+const DEADLINE: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
@@ -16,55 +20,22 @@ enum Op {
 /// The lines of a diff of `expected` → `actual`: `- ` lines only in
 /// `expected`, `+ ` lines only in `actual`, `  ` lines in both; runs of
 /// unchanged lines further than `context` lines from a change collapse
-/// into one `  …` line.
+/// into one `  …` line. Removals come before additions at each change.
 pub fn line_diff(expected: &str, actual: &str, context: usize) -> Vec<String> {
     let a: Vec<&str> = expected.lines().collect();
     let b: Vec<&str> = actual.lines().collect();
-    let ops = if a.len().saturating_mul(b.len()) > MAX_CELLS {
-        a.iter()
-            .map(|l| (Op::Removed, *l))
-            .chain(b.iter().map(|l| (Op::Added, *l)))
-            .collect()
-    } else {
-        lcs_ops(&a, &b)
-    };
+    let deadline = Instant::now().checked_add(DEADLINE);
+    let mut ops = Vec::with_capacity(a.len() + b.len());
+    for op in capture_diff_slices_deadline(Algorithm::Myers, &a, &b, deadline) {
+        let (tag, old, new) = op.as_tag_tuple();
+        if tag == DiffTag::Equal {
+            ops.extend(a[old].iter().map(|l| (Op::Same, *l)));
+            continue;
+        }
+        ops.extend(a[old].iter().map(|l| (Op::Removed, *l)));
+        ops.extend(b[new].iter().map(|l| (Op::Added, *l)));
+    }
     render(&ops, context)
-}
-
-/// The edit script of `a` → `b` from an LCS table; removals come before
-/// additions at each change.
-fn lcs_ops<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<(Op, &'a str)> {
-    let (n, m) = (a.len(), b.len());
-    // lcs[i][j]: length of the LCS of a[i..] and b[j..].
-    let mut lcs = vec![0u32; (n + 1) * (m + 1)];
-    let at = |i: usize, j: usize| i * (m + 1) + j;
-    for i in (0..n).rev() {
-        for j in (0..m).rev() {
-            lcs[at(i, j)] = if a[i] == b[j] {
-                lcs[at(i + 1, j + 1)] + 1
-            } else {
-                lcs[at(i + 1, j)].max(lcs[at(i, j + 1)])
-            };
-        }
-    }
-    let mut ops = Vec::with_capacity(n + m);
-    let (mut i, mut j) = (0, 0);
-    while i < n && j < m {
-        if a[i] == b[j] {
-            ops.push((Op::Same, a[i]));
-            i += 1;
-            j += 1;
-        } else if lcs[at(i + 1, j)] >= lcs[at(i, j + 1)] {
-            ops.push((Op::Removed, a[i]));
-            i += 1;
-        } else {
-            ops.push((Op::Added, b[j]));
-            j += 1;
-        }
-    }
-    ops.extend(a[i..].iter().map(|l| (Op::Removed, *l)));
-    ops.extend(b[j..].iter().map(|l| (Op::Added, *l)));
-    ops
 }
 
 fn render(ops: &[(Op, &str)], context: usize) -> Vec<String> {

@@ -4,16 +4,14 @@
 use serde_json::{Map, Value, json};
 
 use super::config::{OpenAiConfig, StructuredOutput};
+use dsh_seam::Usage;
 use crate::agent::Turn;
 use crate::agent::conversation::{Input, Message, Reply as LoopReply, ToolCall};
-use dsh_seam::Usage;
+use crate::excerpt::{excerpt, short};
 
 /// Deepest schema nesting walked when deciding on strict mode (the schema
 /// already passed the subset check, which bounds it the same way).
 const MAX_DEPTH: usize = 64;
-
-/// How much of a body a message quotes.
-pub const EXCERPT_CHARS: usize = 300;
 
 /// The `reasoning_effort` value for a call's `effort`: `max` (the top of
 /// the scale scripts use) becomes `high`, the top of the chat-completions
@@ -155,29 +153,6 @@ pub fn usage_of(root: &Value) -> Option<Usage> {
         cache_read: cached,
         ..Usage::new(input, output.unwrap_or(0))
     })
-}
-
-/// The start of a body, for messages: valid UTF-8, one line, bounded.
-pub fn excerpt(body: &[u8]) -> String {
-    short(&String::from_utf8_lossy(body))
-}
-
-fn short(s: &str) -> String {
-    let one_line: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(EXCERPT_CHARS + 1)
-        .collect();
-    let one_line = one_line.trim();
-    if one_line.is_empty() {
-        return "(empty)".into();
-    }
-    if one_line.chars().count() > EXCERPT_CHARS {
-        let cut: String = one_line.chars().take(EXCERPT_CHARS).collect();
-        format!("{cut}…")
-    } else {
-        one_line.to_string()
-    }
 }
 
 // ------------------------------------------------------------------ the loop
@@ -574,16 +549,5 @@ mod tests {
             usage_of(&json!({ "usage": { "prompt_tokens": "x" } })),
             None
         );
-    }
-
-    #[test]
-    fn excerpts_are_short_single_lines() {
-        assert_eq!(excerpt(b""), "(empty)");
-        assert_eq!(excerpt(b"a\nb\r\n"), "a b");
-        let long = "x".repeat(1000);
-        let e = excerpt(long.as_bytes());
-        assert_eq!(e.chars().count(), EXCERPT_CHARS + 1);
-        assert!(e.ends_with('…'));
-        assert_eq!(excerpt(&[0xff, b'a']), "\u{fffd}a");
     }
 }

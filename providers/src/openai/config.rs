@@ -120,9 +120,8 @@ fn default_prefix_hold() -> Duration {
 fn default_true() -> bool {
     true
 }
-/// Longest wait between two attempts, whatever `backoff` or a
-/// `Retry-After` header asks for.
-pub const MAX_DELAY: Duration = Duration::from_secs(60);
+/// Longest wait between two attempts (the HTTP part's retry policy).
+pub use crate::http::MAX_DELAY;
 
 /// Most attempts `max_attempts` may ask for.
 const MAX_ATTEMPTS: u32 = 20;

@@ -33,9 +33,10 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{MAX_DELAY, OpenAiConfig, StructuredOutput};
 
+use dsh_seam::{AgentRequest, Progress, StartRefused, Subagent, SubagentProvider, Usage};
 use crate::SetupError;
 use crate::agent::{self, conversation::Reply};
-use dsh_seam::{AgentRequest, Progress, StartRefused, Subagent, SubagentProvider, Usage};
+use crate::http::{Endpoint, header_map, secret};
 
 /// A provider for one `[providers.NAME]` entry. Cheap to build: the HTTP
 /// client is created on the first call.
@@ -49,7 +50,7 @@ pub struct OpenAiProvider {
 struct Shared {
     cfg: OpenAiConfig,
     settings: agent::LoopSettings,
-    endpoint: crate::http::Endpoint,
+    endpoint: Endpoint,
 }
 
 impl OpenAiProvider {
@@ -82,7 +83,7 @@ impl OpenAiProvider {
             shared: Arc::new(Shared {
                 cfg: cfg.clone(),
                 settings: cfg.agent.clone(),
-                endpoint: crate::http::Endpoint::new(cfg, key)?,
+                endpoint: endpoint(cfg, key)?,
             }),
             next_child: AtomicU64::new(1),
         })
@@ -97,6 +98,26 @@ impl OpenAiProvider {
     pub fn config(&self) -> &OpenAiConfig {
         &self.shared.cfg
     }
+}
+
+/// Where `cfg`'s requests go: `{base_url}/chat/completions`, its headers
+/// and, with `key`, `Authorization: Bearer` (`None`: no such header). The
+/// config must have passed [`OpenAiConfig::check`]; what it finds is
+/// reported here too rather than trusted.
+fn endpoint(cfg: &OpenAiConfig, key: Option<&str>) -> Result<Endpoint, SetupError> {
+    let mut headers = header_map(&cfg.headers)?;
+    if let Some(key) = key {
+        let v = secret(&format!("Bearer {key}"), &cfg.api_key_env)?;
+        headers.insert(reqwest::header::AUTHORIZATION, v);
+    }
+    Ok(Endpoint::from_parts(
+        format!("{}/chat/completions", cfg.base_url.trim_end_matches('/')),
+        headers,
+        cfg.timeout,
+        cfg.max_attempts,
+        cfg.backoff,
+        cfg.dispatch(),
+    ))
 }
 
 #[async_trait]

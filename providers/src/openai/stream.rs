@@ -141,7 +141,7 @@ impl EventParser for ChatEvents {
                 self.error.get_or_insert_with(|| {
                     format!(
                         "the API's event stream has a chunk that is not JSON ({e}): {}",
-                        api::excerpt(data.as_bytes())
+                        crate::excerpt::excerpt(data.as_bytes())
                     )
                 });
                 return;

@@ -687,3 +687,24 @@ async fn a_response_arriving_is_progress_even_when_its_body_stalls() {
     child.dispose().await;
     server.wait_dropped(1).await;
 }
+
+#[test]
+fn the_endpoint_joins_the_path_and_refuses_bad_keys() {
+    use reqwest::header::AUTHORIZATION;
+    let cfg = OpenAiConfig {
+        base_url: "http://127.0.0.1:9/v1/".into(),
+        ..OpenAiConfig::default()
+    };
+    let e = endpoint(&cfg, Some("k")).expect("valid");
+    assert_eq!(e.url(), "http://127.0.0.1:9/v1/chat/completions");
+    assert!(e.headers()[AUTHORIZATION].is_sensitive());
+    let err = endpoint(&cfg, Some("bad\nkey")).err().expect("refused");
+    assert!(err.to_string().contains("DEEPSEEK_API_KEY"), "{err}");
+    assert!(
+        !err.to_string().contains("bad"),
+        "the key is never shown: {err}"
+    );
+    let none = endpoint(&cfg, None).expect("valid");
+    assert!(none.headers().get(AUTHORIZATION).is_none());
+    assert!(!none.client_built(), "the client is built lazily");
+}

@@ -37,49 +37,39 @@ impl Proc {
     }
 }
 
-/// Parses `/proc/PID/stat`. The command name sits between the first `(`
-/// and the *last* `)`: it may itself contain parentheses and spaces.
-fn parse_stat(text: &str) -> Option<Proc> {
-    let open = text.find('(')?;
-    let close = text.rfind(')')?;
-    let pid = text.get(..open)?.trim().parse().ok()?;
-    let comm = text.get(open + 1..close)?.to_string();
-    // Fields after the name, counting from 3 (state).
-    let mut rest = text.get(close + 1..)?.split_ascii_whitespace();
-    let state = *rest.next()?.as_bytes().first()?;
-    let ppid = rest.next()?.parse().ok()?;
-    // starttime is field 22: 18 fields after ppid (field 4).
-    let start = rest.nth(17)?.parse().ok()?;
-    Some(Proc {
-        pid,
-        ppid,
-        state,
-        start,
-        comm,
-    })
+impl From<procfs::process::Stat> for Proc {
+    fn from(s: procfs::process::Stat) -> Proc {
+        Proc {
+            pid: s.pid,
+            ppid: s.ppid,
+            // The state is one ASCII letter; anything else is not a state
+            // `is_live` rules out.
+            state: u8::try_from(s.state).unwrap_or(b'?'),
+            start: s.starttime,
+            comm: s.comm,
+        }
+    }
 }
 
+/// `/proc/PID/stat` of one process (procfs parses the name between the
+/// first `(` and the last `)`, and reads a name that is not UTF-8
+/// lossily: a process cannot hide from the walk by its name).
 fn read_proc(pid: i32) -> Option<Proc> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat(&text)
+    let stat = procfs::process::Process::new(pid).ok()?.stat().ok()?;
+    Some(stat.into())
 }
 
 /// Every live process beneath `root` (not `root` itself). Zombies are
 /// walked through but not returned: there is nothing left to stop, and
 /// the shim's `waitpid` loop reaps those that are its children.
 pub(crate) fn descendants(root: i32) -> Vec<Proc> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
+    let Ok(all) = procfs::process::all_processes() else {
         return Vec::new();
     };
     let mut children: HashMap<i32, Vec<Proc>> = HashMap::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
-            continue;
-        };
-        // Gone between the listing and the read: nothing to do for it.
-        if let Some(p) = read_proc(pid) {
-            children.entry(p.ppid).or_default().push(p);
-        }
+    // Gone between the listing and the read: nothing to do for it.
+    for p in all.flatten().filter_map(|p| p.stat().ok()).map(Proc::from) {
+        children.entry(p.ppid).or_default().push(p);
     }
     let mut found = Vec::new();
     let mut queue = vec![root];
@@ -140,9 +130,13 @@ mod tests {
 
     #[test]
     fn a_stat_line_with_an_awkward_name_parses() {
-        let line =
-            "4242 (a) b (c)) S 17 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654 1 2 3";
-        let p = parse_stat(line).unwrap();
+        // Fields 1 to 22 (starttime), then the 30 later ones of a 5.x kernel.
+        let line = format!(
+            "4242 (a) b (c)) S 17 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654{}",
+            " 1".repeat(30)
+        );
+        use procfs::FromRead as _;
+        let p = Proc::from(procfs::process::Stat::from_read(line.as_bytes()).unwrap());
         assert_eq!(p.pid, 4242);
         assert_eq!(p.comm, "a) b (c)");
         assert_eq!(p.state, b'S');
@@ -163,6 +157,36 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         assert!(found.iter().any(|p| p.pid == pid), "{found:?}");
+    }
+
+    /// `/proc/PID/stat` read as a `String` failed on such a name, so the
+    /// process (and everything beneath it) was left out of the walk.
+    #[test]
+    fn a_name_that_is_not_utf8_does_not_hide_a_process() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "printf '\\377x' > /proc/$$/comm && sleep 30"])
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let mut found = Vec::new();
+        for _ in 0..200 {
+            found = descendants(std::process::id() as i32);
+            if found.iter().any(|p| p.pid == pid && p.comm.contains('x'))
+                && found.iter().any(|p| p.ppid == pid)
+            {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // Its `sleep` too, found beneath it.
+        for p in found.iter().filter(|p| p.ppid == pid) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p.pid), Signal::SIGKILL);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(found.iter().any(|p| p.ppid == pid), "{found:?}");
+        let p = found.iter().find(|p| p.pid == pid).expect("found");
+        assert_eq!(p.comm, "\u{fffd}x");
     }
 
     #[test]
