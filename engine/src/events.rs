@@ -16,7 +16,7 @@ use std::time::Instant;
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
-use crate::result::RunError;
+use crate::result::{RunError, usage_json};
 use crate::script::Meta;
 use dsh_protocol::StopReason;
 use dsh_seam::ChildOrigin;
@@ -533,11 +533,6 @@ impl Hub {
     }
 }
 
-/// Builds the `error` object of results and `workflow/end`.
-pub(crate) fn error_json(code: &str, message: &str) -> Value {
-    json!({ "code": code, "message": message })
-}
-
 /// The strings an activity holds, for [`Event::weight`].
 fn activity_weight(a: &dsh_seam::Activity) -> usize {
     use dsh_seam::Activity as A;
@@ -627,19 +622,6 @@ fn insert_workflow(m: &mut Map<String, Value>, workflow: &Option<String>) {
     if let Some(w) = workflow {
         m.insert("workflow".into(), w.as_str().into());
     }
-}
-
-/// A usage as events show it: `input`, `output`, and the cache's share of
-/// the input when there was one (`cacheRead`, `cacheWrite`).
-pub(crate) fn usage_json(u: &dsh_protocol::Usage) -> Value {
-    let mut v = json!({ "input": u.input, "output": u.output });
-    if u.cache_read > 0 {
-        v["cacheRead"] = u.cache_read.into();
-    }
-    if u.cache_write > 0 {
-        v["cacheWrite"] = u.cache_write.into();
-    }
-    v
 }
 
 #[cfg(test)]

@@ -1,9 +1,7 @@
 //! The result of a run (contract §7). A run always settles with exactly one.
 
 use dsh_protocol::{ErrorCode, SandboxReport, StopReason};
-use serde_json::{Map, Value};
-
-use crate::events::error_json;
+use serde_json::{Map, Value, json};
 
 /// The `error` of a result that did not complete.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +76,7 @@ impl RunResult {
             m.insert("logBytesDropped".into(), self.log_bytes_dropped.into());
         }
         if let Some(u) = &self.usage {
-            m.insert("usage".into(), crate::events::usage_json(u));
+            m.insert("usage".into(), usage_json(u));
             if let Some(c) = u.cost_usd {
                 m.insert("cost".into(), c.into());
             }
@@ -105,4 +103,22 @@ pub fn sandbox_json(s: &SandboxReport) -> Value {
         "enforced": s.enforced,
         "missing": s.missing,
     })
+}
+
+/// Builds the `error` object of results and `workflow/end`.
+fn error_json(code: &str, message: &str) -> Value {
+    json!({ "code": code, "message": message })
+}
+
+/// A usage as events show it: `input`, `output`, and the cache's share of
+/// the input when there was one (`cacheRead`, `cacheWrite`).
+pub(crate) fn usage_json(u: &dsh_protocol::Usage) -> Value {
+    let mut v = json!({ "input": u.input, "output": u.output });
+    if u.cache_read > 0 {
+        v["cacheRead"] = u.cache_read.into();
+    }
+    if u.cache_write > 0 {
+        v["cacheWrite"] = u.cache_write.into();
+    }
+    v
 }

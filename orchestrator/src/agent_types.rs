@@ -43,6 +43,8 @@
 //! `$HOME/.claude/agents`), then the built-ins. A definition hides every
 //! lower one of the same name, broken or not.
 
+pub mod builtin;
+
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -582,7 +584,7 @@ pub enum AgentTypeSource {
 impl fmt::Display for AgentTypeSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AgentTypeSource::BuiltIn => f.write_str(crate::router::BUILT_IN),
+            AgentTypeSource::BuiltIn => f.write_str(builtin::BUILT_IN),
             AgentTypeSource::Config(at) => f.write_str(at),
             AgentTypeSource::File(p) => write!(f, "{}", p.display()),
         }
@@ -629,7 +631,7 @@ impl AgentTypes {
         // Lowest precedence first; each layer replaces the one below.
         let mut layers: Vec<Vec<AgentTypeDef>> = Vec::new();
         layers.push(
-            crate::router::builtin_agent_types()
+            builtin::builtin_agent_types()
                 .into_iter()
                 .map(|(name, route)| AgentTypeDef {
                     name,

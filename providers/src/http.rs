@@ -17,11 +17,11 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use reqwest::{Client, Response, StatusCode};
 use serde_json::Value;
 
-use dsh_seam::{Activity, Progress};
 use crate::SetupError;
 use crate::budget;
 use crate::dispatch::{Dispatch, DispatchConfig, Permit, RATE_LIMITED_ATTEMPTS};
 use crate::excerpt::excerpt;
+use dsh_seam::{Activity, Progress};
 
 /// Largest successful response body read (a chat answer is far smaller).
 const MAX_BODY: usize = 16 << 20;

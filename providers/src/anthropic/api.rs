@@ -4,10 +4,10 @@
 use serde_json::{Map, Value, json};
 
 use super::config::AnthropicConfig;
-use dsh_seam::Usage;
 use crate::agent::Turn;
 use crate::agent::conversation::{Input, Message, Reply, ToolCall};
 use crate::excerpt::excerpt;
+use dsh_seam::Usage;
 
 /// The `messages` of a turn: user and assistant turns, tool uses as
 /// `tool_use` blocks, their results as `tool_result` blocks of a user turn.

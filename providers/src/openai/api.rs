@@ -4,10 +4,10 @@
 use serde_json::{Map, Value, json};
 
 use super::config::{OpenAiConfig, StructuredOutput};
-use dsh_seam::Usage;
 use crate::agent::Turn;
 use crate::agent::conversation::{Input, Message, Reply as LoopReply, ToolCall};
 use crate::excerpt::{excerpt, short};
+use dsh_seam::Usage;
 
 /// Deepest schema nesting walked when deciding on strict mode (the schema
 /// already passed the subset check, which bounds it the same way).

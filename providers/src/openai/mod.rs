@@ -33,10 +33,10 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{MAX_DELAY, OpenAiConfig, StructuredOutput};
 
-use dsh_seam::{AgentRequest, Progress, StartRefused, Subagent, SubagentProvider, Usage};
 use crate::SetupError;
 use crate::agent::{self, conversation::Reply};
 use crate::http::{Endpoint, header_map, secret};
+use dsh_seam::{AgentRequest, Progress, StartRefused, Subagent, SubagentProvider, Usage};
 
 /// A provider for one `[providers.NAME]` entry. Cheap to build: the HTTP
 /// client is created on the first call.
