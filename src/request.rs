@@ -14,12 +14,13 @@ use dsh_orchestrator::journal::ProviderSpec;
 use dsh_orchestrator::journal::durable::absolute;
 use dsh_orchestrator::providers::agent::ToolHost;
 use dsh_orchestrator::providers::dry_run::DryRunProvider;
-use dsh_orchestrator::providers::router::{self, AgentTypeGate, Router};
+use dsh_orchestrator::providers::router::{self, AgentTypeLayer, Router};
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::{
     ArgsInput, ErrorCode, ForkedWorker, Limits, Meta, SandboxPolicy, SpawnedWorker, StartRequest,
     SubagentProvider, WorkerCommand,
 };
+use dsh_seam::Stack;
 use serde_json::Value;
 
 use crate::error::{CliError, exit};
@@ -491,7 +492,9 @@ fn agent_types(config: &Config) -> AgentTypes {
 /// unknown `agentType` is refused as with configured providers — and as in
 /// Claude Code.
 fn gated(provider: Arc<dyn SubagentProvider>, config: &Config) -> Arc<dyn SubagentProvider> {
-    Arc::new(AgentTypeGate::new(provider, &agent_types(config)))
+    Stack::new()
+        .layer(AgentTypeLayer::new(&agent_types(config)))
+        .provider(provider)
 }
 
 /// The router over the configured providers, with `flag` (`--provider`)

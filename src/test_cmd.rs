@@ -24,12 +24,13 @@ use dsh_orchestrator::agent_types::AgentTypes;
 use dsh_orchestrator::catalog::Catalog;
 use dsh_orchestrator::events::Event;
 use dsh_orchestrator::files;
-use dsh_orchestrator::providers::router::AgentTypeGate;
+use dsh_orchestrator::providers::router::AgentTypeLayer;
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::script::ScriptKind;
 use dsh_orchestrator::{
     ArgsInput, ErrorCode, ForkServer, Limits, Meta, RunResult, StartRequest, WorkerCommand, start,
 };
+use dsh_seam::Stack;
 use serde_json::Value;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -443,10 +444,11 @@ fn request(case: &Case, settings: &Settings) -> Result<StartRequest, String> {
         .with_args(args)
         .with_meta_fallback(Meta::default_for(&case.script))
         .with_worker(settings.worker.clone())
-        .with_provider(Arc::new(AgentTypeGate::new(
-            Arc::new(provider),
-            &test_agent_types(&case.script),
-        )))
+        .with_provider(
+            Stack::new()
+                .layer(AgentTypeLayer::new(&test_agent_types(&case.script)))
+                .provider(Arc::new(provider)),
+        )
         .with_catalog(test_catalog(&case.script));
     if let Some(server) = &settings.fork_server {
         req = req.with_fork_server(server.clone());

@@ -19,9 +19,29 @@ use dsh_protocol::ErrorCode;
 use tokio_util::sync::CancellationToken;
 
 use dsh_seam::{
-    AgentRequest, CallLimits, ChildOrigin, ChildOutcome, KeptWorktree, Progress, ResultFault,
+    AgentRequest, CallLimits, ChildHook, ChildOutcome, HookedChild, Layer, ResultFault,
     StartRefused, Subagent, SubagentProvider,
 };
+
+/// The [`Layer`] that keeps a run within a budget of so many US dollars.
+#[derive(Debug, Clone, Copy)]
+pub struct CostLayer {
+    budget_usd: f64,
+}
+
+impl CostLayer {
+    /// A budget of `budget_usd` US dollars; it must be positive
+    /// (`Limits::validate`).
+    pub fn new(budget_usd: f64) -> Self {
+        CostLayer { budget_usd }
+    }
+}
+
+impl Layer for CostLayer {
+    fn layer(&self, inner: Arc<dyn SubagentProvider>) -> Arc<dyn SubagentProvider> {
+        Arc::new(CostBudget::new(inner, self.budget_usd))
+    }
+}
 
 /// `inner` within a budget of `budget_usd` US dollars.
 pub struct CostBudget {
@@ -75,56 +95,24 @@ impl SubagentProvider for CostBudget {
         }
         request.cost_cap_usd = Some(request.cost_cap_usd.map_or(left, |c| c.min(left)));
         let child = self.inner.start(request, cancel).await?;
-        Ok(Arc::new(Costed {
-            inner: child,
-            spent: self.spent.clone(),
-        }))
+        Ok(Arc::new(HookedChild::new(child, Spend(self.spent.clone()))))
     }
 }
 
-/// A child whose reported cost is added to the run's.
-struct Costed {
-    inner: Arc<dyn Subagent>,
-    spent: Arc<Mutex<f64>>,
-}
+/// Adds a child's reported cost to the run's.
+struct Spend(Arc<Mutex<f64>>);
 
 #[async_trait]
-impl Subagent for Costed {
-    fn id(&self) -> &str {
-        self.inner.id()
-    }
-
-    async fn result(&self) -> Result<ChildOutcome, ResultFault> {
-        let r = self.inner.result().await;
-        if let Ok(o) = &r
+impl ChildHook for Spend {
+    async fn result(
+        &self,
+        result: Result<ChildOutcome, ResultFault>,
+    ) -> Result<ChildOutcome, ResultFault> {
+        if let Ok(o) = &result
             && let Some(c) = o.usage.and_then(|u| u.cost_usd)
         {
-            *self.spent.lock().unwrap_or_else(|e| e.into_inner()) += c;
+            *self.0.lock().unwrap_or_else(|e| e.into_inner()) += c;
         }
-        r
-    }
-
-    fn cancel(&self) {
-        self.inner.cancel();
-    }
-
-    fn abandon(&self, reason: &str) {
-        self.inner.abandon(reason);
-    }
-
-    fn progress(&self) -> Option<Progress> {
-        self.inner.progress()
-    }
-
-    async fn dispose(&self) {
-        self.inner.dispose().await;
-    }
-
-    fn origin(&self) -> ChildOrigin {
-        self.inner.origin()
-    }
-
-    fn kept_worktree(&self) -> Option<KeptWorktree> {
-        self.inner.kept_worktree()
+        result
     }
 }

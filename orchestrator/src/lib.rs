@@ -50,6 +50,7 @@ pub mod providers {
 }
 
 pub use dsh_protocol::{ErrorCode, SandboxLevel, SandboxPolicy, SandboxReport, StopReason, Usage};
+pub use dsh_seam::{ChildHook, HookedChild, Layer, Stack};
 pub use events::{AgentOutcomeKind, Event, EventKind, EventStream};
 pub use fork_server::{ForkServer, SharedForkServer};
 pub use limits::Limits;

@@ -25,6 +25,7 @@ use crate::providers::cli::CliProvider;
 use crate::providers::command::CommandProvider;
 use crate::providers::openai::OpenAiProvider;
 use crate::providers::scripted::ScriptedProvider;
+use dsh_seam::Layer;
 
 struct Slot {
     entry: ProviderEntry,
@@ -306,6 +307,30 @@ impl AgentTypeGate {
             inner,
             agent_types: type_table(types),
         }
+    }
+}
+
+/// The [`Layer`] that puts the run's agent types in front of a provider
+/// that knows none of them ([`AgentTypeGate`]).
+pub struct AgentTypeLayer {
+    agent_types: TypeTable,
+}
+
+impl AgentTypeLayer {
+    /// The agent types `types`.
+    pub fn new(types: &AgentTypes) -> Self {
+        AgentTypeLayer {
+            agent_types: type_table(types),
+        }
+    }
+}
+
+impl Layer for AgentTypeLayer {
+    fn layer(&self, inner: Arc<dyn SubagentProvider>) -> Arc<dyn SubagentProvider> {
+        Arc::new(AgentTypeGate {
+            inner,
+            agent_types: self.agent_types.clone(),
+        })
     }
 }
 

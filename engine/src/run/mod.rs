@@ -22,12 +22,13 @@ use supervisor::handshake::Hello;
 use supervisor::{Command, Parts, Supervisor};
 pub use worker::{ForkedWorker, SpawnedWorker, WorkerCommand, WorkerMissing};
 
+use crate::cost::CostLayer;
 use crate::events::{EventKind, EventStream, Hub};
 use crate::fork_server::SharedForkServer;
 use crate::limits::{LimitError, Limits};
 use crate::result::RunResult;
 use crate::script::{self, Meta, PreparedScript, ScriptError, ScriptKind};
-use dsh_seam::SubagentProvider;
+use dsh_seam::{Stack, SubagentProvider};
 
 /// The script's `args`.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -511,12 +512,12 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         prepared,
         meta_json,
         args,
-        provider: match (request.provider, request.limits.budget_usd) {
-            (Some(p), Some(usd)) => {
-                Some(Arc::new(crate::cost::CostBudget::new(p, usd)) as Arc<dyn SubagentProvider>)
-            }
-            (p, _) => p,
-        },
+        // The run's own layers go in front of the provider it was given.
+        provider: request.provider.map(|p| {
+            Stack::new()
+                .option_layer(request.limits.budget_usd.map(CostLayer::new))
+                .provider(p)
+        }),
         limits: request.limits,
         catalog: request.catalog,
         sandbox: request.sandbox,
