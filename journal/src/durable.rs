@@ -17,6 +17,7 @@ use super::rundir::{
     self, ProviderSpec, RunDir, RunInfo, args_from_json, args_to_json, limits_from_json,
     limits_to_json, sha256_hex,
 };
+use super::store::JournalStore;
 use super::writer::JournalWriter;
 use super::{
     DEFAULT_JOURNAL_LIMIT, JournalError, Journaling, JournalingProvider, Line, Replay, reader,
@@ -209,8 +210,12 @@ impl Durable {
             durable.pending = Some((root, info, req.source.clone()));
         }
         let state = Arc::new(
-            Journaling::new(writer, None, options.record.as_deref())
-                .with_limit(options.journal_limit.unwrap_or(DEFAULT_JOURNAL_LIMIT)),
+            Journaling::new(
+                writer.map(|w| Arc::new(w) as Arc<dyn JournalStore>),
+                None,
+                options.record.as_deref(),
+            )
+            .with_limit(options.journal_limit.unwrap_or(DEFAULT_JOURNAL_LIMIT)),
         );
         req.provider = Some(Arc::new(JournalingProvider::new(
             req.provider.take(),
@@ -650,7 +655,7 @@ impl StoredRun {
         });
         let state = Arc::new(
             Journaling::replaying(
-                Some(writer),
+                Some(Arc::new(writer) as Arc<dyn JournalStore>),
                 Some(&previous),
                 options.replay,
                 options.record.as_deref(),

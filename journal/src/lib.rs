@@ -13,6 +13,9 @@
 //! - **record**: the calls of one attempt, in call order, written as a
 //!   fixture with exact matches.
 //!
+//! The lines are kept by a [`JournalStore`] ([`store`]): the file journal
+//! ([`writer`]) today.
+//!
 //! The public face for applications is [`durable`]: start a durable run,
 //! open a stored one and resume it; [`summary`] lists and reads runs.
 //! Not in here: the CLI commands (`runs_cmd.rs` of the `dsh` binary), the
@@ -28,6 +31,7 @@ pub mod provider;
 pub mod reader;
 pub mod record;
 pub mod rundir;
+pub mod store;
 pub mod summary;
 pub mod writer;
 
@@ -39,6 +43,7 @@ pub use key::call_key;
 pub use line::{Line, Outcome};
 pub use provider::{DEFAULT_JOURNAL_LIMIT, Journaling, JournalingProvider, Replay};
 pub use rundir::{ProviderSpec, RunDir, RunInfo};
+pub use store::{JournalFull, JournalStore};
 pub use summary::{CallState, CallSummary, RunStatus, RunSummary};
 
 /// A journal or run-directory problem, naming the file and the fix.

@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 use super::line::{Line, Outcome};
 use super::reader::Journal;
 use super::record::Recorder;
-use super::writer::JournalWriter;
 use super::{call_key, now_ms};
+use crate::store::JournalStore;
 use dsh_seam::answered::AnsweredChild;
 use dsh_seam::outcome::CallOutcome;
 use dsh_seam::{
@@ -51,7 +51,7 @@ struct Answer {
 /// recorded calls, and the journal writer.
 #[derive(Default)]
 pub struct Journaling {
-    writer: Option<JournalWriter>,
+    writer: Option<Arc<dyn JournalStore>>,
     /// Journaled answers by (key, slot): slot k of key K is the k-th call
     /// with key K in call order within an attempt.
     answers: Mutex<BySlot<Answer>>,
@@ -74,11 +74,12 @@ pub struct Journaling {
 }
 
 impl Journaling {
-    /// Journals to `writer` (when given), replays the answers of `previous`
+    /// Journals to `writer` (when given: the file journal, or another
+    /// [`JournalStore`]), replays the answers of `previous`
     /// (a journal read back for a resume), and records the calls for a
     /// fixture to be written to `recording` (`--record`).
     pub fn new(
-        writer: Option<JournalWriter>,
+        writer: Option<Arc<dyn JournalStore>>,
         previous: Option<&Journal>,
         recording: Option<&std::path::Path>,
     ) -> Self {
@@ -88,7 +89,7 @@ impl Journaling {
     /// [`Journaling::new`], replaying the answers of `previous` that
     /// `replay` names.
     pub fn replaying(
-        writer: Option<JournalWriter>,
+        writer: Option<Arc<dyn JournalStore>>,
         previous: Option<&Journal>,
         replay: Replay,
         recording: Option<&std::path::Path>,
@@ -137,7 +138,7 @@ impl Journaling {
         Ok(())
     }
 
-    fn full(&self, full: super::writer::JournalFull) -> StartRefused {
+    fn full(&self, full: crate::store::JournalFull) -> StartRefused {
         StartRefused {
             code: dsh_protocol::ErrorCode::Budget,
             message: format!(
@@ -181,7 +182,7 @@ impl Journaling {
     }
 
     /// Makes `paths` durable with the first answer (see
-    /// [`JournalWriter::also_sync`]).
+    /// [`JournalStore::also_sync`]).
     pub fn also_sync(&self, paths: Vec<std::path::PathBuf>) {
         if let Some(w) = &self.writer {
             w.also_sync(paths);

@@ -17,6 +17,7 @@ use std::sync::mpsc;
 use tokio::sync::oneshot;
 
 use super::{JournalError, Line};
+pub use crate::store::JournalFull;
 
 enum Req {
     /// A line; the acknowledgement says whether it reached the disk.
@@ -38,16 +39,6 @@ pub struct JournalWriter {
     tx: mpsc::Sender<Req>,
     /// The file's length once everything queued is written.
     queued: Arc<AtomicU64>,
-}
-
-/// A line that would take the journal past its size limit; nothing was
-/// queued.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct JournalFull {
-    /// The journal's length so far (what is queued included).
-    pub used: u64,
-    /// The limit.
-    pub limit: u64,
 }
 
 impl JournalWriter {
