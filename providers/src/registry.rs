@@ -140,9 +140,9 @@ impl Clone for Box<dyn ProviderConfig> {
     }
 }
 
-// On the box, not on `dyn ProviderConfig`: a derived `PartialEq` of a
-// struct holding the box compares the boxes (rust-lang/rust#31740).
-impl PartialEq for Box<dyn ProviderConfig> {
+// Compare `*a == *b`: `==` on the boxes themselves moves the right-hand
+// one (rust-lang/rust#31740), as does a derived `PartialEq` holding one.
+impl PartialEq for dyn ProviderConfig {
     fn eq(&self, other: &Self) -> bool {
         self.same_as(other.as_any())
     }
@@ -421,8 +421,8 @@ mod tests {
         assert_eq!(f.kind_name(), "fixture");
         assert!(f.agent_cli().is_none() && f.api_key_env().is_none());
         // Copies compare equal, other settings do not.
-        assert!(f.clone() == f);
-        assert!(c != f);
+        assert!(*f.clone() == *f);
+        assert!(*c != *f);
     }
 
     #[test]

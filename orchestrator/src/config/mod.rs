@@ -92,7 +92,7 @@ pub struct ProviderEntry {
 impl PartialEq for ProviderEntry {
     fn eq(&self, other: &Self) -> bool {
         self.name == other.name
-            && PartialEq::eq(&self.kind, &other.kind)
+            && *self.kind == *other.kind
             && self.defined_at == other.defined_at
             && self.base_dir == other.base_dir
             && self.stall == other.stall
