@@ -306,7 +306,8 @@ pub fn discover(start: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-#[cfg(test)]
+// The built-in API providers need `http`.
+#[cfg(all(test, feature = "http"))]
 mod tests {
     use std::ffi::OsString;
 
@@ -320,7 +321,6 @@ mod tests {
         }
     }
 
-    #[cfg(feature = "http")]
     #[test]
     fn the_api_providers_whose_key_is_set() {
         let c = Config::builtin();
