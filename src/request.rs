@@ -12,8 +12,8 @@ use dsh_orchestrator::config::{self, Config};
 use dsh_orchestrator::files;
 use dsh_orchestrator::journal::ProviderSpec;
 use dsh_orchestrator::journal::durable::absolute;
-use dsh_orchestrator::providers::registry::ToolHost;
 use dsh_orchestrator::providers::dry_run::DryRunProvider;
+use dsh_orchestrator::providers::registry::ToolHost;
 use dsh_orchestrator::providers::router::{self, AgentTypeGate, Router};
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::{

@@ -26,7 +26,11 @@ fn an_api_kind_says_to_enable_http() {
          \"codex\", \"qwen\", \"command\" or \"fixture\""
     );
     let e = parse("[providers.y]\nkind = \"anthropic\"\n").expect_err("no http");
-    assert!(e.to_string().contains("\"anthropic\" is an API model over HTTP"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("\"anthropic\" is an API model over HTTP"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -410,7 +410,11 @@ mod tests {
         let r = Registry::builtin();
         let base = Path::new("/p");
         let c = r
-            .read("x", table("kind = \"codex\"\nprogram = \"my-codex\"\n"), base)
+            .read(
+                "x",
+                table("kind = \"codex\"\nprogram = \"my-codex\"\n"),
+                base,
+            )
             .expect("valid");
         assert_eq!(c.kind_name(), "codex");
         let (kind, cfg) = c.agent_cli().expect("an agent CLI");

@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use dsh_protocol::SandboxPolicy;
 
-pub use file::AgentTypeRoute;
 /// How a `[providers.NAME]` table becomes a provider: each kind reads its
 /// own table (`dsh-providers`' registry); this module names none of them.
 pub use crate::providers::registry::{ProviderConfig, ProviderKind, Registry, TableError};
+pub use file::AgentTypeRoute;
 
 use crate::Limits;
 use crate::providers::registry::ToolHost;

@@ -30,7 +30,10 @@ impl ProviderKind for AnthropicKind {
     }
 
     fn builtins(&self) -> Vec<(&'static str, Box<dyn ProviderConfig>)> {
-        vec![("anthropic", Box::new(AnthropicConfig::default()) as Box<dyn ProviderConfig>)]
+        vec![(
+            "anthropic",
+            Box::new(AnthropicConfig::default()) as Box<dyn ProviderConfig>,
+        )]
     }
 }
 

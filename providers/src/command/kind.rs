@@ -44,8 +44,7 @@ impl ProviderConfig for CommandConfig {
         if cfg.reaper.is_none() {
             cfg.reaper = dsh_exec::WorkerCommand::resolve().ok();
         }
-        CommandProvider::new(name, &cfg, base_dir)
-            .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
+        CommandProvider::new(name, &cfg, base_dir).map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
     }
 
     fn usable(&self, base_dir: &Path) -> Result<String, SetupError> {

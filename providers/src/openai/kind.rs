@@ -31,8 +31,14 @@ impl ProviderKind for OpenAiKind {
 
     fn builtins(&self) -> Vec<(&'static str, Box<dyn ProviderConfig>)> {
         vec![
-            ("deepseek", Box::new(OpenAiConfig::default()) as Box<dyn ProviderConfig>),
-            ("openai", Box::new(OpenAiConfig::openai()) as Box<dyn ProviderConfig>),
+            (
+                "deepseek",
+                Box::new(OpenAiConfig::default()) as Box<dyn ProviderConfig>,
+            ),
+            (
+                "openai",
+                Box::new(OpenAiConfig::openai()) as Box<dyn ProviderConfig>,
+            ),
         ]
     }
 }
