@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use dsh_orchestrator::agent_types::{self, AgentTypeDef, AgentTypes};
 use dsh_orchestrator::catalog::Catalog;
-use dsh_orchestrator::config::{self, Config, ProviderKind};
+use dsh_orchestrator::config::{self, Config};
 use dsh_orchestrator::files;
 use dsh_orchestrator::journal::ProviderSpec;
 use dsh_orchestrator::journal::durable::absolute;
-use dsh_orchestrator::providers::agent::ToolHost;
 use dsh_orchestrator::providers::dry_run::DryRunProvider;
+use dsh_orchestrator::providers::registry::ToolHost;
 use dsh_orchestrator::providers::router::{self, AgentTypeLayer, Router};
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::{
@@ -684,8 +684,8 @@ fn agent_clis(config: &Config, out: &mut impl Write) {
         let mut mine: Vec<(CliKind, String, PathBuf, Vec<String>)> = config
             .providers
             .values()
-            .filter_map(|e| match &e.kind {
-                ProviderKind::Cli { kind: k, cfg, .. } if *k == kind => Some((
+            .filter_map(|e| match e.kind.agent_cli() {
+                Some((k, cfg)) if k == kind => Some((
                     kind,
                     cfg.program_name(kind).to_string(),
                     e.base_dir.clone(),

@@ -16,15 +16,11 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent_types::AgentTypes;
-use crate::config::{AgentTypeRoute, Config, ProviderEntry, ProviderKind};
+use crate::config::{AgentTypeRoute, Config, ProviderEntry};
 use crate::provider::{
     AgentRequest, AgentTypeOrigin, CallLimit, CallLimits, StartRefused, Subagent, SubagentProvider,
 };
 use crate::providers::SetupError;
-use crate::providers::cli::CliProvider;
-use crate::providers::command::CommandProvider;
-use crate::providers::openai::OpenAiProvider;
-use crate::providers::scripted::ScriptedProvider;
 use dsh_seam::Layer;
 
 struct Slot {
@@ -38,54 +34,15 @@ impl Slot {
     }
 }
 
-/// Builds the provider of one entry.
+/// Builds the provider of one entry (its kind knows how).
 pub fn build(entry: &ProviderEntry) -> Result<Arc<dyn SubagentProvider>, SetupError> {
-    let name = &entry.name;
-    match &entry.kind {
-        ProviderKind::Openai(cfg) => {
-            OpenAiProvider::new(name, cfg).map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
-        }
-        ProviderKind::Anthropic(cfg) => {
-            crate::providers::anthropic::AnthropicProvider::new(name, cfg)
-                .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
-        }
-        // Under dsh's reaper when its worker is found, as agent CLIs are:
-        // nothing a program starts outlives it, nor a killed dsh.
-        ProviderKind::Command(cfg) => {
-            let mut cfg = cfg.clone();
-            if cfg.reaper.is_none() {
-                cfg.reaper = crate::run::WorkerCommand::resolve().ok();
-            }
-            CommandProvider::new(name, &cfg, &entry.base_dir)
-                .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
-        }
-        ProviderKind::Cli { kind, cfg, reaper } => {
-            // Without a reaper from the host program, look for dsh's
-            // worker as a run does; none found: the CLI runs directly.
-            let reaper = reaper
-                .clone()
-                .or_else(|| crate::run::WorkerCommand::resolve().ok());
-            CliProvider::new(name, *kind, cfg, &entry.base_dir, reaper)
-                .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
-        }
-        ProviderKind::Fixture { path } => ScriptedProvider::from_file(path)
-            .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
-            .map_err(SetupError::from),
-    }
+    entry.kind.build(&entry.name, &entry.base_dir)
 }
 
 /// Whether an entry can be used, without calling it: `Ok(detail)` or
 /// why not (`dsh workflow providers`).
 pub fn usable(entry: &ProviderEntry) -> Result<String, SetupError> {
-    match &entry.kind {
-        ProviderKind::Openai(cfg) => cfg.usable(),
-        ProviderKind::Anthropic(cfg) => cfg.usable(),
-        ProviderKind::Command(cfg) => cfg.usable(&entry.base_dir),
-        ProviderKind::Cli { kind, cfg, .. } => cfg.usable(*kind, &entry.base_dir),
-        ProviderKind::Fixture { path } => ScriptedProvider::from_file(path)
-            .map(|_| format!("fixture {}", path.display()))
-            .map_err(SetupError::from),
-    }
+    entry.kind.usable(&entry.base_dir)
 }
 
 pub use crate::agent_types::builtin::{BUILT_IN, READ_ONLY_TOOLS, builtin_agent_types};

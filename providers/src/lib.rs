@@ -13,7 +13,9 @@
 //!   an API model sandboxed tools through the tool host.
 //!
 //! Every provider implements `dsh_seam::SubagentProvider`; none knows the
-//! engine that calls it. Which provider answers which call is the router's
+//! engine that calls it. Each kind registers itself in [`registry`]: it
+//! names its `kind`, reads its own `dsh.toml` table and builds its
+//! provider, so the configuration names no provider type. Which provider answers which call is the router's
 //! business (`dsh-orchestrator`), not theirs.
 
 #[cfg(feature = "http")]
@@ -34,6 +36,7 @@ pub(crate) mod http;
 #[cfg(feature = "http")]
 pub mod openai;
 mod problems;
+pub mod registry;
 pub mod scripted;
 #[cfg(feature = "http")]
 pub mod sse;

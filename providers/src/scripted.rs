@@ -503,6 +503,69 @@ impl SubagentProvider for ScriptedProvider {
     }
 }
 
+/// `kind = "fixture"` (or `"scripted"`): a fixture file answers.
+pub(crate) struct FixtureKind;
+
+impl crate::registry::ProviderKind for FixtureKind {
+    fn name(&self) -> &'static str {
+        "fixture"
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["scripted"]
+    }
+
+    fn read(
+        &self,
+        provider: &str,
+        table: toml::Table,
+        base_dir: &Path,
+    ) -> Result<Box<dyn crate::registry::ProviderConfig>, crate::registry::TableError> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Table {
+            path: std::path::PathBuf,
+        }
+        let t: Table = crate::registry::read_keys(provider, self.name(), table)?;
+        let path = if t.path.is_relative() {
+            base_dir.join(t.path)
+        } else {
+            t.path
+        };
+        Ok(Box::new(FixtureSettings { path }))
+    }
+}
+
+/// A fixture provider's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FixtureSettings {
+    /// The fixture file; a relative `path` in `dsh.toml` is resolved
+    /// against its directory.
+    pub path: std::path::PathBuf,
+}
+
+impl crate::registry::ProviderConfig for FixtureSettings {
+    fn kind_name(&self) -> &'static str {
+        "fixture"
+    }
+
+    fn build(
+        &self,
+        _name: &str,
+        _base_dir: &Path,
+    ) -> Result<Arc<dyn SubagentProvider>, crate::SetupError> {
+        ScriptedProvider::from_file(&self.path)
+            .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
+            .map_err(crate::SetupError::from)
+    }
+
+    fn usable(&self, _base_dir: &Path) -> Result<String, crate::SetupError> {
+        ScriptedProvider::from_file(&self.path)
+            .map(|_| format!("fixture {}", self.path.display()))
+            .map_err(crate::SetupError::from)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

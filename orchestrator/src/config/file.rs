@@ -28,56 +28,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{Config, ConfigError, ProviderEntry, WorkflowDefaults};
-use crate::providers::agent::{LOOP_KEYS, LoopSettings};
-use crate::providers::anthropic::AnthropicConfig;
-use crate::providers::cli::{CliConfig, CliKind};
-use crate::providers::command::CommandConfig;
-use crate::providers::openai::OpenAiConfig;
-
-/// What a `[providers.NAME]` table configures.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum ProviderKind {
-    /// `kind = "openai"`: an OpenAI-compatible chat-completions API.
-    Openai(OpenAiConfig),
-    /// `kind = "anthropic"`: Anthropic's Messages API.
-    Anthropic(AnthropicConfig),
-    /// `kind = "command"`: a program (an agent CLI or any other) runs once
-    /// per call and answers on stdout.
-    Command(CommandConfig),
-    /// `kind = "claude-code"`, `"codex"` or `"qwen"`: an agent CLI dsh
-    /// knows the flags of.
-    Cli {
-        /// Which CLI.
-        kind: CliKind,
-        /// The table's keys.
-        cfg: CliConfig,
-        /// dsh's reaper, which the CLI runs under (set by the host program:
-        /// [`super::Config::set_tool_host`]); `None` finds it like a run's
-        /// worker, or runs the CLI directly.
-        reaper: Option<crate::run::WorkerCommand>,
-    },
-    /// A fixture file answers (the `scripted` provider).
-    Fixture {
-        /// The fixture file; a relative `path` in the file is resolved
-        /// against the directory of `dsh.toml`.
-        path: PathBuf,
-    },
-}
-
-impl ProviderKind {
-    /// The `kind` as `dsh.toml` spells it: `openai`, `command`,
-    /// `claude-code`, … or `fixture`.
-    pub fn kind_name(&self) -> &'static str {
-        match self {
-            ProviderKind::Cli { kind, .. } => kind.kind_name(),
-            ProviderKind::Openai(_) => "openai",
-            ProviderKind::Anthropic(_) => "anthropic",
-            ProviderKind::Command(_) => "command",
-            ProviderKind::Fixture { .. } => "fixture",
-        }
-    }
-}
+use crate::providers::registry::{Registry, fix_hint};
 
 /// What an agent type means: where calls with `agentType: NAME` go and
 /// what they get. `[agent_types.NAME]` in dsh.toml is one; a
@@ -270,7 +221,9 @@ fn key_named_in(text: &str, section: &str, message: &str) -> Option<(usize, Stri
         .map(|(k, line, _)| (line, k))
 }
 
-pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+/// Parses and checks `text`, the file at `path`; `registry` reads the
+/// `[providers.NAME]` tables.
+pub(super) fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Config, ConfigError> {
     let file = path.display().to_string();
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let message = fix_hint(e.message().trim());
@@ -302,7 +255,7 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
-    let mut config = Config::builtin();
+    let mut config = Config::builtin_with(registry);
     config.path = Some(path.to_path_buf());
 
     for (name, mut table) in raw.providers {
@@ -338,7 +291,8 @@ pub(super) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 Some(d)
             }
         };
-        let kind = provider_kind(&name, table, &base_dir).map_err(|m| {
+        let kind = registry.read(&name, table, &base_dir).map_err(|e| {
+            let m = e.to_string();
             // Point at the key itself where the message lets us find it.
             let section = format!("providers.{name}");
             let unknown = m
@@ -500,179 +454,13 @@ fn snake(knob: &str) -> String {
     }
 }
 
-/// Serde's messages, with the fix spelled out where it is not.
-fn fix_hint(message: &str) -> String {
-    if message.starts_with("unknown field") {
-        format!(
-            "{message}; remove the key or correct its spelling (docs/providers.md lists every key)"
-        )
-    } else if message.starts_with("invalid type") {
-        format!("{message}; give a value of that type (docs/providers.md lists every key)")
-    } else {
-        message.to_string()
-    }
-}
-
-/// Every `kind` a `[providers.NAME]` table may name, as the messages list
-/// them: one list, so that a kind added to [`provider_kind`] (and its test
-/// below) cannot be left out of one message, as the CLI kinds once were.
-const KIND_NAMES: &str =
-    "\"openai\", \"anthropic\", \"claude-code\", \"codex\", \"qwen\", \"command\" or \"fixture\"";
-
-/// One `[providers.NAME]` table: `kind` decides which provider's keys the
-/// rest must be.
-fn provider_kind(
-    name: &str,
-    mut table: toml::Table,
-    base_dir: &Path,
-) -> Result<ProviderKind, String> {
-    let kind = match table.remove("kind").or_else(|| table.remove("type")) {
-        Some(toml::Value::String(k)) => k,
-        Some(other) => {
-            return Err(format!(
-                "providers.{name}.kind: expected a string, found {}; use kind = {}",
-                other.type_str(),
-                KIND_NAMES
-            ));
-        }
-        None => {
-            return Err(format!(
-                "providers.{name}: missing kind; add kind = {KIND_NAMES}"
-            ));
-        }
-    };
-    let de = |what: &str, e: toml::de::Error| {
-        format!(
-            "providers.{name} ({what}): {}",
-            fix_hint(e.message().trim())
-        )
-    };
-    if let Some(kind) = CliKind::from_kind_name(&kind) {
-        return toml::Value::Table(table)
-            .try_into::<CliConfig>()
-            .map(|cfg| ProviderKind::Cli {
-                kind,
-                cfg,
-                reaper: None,
-            })
-            .map_err(|e| de(kind.kind_name(), e));
-    }
-    match kind.as_str() {
-        "openai" => {
-            let agent = loop_settings(&mut table, base_dir).map_err(|e| de("openai", e))?;
-            check_workspace(name, &agent)?;
-            toml::Value::Table(table)
-                .try_into::<OpenAiConfig>()
-                .map(|cfg| ProviderKind::Openai(OpenAiConfig { agent, ..cfg }))
-                .map_err(|e| de("openai", e))
-        }
-        "anthropic" => {
-            let agent = loop_settings(&mut table, base_dir).map_err(|e| de("anthropic", e))?;
-            check_workspace(name, &agent)?;
-            toml::Value::Table(table)
-                .try_into::<AnthropicConfig>()
-                .map(|cfg| ProviderKind::Anthropic(AnthropicConfig { agent, ..cfg }))
-                .map_err(|e| de("anthropic", e))
-        }
-        "command" => {
-            contract_command_spelling(&mut table);
-            toml::Value::Table(table)
-                .try_into::<CommandConfig>()
-                .map(ProviderKind::Command)
-                .map_err(|e| de("command", e))
-        }
-        "fixture" | "scripted" => {
-            #[derive(Deserialize)]
-            #[serde(deny_unknown_fields)]
-            struct Fixture {
-                path: PathBuf,
-            }
-            let f: Fixture = toml::Value::Table(table)
-                .try_into()
-                .map_err(|e| de("fixture", e))?;
-            let path = if f.path.is_relative() {
-                base_dir.join(f.path)
-            } else {
-                f.path
-            };
-            Ok(ProviderKind::Fixture { path })
-        }
-        other => Err(format!(
-            "providers.{name}.kind: unknown kind {other:?}; use {KIND_NAMES}"
-        )),
-    }
-}
-
-/// Takes the agent loop's keys ([`LOOP_KEYS`]) out of an API provider's
-/// table and reads them (relative paths against `base_dir`).
-fn loop_settings(
-    table: &mut toml::Table,
-    base_dir: &Path,
-) -> Result<LoopSettings, toml::de::Error> {
-    let mut keys = toml::Table::new();
-    for k in LOOP_KEYS {
-        if let Some(v) = table.remove(k) {
-            keys.insert(k.to_string(), v);
-        }
-    }
-    let mut settings: LoopSettings = toml::Value::Table(keys).try_into()?;
-    settings.resolve_paths(base_dir);
-    Ok(settings)
-}
-
-/// The agent loop's `workspace` must be a directory now: a path that is
-/// not there would only fail at the first call, after the run started.
-fn check_workspace(name: &str, agent: &LoopSettings) -> Result<(), String> {
-    let Some(w) = &agent.workspace else {
-        return Ok(());
-    };
-    if w.is_dir() {
-        return Ok(());
-    }
-    let what = match std::fs::metadata(w) {
-        Ok(_) => "not a directory",
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "no such directory",
-        Err(_) => "not a directory dsh can use",
-    };
-    Err(format!(
-        "providers.{name}.workspace: {}: {what}; set it to an existing directory (a relative \
-         path is relative to the config file's directory), or leave it out for dsh's working \
-         directory",
-        w.display()
-    ))
-}
-
-/// The contract spells a command provider `command = [...]` and
-/// `prompt = "stdin" | "arg"`; the provider's own keys are `argv` and
-/// `prompt = "stdin" | "argv"`. Accept both: `command` becomes `argv`, and
-/// `prompt = "arg"` without a `{prompt}` placeholder appends one.
-fn contract_command_spelling(table: &mut toml::Table) {
-    if !table.contains_key("argv")
-        && let Some(cmd) = table.remove("command")
-    {
-        table.insert("argv".into(), cmd);
-    }
-    let wants_arg = matches!(table.get("prompt"), Some(toml::Value::String(s)) if s == "arg");
-    if wants_arg {
-        table.insert("prompt".into(), toml::Value::String("argv".into()));
-        if let Some(toml::Value::Array(argv)) = table.get_mut("argv") {
-            let has_placeholder = argv
-                .iter()
-                .any(|a| a.as_str().is_some_and(|s| s.contains("{prompt}")));
-            if !has_placeholder {
-                argv.push(toml::Value::String("{prompt}".into()));
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use rstest::rstest;
 
     fn parse_text(text: &str) -> Result<Config, ConfigError> {
-        parse(Path::new("/p/dsh.toml"), text)
+        parse(Path::new("/p/dsh.toml"), text, &Registry::builtin())
     }
 
     #[test]
@@ -702,10 +490,7 @@ system_prompt = "Review carefully."
         .expect("valid");
         assert_eq!(c.workflow.provider.as_deref(), Some("deepseek"));
         assert_eq!(c.workflow.limits().max_concurrent_agents, 16);
-        assert!(matches!(
-            c.providers["claude"].kind,
-            ProviderKind::Command(_)
-        ));
+        assert_eq!(c.providers["claude"].kind.kind_name(), "command");
         assert_eq!(c.providers["claude"].defined_at, "/p/dsh.toml:12");
         assert!(c.providers.contains_key("openai"), "built-ins stay");
         assert_eq!(
@@ -761,17 +546,5 @@ system_prompt = "Review carefully."
         assert_eq!(l.memory_bytes, 64 << 20);
         assert_eq!(l.log_bytes, 4096);
         assert_eq!(l.max_total_agents_ceiling, 50);
-    }
-
-    #[test]
-    fn contract_prompt_arg_appends_a_placeholder() {
-        let mut t: toml::Table =
-            toml::from_str("command = [\"agent\", \"run\"]\nprompt = \"arg\"\n").expect("toml");
-        contract_command_spelling(&mut t);
-        assert_eq!(
-            t["argv"],
-            toml::Value::Array(vec!["agent".into(), "run".into(), "{prompt}".into()])
-        );
-        assert_eq!(t["prompt"], toml::Value::String("argv".into()));
     }
 }

@@ -18,11 +18,13 @@ use std::time::Duration;
 
 use dsh_protocol::SandboxPolicy;
 
-pub use file::{AgentTypeRoute, ProviderKind};
+/// How a `[providers.NAME]` table becomes a provider: each kind reads its
+/// own table (`dsh-providers`' registry); this module names none of them.
+pub use crate::providers::registry::{ProviderConfig, ProviderKind, Registry, TableError};
+pub use file::AgentTypeRoute;
 
 use crate::Limits;
-use crate::providers::cli::{CliConfig, CliKind};
-use crate::providers::openai::OpenAiConfig;
+use crate::providers::registry::ToolHost;
 
 /// The file name looked for.
 pub const FILE_NAME: &str = "dsh.toml";
@@ -68,13 +70,14 @@ impl ConfigError {
 }
 
 /// A provider the configuration knows, built-in or from the file.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ProviderEntry {
     /// The provider's name, as in `[providers.NAME]` (or a built-in's:
     /// `deepseek`, `openai`).
     pub name: String,
-    /// Which provider it is and its checked settings.
-    pub kind: ProviderKind,
+    /// Which kind of provider it is and its checked settings, as its kind
+    /// read them ([`ProviderConfig::kind_name`] says which).
+    pub kind: Box<dyn ProviderConfig>,
     /// Where it was defined (`dsh.toml:12`, or `built-in`).
     pub defined_at: String,
     /// Relative paths in the entry are relative to this directory.
@@ -82,6 +85,18 @@ pub struct ProviderEntry {
     /// `stall`: the default stall timeout of its calls (a call's `stallMs`
     /// and its agent type's `stall` win); `None` for none.
     pub stall: Option<std::time::Duration>,
+}
+
+// By hand: a derived `PartialEq` cannot compare the boxed settings
+// (rust-lang/rust#31740).
+impl PartialEq for ProviderEntry {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && *self.kind == *other.kind
+            && self.defined_at == other.defined_at
+            && self.base_dir == other.base_dir
+            && self.stall == other.stall
+    }
 }
 
 /// `[workflow]` defaults, already checked.
@@ -169,51 +184,27 @@ pub struct Config {
 impl Config {
     /// No file: the built-in providers only.
     pub fn builtin() -> Config {
-        let mut providers = BTreeMap::new();
-        for (name, cfg) in [
-            ("deepseek", OpenAiConfig::default()),
-            ("openai", OpenAiConfig::openai()),
-        ] {
-            providers.insert(
-                name.to_string(),
-                ProviderEntry {
-                    name: name.to_string(),
-                    kind: ProviderKind::Openai(cfg),
-                    defined_at: "built-in".into(),
-                    base_dir: PathBuf::from("."),
-                    stall: None,
-                },
-            );
-        }
-        providers.insert(
-            "anthropic".to_string(),
-            ProviderEntry {
-                name: "anthropic".to_string(),
-                kind: ProviderKind::Anthropic(
-                    crate::providers::anthropic::AnthropicConfig::default(),
-                ),
-                defined_at: "built-in".into(),
-                base_dir: PathBuf::from("."),
-                stall: None,
-            },
-        );
-        // The agent CLIs under their kind's name, with every default.
-        for kind in [CliKind::ClaudeCode, CliKind::Codex] {
-            providers.insert(
-                kind.kind_name().to_string(),
-                ProviderEntry {
-                    name: kind.kind_name().to_string(),
-                    kind: ProviderKind::Cli {
+        Config::builtin_with(&Registry::builtin())
+    }
+
+    /// No file: the built-in providers of `registry`'s kinds.
+    pub fn builtin_with(registry: &Registry) -> Config {
+        let providers = registry
+            .builtins()
+            .into_iter()
+            .map(|(name, kind)| {
+                (
+                    name.to_string(),
+                    ProviderEntry {
+                        name: name.to_string(),
                         kind,
-                        cfg: CliConfig::default(),
-                        reaper: None,
+                        defined_at: "built-in".into(),
+                        base_dir: PathBuf::from("."),
+                        stall: None,
                     },
-                    defined_at: "built-in".into(),
-                    base_dir: PathBuf::from("."),
-                    stall: None,
-                },
-            );
-        }
+                )
+            })
+            .collect();
         Config {
             path: None,
             workflow: WorkflowDefaults::default(),
@@ -225,15 +216,9 @@ impl Config {
     /// Sets where the agent loop's tools run and under which sandbox
     /// policy, for every provider of the loop (`openai`, `anthropic`); the
     /// same program is the reaper of agent CLIs and `command` programs.
-    pub fn set_tool_host(&mut self, host: &crate::providers::agent::ToolHost) {
+    pub fn set_tool_host(&mut self, host: &ToolHost) {
         for entry in self.providers.values_mut() {
-            match &mut entry.kind {
-                ProviderKind::Openai(c) => c.agent.host = host.clone(),
-                ProviderKind::Anthropic(c) => c.agent.host = host.clone(),
-                ProviderKind::Cli { reaper, .. } => reaper.clone_from(&host.command),
-                ProviderKind::Command(c) => c.reaper.clone_from(&host.command),
-                _ => {}
-            }
+            entry.kind.set_tool_host(host);
         }
     }
 
@@ -265,7 +250,13 @@ impl Config {
 
     /// Parses and checks the text of a configuration file.
     pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
-        file::parse(path, text)
+        file::parse(path, text, &Registry::builtin())
+    }
+
+    /// [`Config::parse`] with the kinds of `registry` (an embedder's own
+    /// kinds beside or instead of the built-in ones).
+    pub fn parse_with(path: &Path, text: &str, registry: &Registry) -> Result<Config, ConfigError> {
+        file::parse(path, text, registry)
     }
 
     /// The provider names, sorted.
@@ -286,13 +277,9 @@ impl Config {
         self.providers
             .iter()
             .filter_map(|(name, entry)| {
-                let var = match &entry.kind {
-                    ProviderKind::Openai(c) => &c.api_key_env,
-                    ProviderKind::Anthropic(c) => &c.api_key_env,
-                    _ => return None,
-                };
+                let var = entry.kind.api_key_env()?;
                 (!var.is_empty() && env(var).is_some_and(|v| !v.is_empty()))
-                    .then(|| (name.clone(), var.clone()))
+                    .then(|| (name.clone(), var.to_string()))
             })
             .collect()
     }
@@ -319,7 +306,8 @@ pub fn discover(start: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-#[cfg(test)]
+// The built-in API providers need `http`.
+#[cfg(all(test, feature = "http"))]
 mod tests {
     use std::ffi::OsString;
 

@@ -228,6 +228,56 @@ impl LoopSettings {
     }
 }
 
+/// Takes the agent loop's keys ([`LOOP_KEYS`]) out of the table of an API
+/// provider of kind `kind` and reads them (relative paths against
+/// `base_dir`, the directory of `dsh.toml`); the rest of the table is the
+/// kind's own.
+pub(crate) fn read_loop_settings(
+    provider: &str,
+    kind: &'static str,
+    table: &mut toml::Table,
+    base_dir: &std::path::Path,
+) -> Result<LoopSettings, crate::registry::TableError> {
+    let mut keys = toml::Table::new();
+    for k in LOOP_KEYS {
+        if let Some(v) = table.remove(k) {
+            keys.insert(k.to_string(), v);
+        }
+    }
+    let mut settings: LoopSettings = crate::registry::read_keys(provider, kind, keys)?;
+    settings.resolve_paths(base_dir);
+    check_workspace(provider, &settings)?;
+    Ok(settings)
+}
+
+/// The agent loop's `workspace` must be a directory now: a path that is
+/// not there would only fail at the first call, after the run started.
+fn check_workspace(
+    provider: &str,
+    agent: &LoopSettings,
+) -> Result<(), crate::registry::TableError> {
+    let Some(w) = &agent.workspace else {
+        return Ok(());
+    };
+    if w.is_dir() {
+        return Ok(());
+    }
+    let what = match std::fs::metadata(w) {
+        Ok(_) => "not a directory",
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "no such directory",
+        Err(_) => "not a directory dsh can use",
+    };
+    Err(crate::registry::TableError::Value {
+        provider: provider.to_string(),
+        key: "workspace".into(),
+        problem: format!(
+            "{}: {what}; set it to an existing directory (a relative path is relative to the \
+             config file's directory), or leave it out for dsh's working directory",
+            w.display()
+        ),
+    })
+}
+
 /// Checks the loop's keys of a provider's table.
 fn check_keys(
     tools: Option<&[String]>,

@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use dsh_protocol::SandboxPolicy;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -33,25 +32,9 @@ const TOOL_ALIVE_EVERY: Duration = Duration::from_secs(1);
 /// Bound of a non-Bash tool call.
 const FILE_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Where tools run and how they are confined: the program (a
-/// `dsh-worker`, or `dsh __worker`) and the sandbox policy (`--sandbox`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolHost {
-    /// The worker program; `None` finds it like a run's worker
-    /// ([`WorkerCommand::resolve`]) at the first tool call.
-    pub command: Option<WorkerCommand>,
-    /// `strict` refuses a tool call that cannot be fully confined.
-    pub sandbox: SandboxPolicy,
-}
-
-impl Default for ToolHost {
-    fn default() -> Self {
-        ToolHost {
-            command: None,
-            sandbox: SandboxPolicy::BestEffort,
-        }
-    }
-}
+/// Where tools run and how they are confined (defined with the provider
+/// registry: the same program is the reaper of the kinds without `http`).
+pub use crate::registry::ToolHost;
 
 /// How one call's tools run.
 #[derive(Debug, Clone)]

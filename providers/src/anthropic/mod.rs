@@ -12,6 +12,7 @@
 
 pub(crate) mod api;
 mod config;
+mod kind;
 mod stream;
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use tokio_util::sync::CancellationToken;
 
 pub use config::AnthropicConfig;
+pub(crate) use kind::AnthropicKind;
 
 use crate::SetupError;
 use crate::agent::{self, child::LoopChild, conversation::Reply};

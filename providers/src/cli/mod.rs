@@ -33,6 +33,7 @@
 mod claude;
 mod codex;
 pub mod config;
+mod kind;
 pub mod probe;
 mod qwen;
 mod stream;
@@ -64,6 +65,8 @@ use dsh_seam::{
 use stream::{CliStream, Dialect, Observed, cut};
 
 pub use config::{CliConfig, CliKind};
+pub(crate) use kind::CliProviderKind;
+pub use kind::CliSettings;
 
 /// How much longer than the reaper's own grace the host waits before it
 /// SIGKILLs the reaper's group: the reaper stops what the CLI left behind

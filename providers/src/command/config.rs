@@ -86,7 +86,7 @@ pub struct CommandConfig {
     pub worktree_dir: Option<PathBuf>,
     /// dsh's reaper, which every program runs under (not a key of the
     /// file: set by the host program, like the agent CLIs' —
-    /// [`crate::config::Config::set_tool_host`]; `None`: the program runs
+    /// [`crate::registry::ProviderConfig::set_tool_host`]; `None`: the program runs
     /// directly). See [`super::CommandProvider::with_reaper`].
     #[serde(skip)]
     pub reaper: Option<dsh_exec::WorkerCommand>,

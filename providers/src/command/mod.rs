@@ -18,6 +18,7 @@
 mod child;
 mod config;
 mod extract;
+mod kind;
 pub(crate) mod process;
 mod template;
 pub(crate) mod worktree;
@@ -41,6 +42,7 @@ use worktree::Worktree;
 
 pub use config::{CommandConfig, DEFAULT_GRACE, DEFAULT_OUTPUT_LIMIT, FALLBACK_PATH, PromptMode};
 pub use extract::extract_json;
+pub(crate) use kind::CommandKind;
 
 pub(crate) use config::{not_runnable, search_path};
 /// A program's environment: `PATH` and `HOME` from dsh's (PATH falls back

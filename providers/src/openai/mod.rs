@@ -19,6 +19,7 @@
 
 pub(crate) mod api;
 mod config;
+mod kind;
 mod stream;
 #[cfg(test)]
 mod test_server;
@@ -32,6 +33,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{MAX_DELAY, OpenAiConfig, StructuredOutput};
+pub(crate) use kind::OpenAiKind;
 
 use crate::SetupError;
 use crate::agent::{self, conversation::Reply};
