@@ -41,7 +41,6 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use dsh_protocol::ErrorCode;
@@ -55,7 +54,9 @@ use crate::provider::{
 };
 use crate::providers::SetupError;
 use crate::providers::agent::problem_list;
-use crate::providers::command::process::{self, Ending, Finished, ProcLimits, ProcSpec, Running};
+use crate::providers::command::process::{
+    self, Ending, Finished, ProcLimits, ProcSpec, REAPER_MARGIN, Running,
+};
 use crate::providers::command::worktree::Worktree;
 use crate::providers::command::{
     CommandChild, Driven, TempFile, extract_json, minimal_env, not_runnable, stderr_text,
@@ -64,11 +65,6 @@ use crate::run::WorkerCommand;
 use stream::{CliStream, Dialect, Observed, cut};
 
 pub use config::{CliConfig, CliKind};
-
-/// How much longer than the reaper's own grace the host waits before it
-/// SIGKILLs the reaper's group: the reaper stops what the CLI left behind
-/// within its grace, and must not be killed while doing so.
-pub(crate) const REAPER_MARGIN: Duration = Duration::from_secs(1);
 
 /// Whether a run starts a conversation or continues one.
 #[derive(Debug, Clone, PartialEq, Eq)]

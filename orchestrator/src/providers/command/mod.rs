@@ -142,7 +142,7 @@ impl CommandProvider {
         if reaper.is_some() && self.reaper.is_none() {
             // The reaper stops the leftovers within the program's grace;
             // the host must not SIGKILL it while it does.
-            self.limits.grace += crate::providers::cli::REAPER_MARGIN;
+            self.limits.grace += process::REAPER_MARGIN;
         }
         self.reaper = reaper;
         self
@@ -155,7 +155,7 @@ impl CommandProvider {
                 let grace = self
                     .limits
                     .grace
-                    .saturating_sub(crate::providers::cli::REAPER_MARGIN);
+                    .saturating_sub(process::REAPER_MARGIN);
                 let mut a = w.args.clone();
                 a.extend([
                     "reap".to_string(),
