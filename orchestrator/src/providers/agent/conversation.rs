@@ -76,6 +76,34 @@ pub struct ToolResult {
     pub is_error: bool,
 }
 
+/// Why a 2xx answer of a model API is not a reply. Never retried: the
+/// same request would get the same answer (and be charged again).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplyError {
+    /// The API answered with an error object (its type and message).
+    #[error("{0}")]
+    Api(String),
+    /// The model declined to answer (OpenAI's `refusal`).
+    #[error("{0}")]
+    Refused(String),
+    /// The body is not the answer the API documents: no body, not JSON,
+    /// a missing field, a stream that ended early. Says what was missing.
+    #[error("{0}")]
+    Malformed(String),
+}
+
+impl From<ReplyError> for crate::provider::ProviderError {
+    fn from(e: ReplyError) -> Self {
+        use crate::provider::ProviderError;
+        match e {
+            // A refusal before any start would be `AGENT_START`; here the
+            // call resolves null with the reason.
+            ReplyError::Refused(r) => ProviderError::refused(dsh_protocol::ErrorCode::AgentStart, r),
+            ReplyError::Api(r) | ReplyError::Malformed(r) => ProviderError::fatal(r),
+        }
+    }
+}
+
 /// One model turn's answer.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Reply {

@@ -104,7 +104,7 @@ pub trait Model: Send + Sync {
         progress: &Progress,
         so_far: Usage,
         held: &mut crate::providers::budget::Held<'static>,
-    ) -> Result<Reply, String>;
+    ) -> Result<Reply, crate::provider::ProviderError>;
 }
 
 /// The loop's configuration: the keys of a provider's table that every
@@ -447,14 +447,18 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
         };
         let reply = match reply {
             Ok(r) => r,
-            Err(reason) => {
-                return ChildResult::Failed(match (&correcting, turn) {
-                    (Some(problems), _) => {
-                        format!("{problems}\nThe corrective request then failed: {reason}")
-                    }
-                    (None, 1) => reason,
-                    (None, _) => format!("turn {turn}: {reason}"),
-                });
+            Err(failed) => {
+                // The transport retried what could be retried; what reaches
+                // the loop ends the call, whatever its kind.
+                return failed
+                    .map_reason(|reason| match (&correcting, turn) {
+                        (Some(problems), _) => {
+                            format!("{problems}\nThe corrective request then failed: {reason}")
+                        }
+                        (None, 1) => reason,
+                        (None, _) => format!("turn {turn}: {reason}"),
+                    })
+                    .into_child_result();
             }
         };
         correcting = None;

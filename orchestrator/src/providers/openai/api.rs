@@ -6,7 +6,9 @@ use serde_json::{Map, Value, json};
 use super::config::{OpenAiConfig, StructuredOutput};
 use crate::provider::Usage;
 use crate::providers::agent::Turn;
-use crate::providers::agent::conversation::{Input, Message, Reply as LoopReply, ToolCall};
+use crate::providers::agent::conversation::{
+    Input, Message, Reply as LoopReply, ReplyError, ToolCall,
+};
 
 /// Deepest schema nesting walked when deciding on strict mode (the schema
 /// already passed the subset check, which bounds it the same way).
@@ -268,26 +270,26 @@ pub fn loop_body(cfg: &OpenAiConfig, turn: &Turn<'_>) -> Value {
 
 /// A whole (non-streamed) chat completion as a loop reply: the text, the
 /// tool calls, the usage.
-pub fn loop_reply(body: &[u8]) -> Result<LoopReply, String> {
+pub fn loop_reply(body: &[u8]) -> Result<LoopReply, ReplyError> {
     let root: Value = serde_json::from_slice(body).map_err(|e| {
-        format!(
+        ReplyError::Malformed(format!(
             "the API's response is not JSON ({e}); it starts: {}",
             excerpt(body)
-        )
+        ))
     })?;
     let usage = usage_of(&root);
     if let Some(err) = root.get("error").filter(|e| !e.is_null()) {
-        return Err(api_error(err));
+        return Err(ReplyError::Api(api_error(err)));
     }
     let Some(choice) = root
         .get("choices")
         .and_then(Value::as_array)
         .and_then(|c| c.first())
     else {
-        return Err(format!(
+        return Err(ReplyError::Malformed(format!(
             "the API's response has no choices[0]; it starts: {}",
             excerpt(body)
-        ));
+        )));
     };
     let message = choice.get("message");
     let finish_reason = choice
@@ -331,7 +333,10 @@ pub fn loop_reply(body: &[u8]) -> Result<LoopReply, String> {
             .and_then(|m| m.get("refusal"))
             .and_then(Value::as_str)
         {
-            return Err(format!("the model refused: {}", short(r)));
+            return Err(ReplyError::Refused(format!(
+                "the model refused: {}",
+                short(r)
+            )));
         }
         if message
             .and_then(|m| m.get("content"))
@@ -341,9 +346,9 @@ pub fn loop_reply(body: &[u8]) -> Result<LoopReply, String> {
                 .as_ref()
                 .map(|f| format!(" (finish_reason {f:?})"))
                 .unwrap_or_default();
-            return Err(format!(
+            return Err(ReplyError::Malformed(format!(
                 "the API's response has no text in choices[0].message.content{why}"
-            ));
+            )));
         }
     }
     Ok(LoopReply {

@@ -33,7 +33,9 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{MAX_DELAY, OpenAiConfig, StructuredOutput};
 
-use crate::provider::{AgentRequest, Progress, StartRefused, Subagent, SubagentProvider, Usage};
+use crate::provider::{
+    AgentRequest, Progress, ProviderError, StartRefused, Subagent, SubagentProvider, Usage,
+};
 use crate::providers::SetupError;
 use crate::providers::agent::{self, conversation::Reply};
 
@@ -147,7 +149,7 @@ impl agent::Model for Shared {
         progress: &Progress,
         so_far: Usage,
         held: &mut crate::providers::budget::Held<'static>,
-    ) -> Result<Reply, String> {
+    ) -> Result<Reply, ProviderError> {
         let body = api::loop_body(&self.cfg, turn);
         let mut sink = stream::sink(progress.clone(), so_far);
         // The call's share of the host's budget for model calls grows to
@@ -156,6 +158,6 @@ impl agent::Model for Shared {
         self.endpoint
             .post_into(&body, progress, &mut sink, held)
             .await?;
-        stream::reply(sink)
+        Ok(stream::reply(sink)?)
     }
 }
