@@ -702,3 +702,52 @@ pub trait Subagent: Send + Sync + 'static {
     /// the call reads the same outcome.
     async fn settled(&self, _outcome: &crate::outcome::CallOutcome) {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    /// At the seam's edge a failure keeps its text: a refusal its code,
+    /// any other failure before the start is `AGENT_START`.
+    #[rstest]
+    #[case::refused(
+        ProviderError::refused(ErrorCode::UnsupportedOption, "no isolation"),
+        ErrorCode::UnsupportedOption
+    )]
+    #[case::fatal(
+        ProviderError::fatal("HTTP 401 Unauthorized: bad key"),
+        ErrorCode::AgentStart
+    )]
+    #[case::retryable(
+        ProviderError::retryable(RetryCause::ServerError, None, "HTTP 503"),
+        ErrorCode::AgentStart
+    )]
+    fn a_failure_before_the_start_is_a_refusal_with_the_same_text(
+        #[case] e: ProviderError,
+        #[case] code: ErrorCode,
+    ) {
+        let text = e.to_string();
+        let r = StartRefused::from(e.clone());
+        assert_eq!((r.code, r.message.as_str()), (code, text.as_str()));
+        assert_eq!(ResultFault::from(e.clone()).0, text);
+        assert_eq!(e.into_child_result(), ChildResult::Failed(text));
+    }
+
+    #[rstest]
+    #[case::rate_limited(ProviderError::retryable(RetryCause::RateLimited, None, "429"), true)]
+    #[case::connection(ProviderError::retryable(RetryCause::Connection, None, "reset"), true)]
+    #[case::fatal(ProviderError::fatal("HTTP 400"), false)]
+    #[case::refused(ProviderError::from(StartRefused::agent_start("no")), false)]
+    fn only_the_retryable_kind_is_retried(#[case] e: ProviderError, #[case] retried: bool) {
+        assert_eq!(e.is_retryable(), retried);
+    }
+
+    #[test]
+    fn a_reason_is_rewritten_its_kind_kept() {
+        let e = ProviderError::retryable(RetryCause::Connection, None, "reset")
+            .map_reason(|r| format!("turn 2: {r}"));
+        assert_eq!(e.to_string(), "turn 2: reset");
+        assert!(e.is_retryable());
+    }
+}

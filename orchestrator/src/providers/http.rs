@@ -116,14 +116,9 @@ impl Endpoint {
                 } else {
                     builder
                 };
-                builder
-                    .build()
-                    .map_err(|e| {
-                        ProviderError::fatal(format!(
-                            "cannot set up the HTTP client: {}",
-                            chain(&e)
-                        ))
-                    })
+                builder.build().map_err(|e| {
+                    ProviderError::fatal(format!("cannot set up the HTTP client: {}", chain(&e)))
+                })
             })
             .as_ref()
             .map_err(Clone::clone)
@@ -509,6 +504,80 @@ pub fn parse_http_date(s: &str) -> Option<SystemTime> {
 mod tests {
     use super::*;
     use rstest::rstest;
+
+    /// The retry decision is the status's kind: 429 and 529 are rate
+    /// limits (the dispatch's), 5xx the server's failure, any other 4xx
+    /// (a bad key, a bad request, a refused model) is final.
+    #[rstest]
+    #[case::too_many_requests(429, Some(RetryCause::RateLimited))]
+    #[case::overloaded(529, Some(RetryCause::RateLimited))]
+    #[case::internal(500, Some(RetryCause::ServerError))]
+    #[case::bad_gateway(502, Some(RetryCause::ServerError))]
+    #[case::unavailable(503, Some(RetryCause::ServerError))]
+    #[case::bad_request(400, None)]
+    #[case::unauthorized(401, None)]
+    #[case::forbidden(403, None)]
+    #[case::not_found(404, None)]
+    #[case::too_large(413, None)]
+    #[case::unprocessable(422, None)]
+    fn a_status_is_retried_by_its_kind(#[case] status: u16, #[case] want: Option<RetryCause>) {
+        let status = StatusCode::from_u16(status).expect("a status");
+        let after = Some(Duration::from_secs(2));
+        let want = want.map(|cause| FailureKind::Retryable { cause, after });
+        assert_eq!(status_kind(status, after), want);
+    }
+
+    /// What a server answers decides the kind; the retry loop reads only
+    /// the kind. A connection that cannot be made or breaks is retried, a
+    /// timeout is not (the request may have been charged).
+    #[tokio::test]
+    async fn transport_failures_are_retryable_timeouts_fatal() {
+        let endpoint = |url: &str, timeout: Duration| {
+            Endpoint::from_parts(
+                url.to_string(),
+                HeaderMap::new(),
+                timeout,
+                1,
+                Duration::from_millis(1),
+                DispatchConfig::default(),
+            )
+        };
+        // Nothing listens on a port just released.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let refused = endpoint(&format!("http://127.0.0.1:{port}/"), Duration::from_secs(5));
+        let client = refused.client().expect("client");
+        let err = client
+            .post(&refused.url)
+            .send()
+            .await
+            .expect_err("nothing listens");
+        let kind = refused.transport(&err).kind;
+        assert_eq!(
+            kind,
+            FailureKind::Retryable {
+                cause: RetryCause::Connection,
+                after: None
+            }
+        );
+        // A server that accepts and never answers: a timeout.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/", silent.local_addr().expect("addr"));
+        let slow = endpoint(&url, Duration::from_millis(200));
+        let client = slow.client().expect("client");
+        let err = client
+            .post(&slow.url)
+            .timeout(slow.timeout)
+            .send()
+            .await
+            .expect_err("no answer");
+        let e = slow.transport(&err);
+        assert_eq!(e.kind, FailureKind::Fatal);
+        assert!(e.reason.contains("not retried"), "{e}");
+        drop(silent);
+    }
     use std::time::UNIX_EPOCH;
 
     #[rstest]

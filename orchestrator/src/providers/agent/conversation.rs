@@ -98,7 +98,9 @@ impl From<ReplyError> for crate::provider::ProviderError {
         match e {
             // A refusal before any start would be `AGENT_START`; here the
             // call resolves null with the reason.
-            ReplyError::Refused(r) => ProviderError::refused(dsh_protocol::ErrorCode::AgentStart, r),
+            ReplyError::Refused(r) => {
+                ProviderError::refused(dsh_protocol::ErrorCode::AgentStart, r)
+            }
             ReplyError::Api(r) | ReplyError::Malformed(r) => ProviderError::fatal(r),
         }
     }
@@ -115,4 +117,27 @@ pub struct Reply {
     pub finish_reason: Option<String>,
     /// The turn's tokens, when the API said.
     pub usage: Option<Usage>,
+}
+
+#[cfg(test)]
+mod reply_error_tests {
+    use super::*;
+    use crate::provider::{FailureKind, ProviderError};
+    use dsh_protocol::ErrorCode;
+    use rstest::rstest;
+
+    /// A model's refusal is a refusal; an error object or an unreadable
+    /// answer is final. None is retried, and the text is unchanged.
+    #[rstest]
+    #[case::refusal(
+        ReplyError::Refused("the model refused: no".into()),
+        FailureKind::Refused { code: ErrorCode::AgentStart }
+    )]
+    #[case::api(ReplyError::Api("the API answered with an error: x: y".into()), FailureKind::Fatal)]
+    #[case::malformed(ReplyError::Malformed("the API's response had no body".into()), FailureKind::Fatal)]
+    fn a_reply_error_has_its_kind(#[case] e: ReplyError, #[case] kind: FailureKind) {
+        let text = e.to_string();
+        let p = ProviderError::from(e);
+        assert_eq!((p.kind, p.reason), (kind, text));
+    }
 }

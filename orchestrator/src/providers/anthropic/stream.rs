@@ -243,7 +243,7 @@ mod tests {
         s.start(Some("text/event-stream"));
         s.chunk(b"data: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
             .expect("fed");
-        let e = reply(s).expect_err("an error");
+        let e = reply(s).expect_err("an error").to_string();
         assert!(e.contains("overloaded_error: Overloaded"), "{e}");
     }
 }

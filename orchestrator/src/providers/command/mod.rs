@@ -152,10 +152,7 @@ impl CommandProvider {
     fn spawn_target(&self, args: Vec<String>) -> (PathBuf, Vec<String>) {
         match &self.reaper {
             Some(w) => {
-                let grace = self
-                    .limits
-                    .grace
-                    .saturating_sub(process::REAPER_MARGIN);
+                let grace = self.limits.grace.saturating_sub(process::REAPER_MARGIN);
                 let mut a = w.args.clone();
                 a.extend([
                     "reap".to_string(),

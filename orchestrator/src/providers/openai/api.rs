@@ -554,7 +554,7 @@ mod tests {
     #[case::refusal(br#"{"choices":[{"message":{"content":null,"refusal":"I can't"}}]}"#.as_slice(), "the model refused: I can't")]
     #[case::error_object(br#"{"error":{"message":"quota exceeded"}}"#.as_slice(), "quota exceeded")]
     fn malformed_responses_have_clear_reasons(#[case] body: &[u8], #[case] want: &str) {
-        let err = loop_reply(body).expect_err("malformed");
+        let err = loop_reply(body).expect_err("malformed").to_string();
         assert!(err.contains(want), "{err} should contain {want}");
     }
 
