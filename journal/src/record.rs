@@ -89,11 +89,21 @@ struct Slot {
     rest: Option<Span>,
 }
 
+/// Why the scratch file cannot hold the recording; reported when the
+/// recording is written.
+#[derive(Debug, thiserror::Error)]
+enum ScratchError {
+    #[error("cannot create a scratch file: {0}")]
+    Create(std::io::Error),
+    #[error("cannot write the scratch file: {0}")]
+    Write(std::io::Error),
+}
+
 struct RecorderState {
     /// An unlinked file beside the recording (nothing is left behind if
     /// the process is killed); `Err` says why it could not be made or
     /// written, and is reported when the recording is written.
-    scratch: Result<std::fs::File, String>,
+    scratch: Result<std::fs::File, ScratchError>,
     end: u64,
     calls: BTreeMap<u64, Slot>,
 }
@@ -119,7 +129,7 @@ impl RecorderState {
                 Some(span)
             }
             Err(e) => {
-                self.scratch = Err(format!("cannot write the scratch file: {e}"));
+                self.scratch = Err(ScratchError::Write(e));
                 None
             }
         }
@@ -180,7 +190,7 @@ impl Recorder {
         // and the write then reports the target's own problem.
         let scratch = tempfile::tempfile_in(dir)
             .or_else(|_| tempfile::tempfile())
-            .map_err(|e| format!("cannot create a scratch file: {e}"));
+            .map_err(ScratchError::Create);
         Recorder {
             state: Mutex::new(RecorderState {
                 scratch,
@@ -238,7 +248,7 @@ impl Recorder {
         let scratch = st
             .scratch
             .as_ref()
-            .map_err(|e| JournalError::io(path, std::io::Error::other(e.clone())))?;
+            .map_err(|e| JournalError::io(path, std::io::Error::other(e.to_string())))?;
         let hang = rest_text(&Outcome::Cancelled, None);
         replace_file_with(path, true, |file| {
             let mut out = std::io::BufWriter::new(file);

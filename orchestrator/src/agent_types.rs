@@ -598,9 +598,8 @@ pub struct AgentTypeDef {
     pub name: String,
     /// Where it is defined.
     pub source: AgentTypeSource,
-    /// What it means, or why its file cannot be used (the rendered
-    /// [`AgentFileError`]).
-    pub route: Result<AgentTypeRoute, String>,
+    /// What it means, or why its file cannot be used.
+    pub route: Result<AgentTypeRoute, AgentFileError>,
     /// Remarks for `dsh workflow agents` (ignored model alias, ignored
     /// fields).
     pub notes: Vec<String>,
@@ -664,7 +663,7 @@ impl AgentTypes {
                         Some(name) => AgentTypeDef {
                             name,
                             source: AgentTypeSource::File(e.path.clone()),
-                            route: Err(e.to_string()),
+                            route: Err(e.clone()),
                             notes: Vec::new(),
                         },
                         None => {

@@ -58,7 +58,8 @@ pub use outcome::CallOutcome;
 pub use pool::WorkerPool;
 pub use provider::{
     Activity, AgentOptions, AgentRequest, CallLimit, CallLimits, ChildOrigin, ChildOutcome,
-    ChildResult, KeptWorktree, Progress, ResultFault, StartRefused, Subagent, SubagentProvider,
+    ChildResult, FailureKind, KeptWorktree, Progress, ProviderError, ResultFault, RetryCause,
+    StartRefused, Subagent, SubagentProvider,
 };
 pub use result::{RunError, RunResult};
 pub use run::{

@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_types::AgentTypes;
+use crate::agent_types::{AgentFileError, AgentTypes};
 use crate::config::{AgentTypeRoute, Config, ProviderEntry};
 use crate::provider::{
     AgentRequest, AgentTypeOrigin, CallLimit, CallLimits, StartRefused, Subagent, SubagentProvider,
@@ -136,7 +136,7 @@ impl Router {
 }
 
 /// The agent types of a run: each type's route, or why it cannot be used.
-type TypeTable = BTreeMap<String, Result<AgentTypeRoute, String>>;
+type TypeTable = BTreeMap<String, Result<AgentTypeRoute, AgentFileError>>;
 
 fn type_table(types: &AgentTypes) -> TypeTable {
     types

@@ -7,8 +7,10 @@
 //! which answers a 429 or 529 by pausing and lowering the concurrency
 //! rather than by counting a failed attempt. A request that timed out is not
 //! retried: the server may have answered (and charged for) it, and a
-//! timed-out call is never retried silently at full cost. Every failure is a `String` reason
-//! for the child's `agent-end` event; nothing a server sends can panic.
+//! timed-out call is never retried silently at full cost. Every failure is a
+//! [`ProviderError`]: its kind says whether it is retried (the loop below
+//! reads nothing else), its reason is the child's `agent-end` reason;
+//! nothing a server sends can panic.
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -21,7 +23,7 @@ use crate::SetupError;
 use crate::budget;
 use crate::dispatch::{Dispatch, DispatchConfig, Permit, RATE_LIMITED_ATTEMPTS};
 use crate::excerpt::excerpt;
-use dsh_seam::{Activity, Progress};
+use dsh_seam::{Activity, FailureKind, Progress, ProviderError, RetryCause};
 
 /// Largest successful response body read (a chat answer is far smaller).
 const MAX_BODY: usize = 16 << 20;
@@ -41,7 +43,7 @@ pub struct Endpoint {
     timeout: Duration,
     max_attempts: u32,
     backoff: Duration,
-    client: OnceLock<Result<Client, String>>,
+    client: OnceLock<Result<Client, ProviderError>>,
     dispatch: Arc<Dispatch>,
 }
 
@@ -93,7 +95,7 @@ impl Endpoint {
         self.client.get().is_some()
     }
 
-    fn client(&self) -> Result<&Client, String> {
+    fn client(&self) -> Result<&Client, ProviderError> {
         self.client
             .get_or_init(|| {
                 let builder = Client::builder()
@@ -107,9 +109,9 @@ impl Endpoint {
                 } else {
                     builder
                 };
-                builder
-                    .build()
-                    .map_err(|e| format!("cannot set up the HTTP client: {}", chain(&e)))
+                builder.build().map_err(|e| {
+                    ProviderError::fatal(format!("cannot set up the HTTP client: {}", chain(&e)))
+                })
             })
             .as_ref()
             .map_err(Clone::clone)
@@ -132,12 +134,12 @@ impl Endpoint {
         progress: &Progress,
         sink: &mut dyn BodySink,
         held: &mut budget::Held<'_>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ProviderError> {
         let client = self.client()?;
         // Serialized once: what is sent on every attempt, and what the
         // dispatch compares for a shared prefix.
         let bytes: Arc<[u8]> = serde_json::to_vec(body)
-            .map_err(|e| format!("cannot encode the request: {e}"))?
+            .map_err(|e| ProviderError::fatal(format!("cannot encode the request: {e}")))?
             .into();
         // What the call holds already (its conversation) plus the request:
         // the floor the response's share is counted from.
@@ -151,7 +153,7 @@ impl Endpoint {
             "the request",
         )
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| ProviderError::fatal(e.to_string()))?;
         // Attempts counted against max_attempts, and 429/529 answers the
         // dispatch took in its stride (adaptive concurrency).
         let mut attempt = 1;
@@ -160,7 +162,7 @@ impl Endpoint {
         loop {
             let mut permit = self.dispatch.admit(bytes.clone(), progress).await;
             sent += 1;
-            let (last, retry_after, rate_limited) = match self
+            let failed = match self
                 .once(
                     client,
                     &bytes,
@@ -172,24 +174,27 @@ impl Endpoint {
                 )
                 .await
             {
-                Attempt::Done => {
+                Ok(()) => {
                     permit.succeeded(progress);
                     return Ok(());
                 }
-                Attempt::Fatal(reason) => return Err(reason),
-                Attempt::Retry {
-                    reason,
-                    after,
-                    limited,
-                } => (reason, after, limited),
+                Err(e) => e,
             };
+            // The kind decides, never the message.
+            let (retry_after, rate_limited) = match failed.kind {
+                FailureKind::Retryable { cause, after } => {
+                    (after, cause == RetryCause::RateLimited)
+                }
+                FailureKind::Refused { .. } | FailureKind::Fatal => return Err(failed),
+            };
+            let last = failed.reason;
             let adapted = rate_limited && self.dispatch.adaptive();
             if adapted {
                 limited += 1;
                 if limited >= RATE_LIMITED_ATTEMPTS {
-                    return Err(format!(
+                    return Err(ProviderError::fatal(format!(
                         "rate limited {limited} times for one request; the last: {last}"
-                    ));
+                    )));
                 }
                 // Every request of the provider waits this out, at a
                 // lower concurrency; this one goes back in line.
@@ -198,11 +203,11 @@ impl Endpoint {
                     .min(MAX_DELAY);
                 permit.rate_limited(pause, &last, progress);
             } else if attempt >= self.max_attempts {
-                return Err(if self.max_attempts == 1 {
+                return Err(ProviderError::fatal(if self.max_attempts == 1 {
                     last
                 } else {
                     format!("gave up after {attempt} attempts; the last: {last}")
-                });
+                }));
             }
             drop(permit);
             tracing::debug!(attempt, limited, %last, "http: retrying");
@@ -232,7 +237,7 @@ impl Endpoint {
         permit: &mut Permit,
         held: &mut budget::Held<'_>,
         request_cost: usize,
-    ) -> Attempt {
+    ) -> Result<(), ProviderError> {
         let sent = client
             .post(&self.url)
             .timeout(self.timeout)
@@ -242,7 +247,7 @@ impl Endpoint {
             .await;
         let mut resp = match sent {
             Ok(r) => r,
-            Err(e) => return self.transport(&e),
+            Err(e) => return Err(self.transport(&e)),
         };
         progress.report();
         let status = resp.status();
@@ -261,10 +266,10 @@ impl Endpoint {
                         progress.report();
                         total += chunk.len();
                         if total > MAX_BODY {
-                            return Attempt::Fatal(format!(
+                            return Err(ProviderError::fatal(format!(
                                 "the API's response is larger than {} MiB",
                                 MAX_BODY >> 20
-                            ));
+                            )));
                         }
                         // A retry's body replaces the last one's, so the
                         // share already held covers it up to that size.
@@ -273,14 +278,14 @@ impl Endpoint {
                                 .saturating_add(total.saturating_mul(budget::RESPONSE_COPIES)),
                             "the answer so far",
                         ) {
-                            return Attempt::Fatal(e.to_string());
+                            return Err(ProviderError::fatal(e.to_string()));
                         }
                         if let Err(e) = sink.chunk(&chunk) {
-                            return Attempt::Fatal(e);
+                            return Err(ProviderError::fatal(e.to_string()));
                         }
                     }
-                    Ok(None) => return Attempt::Done,
-                    Err(e) => return self.transport(&e),
+                    Ok(None) => return Ok(()),
+                    Err(e) => return Err(self.transport(&e)),
                 }
             }
         }
@@ -290,25 +295,18 @@ impl Endpoint {
             Err(_) => "(the body could not be read)".into(),
         };
         let reason = format!("HTTP {}: {text}", status_text(status));
-        // 529: Anthropic's "overloaded", a rate limit of the whole service.
-        let limited = status == StatusCode::TOO_MANY_REQUESTS || status.as_u16() == 529;
-        if limited || status.is_server_error() {
-            Attempt::Retry {
-                reason,
-                after,
-                limited,
-            }
-        } else {
-            Attempt::Fatal(reason)
-        }
+        Err(match status_kind(status, after) {
+            Some(kind) => ProviderError { kind, reason },
+            None => ProviderError::fatal(reason),
+        })
     }
 
-    fn transport(&self, e: &reqwest::Error) -> Attempt {
+    fn transport(&self, e: &reqwest::Error) -> ProviderError {
         if e.is_builder() {
-            return Attempt::Fatal(format!("cannot build the request: {}", chain(e)));
+            return ProviderError::fatal(format!("cannot build the request: {}", chain(e)));
         }
         if e.is_timeout() {
-            return Attempt::Fatal(format!(
+            return ProviderError::fatal(format!(
                 "no complete response within {} (timeout); not retried: the request may have \
                  been answered and charged (raise the provider's timeout)",
                 show_duration(self.timeout)
@@ -319,12 +317,22 @@ impl Endpoint {
         } else {
             format!("the connection failed: {}", chain(e))
         };
-        Attempt::Retry {
-            reason,
-            after: None,
-            limited: false,
-        }
+        ProviderError::retryable(RetryCause::Connection, None, reason)
     }
+}
+
+/// The kind of a failure answered with the non-2xx `status` (`after`: its
+/// `Retry-After`): `None` for a status that is not retried (fatal).
+fn status_kind(status: StatusCode, after: Option<Duration>) -> Option<FailureKind> {
+    // 529: Anthropic's "overloaded", a rate limit of the whole service.
+    let cause = if status == StatusCode::TOO_MANY_REQUESTS || status.as_u16() == 529 {
+        RetryCause::RateLimited
+    } else if status.is_server_error() {
+        RetryCause::ServerError
+    } else {
+        return None;
+    };
+    Some(FailureKind::Retryable { cause, after })
 }
 
 /// `headers` of a provider's table as HTTP headers.
@@ -367,21 +375,20 @@ pub trait BodySink: Send {
     /// The response arrived, with this `Content-Type`.
     fn start(&mut self, content_type: Option<&str>);
     /// The next piece of the body; an error ends the request (not retried).
-    fn chunk(&mut self, bytes: &[u8]) -> Result<(), String>;
+    fn chunk(&mut self, bytes: &[u8]) -> Result<(), SinkError>;
     /// The attempt failed and another follows: forget what came. Returns
     /// whether anything had (part of an answer is being discarded).
     fn restart(&mut self) -> bool;
 }
 
-enum Attempt {
-    Done,
-    Retry {
-        reason: String,
-        after: Option<Duration>,
-        /// A 429 or 529: the dispatch's to answer (when adaptive).
-        limited: bool,
-    },
-    Fatal(String),
+/// Why a [`BodySink`] cannot take a response's body; the request fails,
+/// not retried.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SinkError {
+    /// The event stream is not one the decoder holds (a line past its
+    /// bound).
+    #[error(transparent)]
+    Stream(#[from] crate::sse::SseError),
 }
 
 /// Reads at most `cap` bytes of the body; `true` when there was more.
@@ -490,6 +497,80 @@ pub fn parse_http_date(s: &str) -> Option<SystemTime> {
 mod tests {
     use super::*;
     use rstest::rstest;
+
+    /// The retry decision is the status's kind: 429 and 529 are rate
+    /// limits (the dispatch's), 5xx the server's failure, any other 4xx
+    /// (a bad key, a bad request, a refused model) is final.
+    #[rstest]
+    #[case::too_many_requests(429, Some(RetryCause::RateLimited))]
+    #[case::overloaded(529, Some(RetryCause::RateLimited))]
+    #[case::internal(500, Some(RetryCause::ServerError))]
+    #[case::bad_gateway(502, Some(RetryCause::ServerError))]
+    #[case::unavailable(503, Some(RetryCause::ServerError))]
+    #[case::bad_request(400, None)]
+    #[case::unauthorized(401, None)]
+    #[case::forbidden(403, None)]
+    #[case::not_found(404, None)]
+    #[case::too_large(413, None)]
+    #[case::unprocessable(422, None)]
+    fn a_status_is_retried_by_its_kind(#[case] status: u16, #[case] want: Option<RetryCause>) {
+        let status = StatusCode::from_u16(status).expect("a status");
+        let after = Some(Duration::from_secs(2));
+        let want = want.map(|cause| FailureKind::Retryable { cause, after });
+        assert_eq!(status_kind(status, after), want);
+    }
+
+    /// What a server answers decides the kind; the retry loop reads only
+    /// the kind. A connection that cannot be made or breaks is retried, a
+    /// timeout is not (the request may have been charged).
+    #[tokio::test]
+    async fn transport_failures_are_retryable_timeouts_fatal() {
+        let endpoint = |url: &str, timeout: Duration| {
+            Endpoint::from_parts(
+                url.to_string(),
+                HeaderMap::new(),
+                timeout,
+                1,
+                Duration::from_millis(1),
+                DispatchConfig::default(),
+            )
+        };
+        // Nothing listens on a port just released.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let refused = endpoint(&format!("http://127.0.0.1:{port}/"), Duration::from_secs(5));
+        let client = refused.client().expect("client");
+        let err = client
+            .post(&refused.url)
+            .send()
+            .await
+            .expect_err("nothing listens");
+        let kind = refused.transport(&err).kind;
+        assert_eq!(
+            kind,
+            FailureKind::Retryable {
+                cause: RetryCause::Connection,
+                after: None
+            }
+        );
+        // A server that accepts and never answers: a timeout.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/", silent.local_addr().expect("addr"));
+        let slow = endpoint(&url, Duration::from_millis(200));
+        let client = slow.client().expect("client");
+        let err = client
+            .post(&slow.url)
+            .timeout(slow.timeout)
+            .send()
+            .await
+            .expect_err("no answer");
+        let e = slow.transport(&err);
+        assert_eq!(e.kind, FailureKind::Fatal);
+        assert!(e.reason.contains("not retried"), "{e}");
+        drop(silent);
+    }
     use std::time::UNIX_EPOCH;
 
     #[rstest]

@@ -236,18 +236,18 @@ impl ScriptedProvider {
         let root: Value = serde_json::from_str::<Strict>(text)
             .map(|s| s.0)
             .map_err(|e| err(format!("{}:{}: not valid JSON: {e}", e.line(), e.column())))?;
-        Self::parse(&root).map_err(err)
+        Self::parse(&root).map_err(|p| err(p.0))
     }
 
     /// Validates a fixture given as JSON (errors name it `fixture`).
     pub fn from_value(root: &Value) -> Result<Self, FixtureError> {
-        Self::parse(root).map_err(|message| FixtureError {
+        Self::parse(root).map_err(|p| FixtureError {
             file: "fixture".into(),
-            message,
+            message: p.0,
         })
     }
 
-    fn parse(root: &Value) -> Result<Self, String> {
+    fn parse(root: &Value) -> Result<Self, FixtureProblem> {
         let obj = root
             .as_object()
             .ok_or("the fixture must be a JSON object {\"version\": 1, \"answers\": [...]}")?;
@@ -255,12 +255,13 @@ impl ScriptedProvider {
             if k != "version" && k != "answers" {
                 return Err(format!(
                     "unknown key {k:?} at the top level (expected \"version\" and \"answers\")"
-                ));
+                )
+                .into());
             }
         }
         match obj.get("version") {
             Some(v) if v.as_u64() == Some(1) => {}
-            Some(v) => return Err(format!("version: must be 1, got {v}")),
+            Some(v) => return Err(format!("version: must be 1, got {v}").into()),
             None => return Err("version: missing; add \"version\": 1".into()),
         }
         let answers = obj
@@ -285,15 +286,37 @@ impl ScriptedProvider {
     }
 }
 
-fn string_field(obj: &Map<String, Value>, key: &str, at: &str) -> Result<Option<String>, String> {
-    match obj.get(key) {
-        None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(v) => Err(format!("{at}{key}: must be a string, got {v}")),
+/// One thing wrong with a fixture: where (`answers[2]: usage.input`), what,
+/// and the spelling that works; [`FixtureError`] adds the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+struct FixtureProblem(String);
+
+impl From<String> for FixtureProblem {
+    fn from(s: String) -> Self {
+        FixtureProblem(s)
     }
 }
 
-fn parse_answer(v: &Value) -> Result<Answer, String> {
+impl From<&str> for FixtureProblem {
+    fn from(s: &str) -> Self {
+        FixtureProblem(s.to_string())
+    }
+}
+
+fn string_field(
+    obj: &Map<String, Value>,
+    key: &str,
+    at: &str,
+) -> Result<Option<String>, FixtureProblem> {
+    match obj.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(v) => Err(format!("{at}{key}: must be a string, got {v}").into()),
+    }
+}
+
+fn parse_answer(v: &Value) -> Result<Answer, FixtureProblem> {
     let obj = v
         .as_object()
         .ok_or("must be an object with \"match\" and one outcome")?;
@@ -302,7 +325,7 @@ fn parse_answer(v: &Value) -> Result<Answer, String> {
             return Err(format!(
                 "unknown key {k:?}; an entry has \"match\", one of {}, and optionally \"delayMs\", \"times\", \"usage\"",
                 OUTCOME_KEYS.join(", ")
-            ));
+            ).into());
         }
     }
     let m = obj
@@ -315,7 +338,8 @@ fn parse_answer(v: &Value) -> Result<Answer, String> {
             return Err(format!(
                 "match: unknown key {k:?}; supported: {}",
                 MATCH_KEYS.join(", ")
-            ));
+            )
+            .into());
         }
     }
     let prompt_matches = match string_field(m, "promptMatches", "match.")? {
@@ -352,7 +376,8 @@ fn parse_answer(v: &Value) -> Result<Answer, String> {
                 "several outcomes ({}); give exactly one",
                 present.join(", ")
             )
-        });
+        }
+        .into());
     }
     let outcome = match present[0] {
         "text" => Outcome::Text(string_field(obj, "text", "")?.unwrap_or_default()),
@@ -366,7 +391,7 @@ fn parse_answer(v: &Value) -> Result<Answer, String> {
         }
         _ => match obj.get("hang") {
             Some(Value::Bool(true)) => Outcome::Hang,
-            Some(v) => return Err(format!("hang: must be true, got {v}")),
+            Some(v) => return Err(format!("hang: must be true, got {v}").into()),
             None => Outcome::Hang,
         },
     };
@@ -401,15 +426,16 @@ fn parse_answer(v: &Value) -> Result<Answer, String> {
                     return Err(format!(
                         "usage: unknown key {k:?} (expected input, output, cacheRead, cacheWrite, \
                          costUsd)"
-                    ));
+                    )
+                    .into());
                 }
             }
-            let num = |k: &str| -> Result<u64, String> {
+            let num = |k: &str| -> Result<u64, FixtureProblem> {
                 match o.get(k) {
                     None => Ok(0),
-                    Some(v) => v.as_u64().ok_or(format!(
-                        "usage.{k}: must be a whole number of tokens, got {v}"
-                    )),
+                    Some(v) => v.as_u64().ok_or_else(|| {
+                        format!("usage.{k}: must be a whole number of tokens, got {v}").into()
+                    }),
                 }
             };
             let cost_usd = match o.get("costUsd") {

@@ -5,6 +5,14 @@
 /// Longest line kept (a longer one is an error, not unbounded memory).
 const MAX_LINE: usize = 8 << 20;
 
+/// A stream the decoder will not hold: a line longer than `MAX_LINE`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the API's event stream has a line longer than {} MiB", .max_bytes >> 20)]
+pub struct SseError {
+    /// The longest line kept, in bytes.
+    pub max_bytes: usize,
+}
+
 /// Splits a byte stream into events' data.
 #[derive(Debug, Default)]
 pub struct SseDecoder {
@@ -16,7 +24,7 @@ pub struct SseDecoder {
 
 impl SseDecoder {
     /// Feeds `bytes`; `on_event` gets each complete event's data.
-    pub fn feed(&mut self, bytes: &[u8], on_event: &mut dyn FnMut(&str)) -> Result<(), String> {
+    pub fn feed(&mut self, bytes: &[u8], on_event: &mut dyn FnMut(&str)) -> Result<(), SseError> {
         self.buf.extend_from_slice(bytes);
         let mut start = 0;
         while let Some(i) = self.buf[start..].iter().position(|b| *b == b'\n') {
@@ -27,10 +35,9 @@ impl SseDecoder {
         }
         self.buf.drain(..start);
         if self.buf.len() > MAX_LINE {
-            return Err(format!(
-                "the API's event stream has a line longer than {} MiB",
-                MAX_LINE >> 20
-            ));
+            return Err(SseError {
+                max_bytes: MAX_LINE,
+            });
         }
         Ok(())
     }

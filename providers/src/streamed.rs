@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::http::BodySink;
+use crate::http::{BodySink, SinkError};
 use crate::sse::SseDecoder;
 use dsh_seam::{Activity, Progress, Usage};
 
@@ -116,7 +116,7 @@ impl<P: EventParser> BodySink for Streamed<P> {
         };
     }
 
-    fn chunk(&mut self, bytes: &[u8]) -> Result<(), String> {
+    fn chunk(&mut self, bytes: &[u8]) -> Result<(), SinkError> {
         match self.mode {
             Mode::Whole | Mode::Waiting => {
                 self.body.extend_from_slice(bytes);
@@ -129,7 +129,7 @@ impl<P: EventParser> BodySink for Streamed<P> {
                 if self.parser.pieces() != before {
                     self.report_tokens();
                 }
-                fed
+                Ok(fed?)
             }
         }
     }

@@ -28,6 +28,6 @@ pub use layer::{ChildHook, HookedChild, Layer, Stack};
 pub use outcome::{AgentOutcomeKind, CallOutcome};
 pub use provider::{
     Activity, AgentOptions, AgentRequest, AgentTypeOrigin, CallLimit, CallLimits, ChildOrigin,
-    ChildOutcome, ChildResult, KeptWorktree, LoopLimits, Progress, ResultFault, Session,
-    StartRefused, Subagent, SubagentProvider, Usage,
+    ChildOutcome, ChildResult, FailureKind, KeptWorktree, LoopLimits, Progress, ProviderError,
+    ResultFault, RetryCause, Session, StartRefused, Subagent, SubagentProvider, Usage,
 };

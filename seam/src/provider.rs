@@ -200,6 +200,143 @@ impl StartRefused {
     }
 }
 
+/// Why a provider's call failed, and what may be done about it: the kind
+/// is what a retry loop reads (never the message), the reason is what the
+/// user reads (an `agent-end` reason, an `agent()` rejection).
+///
+/// At the seam's edge it becomes today's types: a refusal before the start
+/// a [`StartRefused`] (`From`), a failed child [`ChildResult::Failed`]
+/// ([`ProviderError::into_child_result`]), a fault while delivering a
+/// result a [`ResultFault`] (`From`); the text is the reason, unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct ProviderError {
+    /// Whether trying again may help.
+    pub kind: FailureKind,
+    /// What went wrong, for the user.
+    pub reason: String,
+}
+
+/// Whether a failed call may be tried again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Exhaustive on purpose: the providers (another crate) decide retries by
+// matching every variant.
+pub enum FailureKind {
+    /// Sending the same request again may succeed: the service was busy or
+    /// failed on its side, or the connection broke.
+    Retryable {
+        /// What made it fail.
+        cause: RetryCause,
+        /// How long the service asked to be left alone (`Retry-After`);
+        /// `None`: the provider's own backoff decides.
+        after: Option<std::time::Duration>,
+    },
+    /// The provider declines the call as made (an option it cannot honour,
+    /// a program it cannot run): asking again is declined the same way.
+    /// `code` is what `agent()` rejects with.
+    Refused {
+        /// `AGENT_START`, or `UNSUPPORTED_OPTION`.
+        code: ErrorCode,
+    },
+    /// The call cannot succeed as made and is not repeated: a 4xx answer
+    /// other than 429 (a bad key, a bad request), a timeout (the request
+    /// may have been answered and charged), an answer that cannot be read.
+    Fatal,
+}
+
+/// Why a retryable failure happened; the dispatch answers a rate limit by
+/// lowering its concurrency instead of counting a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Exhaustive on purpose: the providers (another crate) decide retries by
+// matching every variant.
+pub enum RetryCause {
+    /// The service asked to slow down: HTTP 429, or 529 (Anthropic's
+    /// "overloaded", a rate limit of the whole service).
+    RateLimited,
+    /// The service failed on its side: a 5xx answer.
+    ServerError,
+    /// No answer came back: the connection could not be made or broke.
+    Connection,
+}
+
+impl ProviderError {
+    /// A failure that may succeed if tried again.
+    pub fn retryable(
+        cause: RetryCause,
+        after: Option<std::time::Duration>,
+        reason: impl Into<String>,
+    ) -> Self {
+        ProviderError {
+            kind: FailureKind::Retryable { cause, after },
+            reason: reason.into(),
+        }
+    }
+
+    /// A call the provider declines, with code `code`.
+    pub fn refused(code: ErrorCode, reason: impl Into<String>) -> Self {
+        ProviderError {
+            kind: FailureKind::Refused { code },
+            reason: reason.into(),
+        }
+    }
+
+    /// A failure that trying again cannot mend.
+    pub fn fatal(reason: impl Into<String>) -> Self {
+        ProviderError {
+            kind: FailureKind::Fatal,
+            reason: reason.into(),
+        }
+    }
+
+    /// Whether sending the request again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self.kind, FailureKind::Retryable { .. })
+    }
+
+    /// The same failure with its reason rewritten by `f` (the kind kept):
+    /// for a caller that adds where it happened (`turn 3: …`).
+    #[must_use]
+    pub fn map_reason(self, f: impl FnOnce(String) -> String) -> Self {
+        ProviderError {
+            kind: self.kind,
+            reason: f(self.reason),
+        }
+    }
+
+    /// The child's result for this failure: `agent()` resolves `null`, the
+    /// reason is the `agent-end` reason.
+    pub fn into_child_result(self) -> ChildResult {
+        ChildResult::Failed(self.reason)
+    }
+}
+
+impl From<ProviderError> for StartRefused {
+    /// A refusal keeps its code; any other failure before the start is
+    /// `AGENT_START`.
+    fn from(e: ProviderError) -> Self {
+        let code = match e.kind {
+            FailureKind::Refused { code } => code,
+            FailureKind::Retryable { .. } | FailureKind::Fatal => ErrorCode::AgentStart,
+        };
+        StartRefused {
+            code,
+            message: e.reason,
+        }
+    }
+}
+
+impl From<StartRefused> for ProviderError {
+    fn from(r: StartRefused) -> Self {
+        ProviderError::refused(r.code, r.message)
+    }
+}
+
+impl From<ProviderError> for ResultFault {
+    fn from(e: ProviderError) -> Self {
+        ResultFault(e.reason)
+    }
+}
+
 /// An infrastructure fault while delivering a child's result: `agent()`
 /// rejects with `AGENT_RESULT`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -569,4 +706,53 @@ pub trait Subagent: Send + Sync + 'static {
     /// records outcomes (the journal) records this one, so every view of
     /// the call reads the same outcome.
     async fn settled(&self, _outcome: &crate::outcome::CallOutcome) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    /// At the seam's edge a failure keeps its text: a refusal its code,
+    /// any other failure before the start is `AGENT_START`.
+    #[rstest]
+    #[case::refused(
+        ProviderError::refused(ErrorCode::UnsupportedOption, "no isolation"),
+        ErrorCode::UnsupportedOption
+    )]
+    #[case::fatal(
+        ProviderError::fatal("HTTP 401 Unauthorized: bad key"),
+        ErrorCode::AgentStart
+    )]
+    #[case::retryable(
+        ProviderError::retryable(RetryCause::ServerError, None, "HTTP 503"),
+        ErrorCode::AgentStart
+    )]
+    fn a_failure_before_the_start_is_a_refusal_with_the_same_text(
+        #[case] e: ProviderError,
+        #[case] code: ErrorCode,
+    ) {
+        let text = e.to_string();
+        let r = StartRefused::from(e.clone());
+        assert_eq!((r.code, r.message.as_str()), (code, text.as_str()));
+        assert_eq!(ResultFault::from(e.clone()).0, text);
+        assert_eq!(e.into_child_result(), ChildResult::Failed(text));
+    }
+
+    #[rstest]
+    #[case::rate_limited(ProviderError::retryable(RetryCause::RateLimited, None, "429"), true)]
+    #[case::connection(ProviderError::retryable(RetryCause::Connection, None, "reset"), true)]
+    #[case::fatal(ProviderError::fatal("HTTP 400"), false)]
+    #[case::refused(ProviderError::from(StartRefused::agent_start("no")), false)]
+    fn only_the_retryable_kind_is_retried(#[case] e: ProviderError, #[case] retried: bool) {
+        assert_eq!(e.is_retryable(), retried);
+    }
+
+    #[test]
+    fn a_reason_is_rewritten_its_kind_kept() {
+        let e = ProviderError::retryable(RetryCause::Connection, None, "reset")
+            .map_reason(|r| format!("turn 2: {r}"));
+        assert_eq!(e.to_string(), "turn 2: reset");
+        assert!(e.is_retryable());
+    }
 }

@@ -13,7 +13,23 @@ use oxc::ast::ast::{
 };
 use oxc::span::GetSpan;
 
-use super::meta::Violation;
+/// One schema or literal violation; `at` is a byte offset of the file, or
+/// `None` for a meta given as JSON. It lives here, below `meta`, because
+/// reading a literal already reports them and `meta` builds on the reader.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Violation {
+    pub(crate) at: Option<usize>,
+    pub(crate) message: String,
+}
+
+impl Violation {
+    pub(crate) fn at(offset: u32, message: String) -> Violation {
+        Violation {
+            at: usize::try_from(offset).ok(),
+            message,
+        }
+    }
+}
 
 /// A literal value and where it starts (a byte offset; `None` for values
 /// that come from JSON).

@@ -8,28 +8,11 @@ use oxc::ast::ast::{
 };
 
 use super::diagnostic::Located;
-use super::literal::{self, Node, Property, Value, path_segment};
+use super::literal::{self, Node, Property, Value, Violation, path_segment};
 use super::{Meta, PhaseMeta};
 
 const META_FIELDS: &str = "name, description, whenToUse, phases";
 const PHASE_FIELDS: &str = "title, detail, model, provider";
-
-/// One schema or literal violation; `at` is a byte offset of the file, or
-/// `None` for a meta given as JSON.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Violation {
-    pub(crate) at: Option<usize>,
-    pub(crate) message: String,
-}
-
-impl Violation {
-    pub(crate) fn at(offset: u32, message: String) -> Violation {
-        Violation {
-            at: usize::try_from(offset).ok(),
-            message,
-        }
-    }
-}
 
 /// Whether `decl` is the (possibly malformed) meta declaration: a non-ambient
 /// variable declaration binding the plain name `meta`.

@@ -258,7 +258,7 @@ fn precedence_is_config_then_project_then_user_then_builtin() {
     assert!(prompt("Plan").is_some(), "built-in stays");
     // A broken project file hides the user's good one: the call fails.
     let planner = t.get("planner").expect("planner");
-    let err = planner.route.as_ref().expect_err("broken");
+    let err = planner.route.as_ref().expect_err("broken").to_string();
     assert!(
         err.contains("broken.md:4: the front matter is not valid YAML"),
         "{err}"

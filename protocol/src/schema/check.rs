@@ -1,11 +1,13 @@
 //! Schema checking: the root rule, the strict-mode walk (unknown keywords,
 //! `$schema`, remote references) and the meta-schema, every violation at
 //! its path. Also the compilation options [`validate`](super::validate)
-//! shares, so both sides agree on what a schema means.
+//! shares, so both sides agree on what a schema means. The crate's errors
+//! become messages in [`message`](super::message), which both sides use.
 
 use jsonschema::{Draft, ValidationOptions, Validator};
 use serde_json::{Map, Value};
 
+use super::message::{message, pointer_path};
 use super::*;
 
 /// Keywords whose value is one subschema.
@@ -220,9 +222,10 @@ pub(super) fn options(schema: &Value) -> ValidationOptions<'static> {
         .offline()
 }
 
-/// Compiles a schema for validation.
-pub(super) fn compile(schema: &Value) -> Result<Validator, String> {
-    options(schema).build(schema).map_err(|e| e.to_string())
+/// Compiles a schema for validation. The error is the crate's own: its
+/// text names the keyword that cannot be compiled.
+pub(super) fn compile(schema: &Value) -> Result<Validator, jsonschema::ValidationError<'static>> {
+    options(schema).build(schema)
 }
 
 pub(super) fn check_schema(schema: &Value, path: &str) -> Vec<Violation> {
@@ -268,7 +271,7 @@ pub(super) fn check_schema(schema: &Value, path: &str) -> Vec<Violation> {
     };
     for error in meta.iter_errors(schema) {
         let at = pointer_path(path, error.instance_path());
-        let message = super::validate::message(&error, path);
+        let message = message(&error, path);
         push(&mut out, at, message);
     }
     if !out.is_empty() {
@@ -450,17 +453,4 @@ fn check_ref(keyword: &str, val: &Value, at: &str, out: &mut Vec<Violation>) {
             ),
         ),
     }
-}
-
-/// A JSON pointer into a value or schema, as a dsh path under `prefix`
-/// (`/items/2/name` gives `value.items[2].name`).
-pub(super) fn pointer_path(prefix: &str, location: &jsonschema::paths::Location) -> String {
-    let mut at = prefix.to_owned();
-    for seg in location.iter() {
-        at = match seg {
-            jsonschema::paths::LocationSegment::Property(name) => member(&at, &name),
-            jsonschema::paths::LocationSegment::Index(i) => index(&at, i),
-        };
-    }
-    at
 }

@@ -33,6 +33,7 @@ use std::fmt;
 use serde_json::Value;
 
 mod check;
+mod message;
 #[cfg(test)]
 mod tests;
 mod unusable;

@@ -76,6 +76,36 @@ pub struct ToolResult {
     pub is_error: bool,
 }
 
+/// Why a 2xx answer of a model API is not a reply. Never retried: the
+/// same request would get the same answer (and be charged again).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplyError {
+    /// The API answered with an error object (its type and message).
+    #[error("{0}")]
+    Api(String),
+    /// The model declined to answer (OpenAI's `refusal`).
+    #[error("{0}")]
+    Refused(String),
+    /// The body is not the answer the API documents: no body, not JSON,
+    /// a missing field, a stream that ended early. Says what was missing.
+    #[error("{0}")]
+    Malformed(String),
+}
+
+impl From<ReplyError> for dsh_seam::ProviderError {
+    fn from(e: ReplyError) -> Self {
+        use dsh_seam::ProviderError;
+        match e {
+            // A refusal before any start would be `AGENT_START`; here the
+            // call resolves null with the reason.
+            ReplyError::Refused(r) => {
+                ProviderError::refused(dsh_protocol::ErrorCode::AgentStart, r)
+            }
+            ReplyError::Api(r) | ReplyError::Malformed(r) => ProviderError::fatal(r),
+        }
+    }
+}
+
 /// One model turn's answer.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Reply {
@@ -87,4 +117,27 @@ pub struct Reply {
     pub finish_reason: Option<String>,
     /// The turn's tokens, when the API said.
     pub usage: Option<Usage>,
+}
+
+#[cfg(test)]
+mod reply_error_tests {
+    use super::*;
+    use dsh_protocol::ErrorCode;
+    use dsh_seam::{FailureKind, ProviderError};
+    use rstest::rstest;
+
+    /// A model's refusal is a refusal; an error object or an unreadable
+    /// answer is final. None is retried, and the text is unchanged.
+    #[rstest]
+    #[case::refusal(
+        ReplyError::Refused("the model refused: no".into()),
+        FailureKind::Refused { code: ErrorCode::AgentStart }
+    )]
+    #[case::api(ReplyError::Api("the API answered with an error: x: y".into()), FailureKind::Fatal)]
+    #[case::malformed(ReplyError::Malformed("the API's response had no body".into()), FailureKind::Fatal)]
+    fn a_reply_error_has_its_kind(#[case] e: ReplyError, #[case] kind: FailureKind) {
+        let text = e.to_string();
+        let p = ProviderError::from(e);
+        assert_eq!((p.kind, p.reason), (kind, text));
+    }
 }

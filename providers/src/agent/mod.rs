@@ -104,7 +104,7 @@ pub trait Model: Send + Sync {
         progress: &Progress,
         so_far: Usage,
         held: &mut crate::budget::Held<'static>,
-    ) -> Result<Reply, String>;
+    ) -> Result<Reply, dsh_seam::ProviderError>;
 }
 
 /// The loop's configuration: the keys of a provider's table that every
@@ -173,11 +173,10 @@ impl LoopSettings {
     }
 
     /// The workspace of calls without a worktree.
-    pub fn base_workspace(&self) -> Result<PathBuf, String> {
+    pub fn base_workspace(&self) -> Result<PathBuf, WorkspaceUnusable> {
         match &self.workspace {
             Some(p) => Ok(p.clone()),
-            None => std::env::current_dir()
-                .map_err(|e| format!("dsh's working directory is unusable as the workspace: {e}")),
+            None => std::env::current_dir().map_err(WorkspaceUnusable),
         }
     }
 
@@ -188,6 +187,19 @@ impl LoopSettings {
             .unwrap_or_else(|| std::env::temp_dir().join("dsh-worktrees"))
     }
 }
+
+/// No `workspace` is set and dsh's working directory cannot be read (it
+/// was removed under it): set `workspace` in the provider's table.
+#[derive(Debug, thiserror::Error)]
+#[error("dsh's working directory is unusable as the workspace: {0}")]
+pub struct WorkspaceUnusable(std::io::Error);
+
+/// Why an answer to a schema call is not taken: the problem list, shown to
+/// the model in the corrective turn and, should the answer stay wrong, the
+/// call's reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+struct AnswerMismatch(String);
 
 /// Most turns and tool calls a configuration may allow.
 const MAX_LIMIT: u32 = 10_000;
@@ -395,7 +407,7 @@ impl Job<'_> {
     pub async fn run(self) -> ChildResult {
         let base = match self.settings.base_workspace() {
             Ok(b) => b,
-            Err(e) => return ChildResult::Failed(e),
+            Err(e) => return ChildResult::Failed(e.to_string()),
         };
         let worktree = if self.request.options.isolation.as_deref() == Some("worktree") {
             match Worktree::create(&base, &self.settings.worktree_parent(), self.child_id).await {
@@ -459,7 +471,7 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
     let mut corrected = false;
     // The problems of the answer the last turn corrected, for the reason
     // should the corrective request itself fail.
-    let mut correcting: Option<String> = None;
+    let mut correcting: Option<AnswerMismatch> = None;
     let mut tool_calls = 0u32;
     let mut conversation_bytes = req.prompt.len();
     // The call's share of the host's budget for model calls (every call's
@@ -497,14 +509,18 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
         };
         let reply = match reply {
             Ok(r) => r,
-            Err(reason) => {
-                return ChildResult::Failed(match (&correcting, turn) {
-                    (Some(problems), _) => {
-                        format!("{problems}\nThe corrective request then failed: {reason}")
-                    }
-                    (None, 1) => reason,
-                    (None, _) => format!("turn {turn}: {reason}"),
-                });
+            Err(failed) => {
+                // The transport retried what could be retried; what reaches
+                // the loop ends the call, whatever its kind.
+                return failed
+                    .map_reason(|reason| match (&correcting, turn) {
+                        (Some(problems), _) => {
+                            format!("{problems}\nThe corrective request then failed: {reason}")
+                        }
+                        (None, 1) => reason,
+                        (None, _) => format!("turn {turn}: {reason}"),
+                    })
+                    .into_child_result();
             }
         };
         correcting = None;
@@ -546,7 +562,7 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
                 text: reply.text,
                 tool_calls: Vec::new(),
             });
-            messages.push(Message::User(correction(&problems, !specs.is_empty())));
+            messages.push(Message::User(correction(&problems.0, !specs.is_empty())));
             correcting = Some(problems);
             continue;
         }
@@ -571,7 +587,7 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
                         corrected = true;
                         results.push(ToolResult {
                             id: c.id,
-                            content: correction(&problems, true),
+                            content: correction(&problems.0, true),
                             is_error: true,
                         });
                         correcting = Some(problems);
@@ -706,9 +722,11 @@ fn system_prompt(call: &Call<'_>, structured_tool: bool) -> Option<String> {
 }
 
 /// A `StructuredOutput` input, checked against the call's schema.
-fn structured_answer(schema: &Value, input: &Input) -> Result<Value, String> {
+fn structured_answer(schema: &Value, input: &Input) -> Result<Value, AnswerMismatch> {
     let Input::Json(v) = input else {
-        return Err(format!("the {STRUCTURED_OUTPUT} arguments are not JSON"));
+        return Err(AnswerMismatch(format!(
+            "the {STRUCTURED_OUTPUT} arguments are not JSON"
+        )));
     };
     let answer = toolset::unwrap_answer(schema, v.clone());
     check(schema, answer)
@@ -716,27 +734,27 @@ fn structured_answer(schema: &Value, input: &Input) -> Result<Value, String> {
 
 /// A text answer to a schema call: the JSON in it (code fences allowed),
 /// checked against the schema.
-fn text_answer(schema: &Value, reply: &Reply) -> Result<Value, String> {
+fn text_answer(schema: &Value, reply: &Reply) -> Result<Value, AnswerMismatch> {
     let cut = if reply.finish_reason.as_deref() == Some("length") {
         " (the answer was cut off at the token limit)"
     } else {
         ""
     };
     let v: Value = serde_json::from_str(strip_fences(&reply.text)).map_err(|e| {
-        format!(
+        AnswerMismatch(format!(
             "the answer is not JSON{cut}: {e}; it starts: {}",
             toolset::cut(reply.text.trim(), 200)
-        )
+        ))
     })?;
     check(schema, v)
 }
 
-fn check(schema: &Value, v: Value) -> Result<Value, String> {
+fn check(schema: &Value, v: Value) -> Result<Value, AnswerMismatch> {
     let problems = schema::validate(schema, &v, "value");
     if problems.is_empty() {
         Ok(v)
     } else {
-        Err(problem_list(&problems))
+        Err(AnswerMismatch(problem_list(&problems)))
     }
 }
 
@@ -820,7 +838,7 @@ mod tests {
     fn text_answers_are_checked(#[case] content: &str, #[case] want: Result<Value, &str>) {
         match (text_answer(&schema(), &reply(content, None)), want) {
             (Ok(v), Ok(w)) => assert_eq!(v, w),
-            (Err(e), Err(w)) => assert!(e.contains(w), "{e} should contain {w}"),
+            (Err(e), Err(w)) => assert!(e.0.contains(w), "{e} should contain {w}"),
             (got, want) => panic!("got {got:?}, want {want:?}"),
         }
     }
@@ -828,7 +846,7 @@ mod tests {
     #[test]
     fn a_cut_off_answer_says_so() {
         let err = text_answer(&schema(), &reply("{\"ok\": tr", Some("length"))).expect_err("cut");
-        assert!(err.contains("cut off"), "{err}");
+        assert!(err.0.contains("cut off"), "{err}");
     }
 
     #[test]
@@ -838,9 +856,9 @@ mod tests {
             Ok(json!({ "ok": true }))
         );
         let e = structured_answer(&schema(), &Input::Json(json!({ "ok": 1 }))).expect_err("bad");
-        assert!(e.contains("value.ok"), "{e}");
+        assert!(e.0.contains("value.ok"), "{e}");
         let e = structured_answer(&schema(), &Input::Unparsable("{".into())).expect_err("bad");
-        assert!(e.contains("not JSON"), "{e}");
+        assert!(e.0.contains("not JSON"), "{e}");
         let list = json!({ "type": "array", "items": { "type": "integer" } });
         assert_eq!(
             structured_answer(&list, &Input::Json(json!({ "value": [1, 2] }))),

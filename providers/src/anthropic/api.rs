@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::config::AnthropicConfig;
 use crate::agent::Turn;
-use crate::agent::conversation::{Input, Message, Reply, ToolCall};
+use crate::agent::conversation::{Input, Message, Reply, ReplyError, ToolCall};
 use crate::excerpt::excerpt;
 use dsh_seam::Usage;
 
@@ -162,21 +162,23 @@ pub fn api_error(err: &Value) -> String {
 }
 
 /// A whole Messages response as a loop reply.
-pub fn reply(body: &[u8]) -> Result<Reply, String> {
+pub fn reply(body: &[u8]) -> Result<Reply, ReplyError> {
     let root: Value = serde_json::from_slice(body).map_err(|e| {
-        format!(
+        ReplyError::Malformed(format!(
             "the API's response is not JSON ({e}); it starts: {}",
             excerpt(body)
-        )
+        ))
     })?;
     if root.get("type").and_then(Value::as_str) == Some("error") {
-        return Err(api_error(root.get("error").unwrap_or(&Value::Null)));
+        return Err(ReplyError::Api(api_error(
+            root.get("error").unwrap_or(&Value::Null),
+        )));
     }
     let Some(content) = root.get("content").and_then(Value::as_array) else {
-        return Err(format!(
+        return Err(ReplyError::Malformed(format!(
             "the API's response has no content; it starts: {}",
             excerpt(body)
-        ));
+        )));
     };
     let mut text = String::new();
     let mut tool_calls = Vec::new();

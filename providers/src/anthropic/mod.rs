@@ -28,7 +28,9 @@ pub(crate) use kind::AnthropicKind;
 use crate::SetupError;
 use crate::agent::{self, child::LoopChild, conversation::Reply};
 use crate::http::{Endpoint, header_map, secret};
-use dsh_seam::{AgentRequest, Progress, StartRefused, Subagent, SubagentProvider, Usage};
+use dsh_seam::{
+    AgentRequest, Progress, ProviderError, StartRefused, Subagent, SubagentProvider, Usage,
+};
 
 /// A provider for one `[providers.NAME]` entry of kind `anthropic`.
 pub struct AnthropicProvider {
@@ -132,7 +134,7 @@ impl agent::Model for Shared {
         progress: &Progress,
         so_far: Usage,
         held: &mut crate::budget::Held<'static>,
-    ) -> Result<Reply, String> {
+    ) -> Result<Reply, ProviderError> {
         let body = api::body(&self.cfg, turn);
         let mut sink = stream::sink(progress.clone(), so_far);
         // The call's share of the host's budget for model calls grows to
@@ -141,6 +143,6 @@ impl agent::Model for Shared {
         self.endpoint
             .post_into(&body, progress, &mut sink, held)
             .await?;
-        stream::reply(sink)
+        Ok(stream::reply(sink)?)
     }
 }

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use super::api;
-use crate::agent::conversation::{Input, Reply, ToolCall};
+use crate::agent::conversation::{Input, Reply, ReplyError, ToolCall};
 use crate::streamed::{Arrived, EventParser, Streamed};
 use dsh_seam::{Progress, Usage};
 
@@ -34,7 +34,7 @@ pub struct MessageEvents {
     output: Option<u64>,
     /// Of the input, tokens read from and written to the prompt cache.
     cache: (u64, u64),
-    error: Option<String>,
+    error: Option<ReplyError>,
     stopped: bool,
     pieces: u64,
 }
@@ -48,25 +48,27 @@ pub fn sink(progress: Progress, so_far: Usage) -> MessageStream {
 }
 
 /// The turn's reply, or why there is none.
-pub fn reply(stream: MessageStream) -> Result<Reply, String> {
+pub fn reply(stream: MessageStream) -> Result<Reply, ReplyError> {
     match stream.arrived() {
-        Arrived::Nothing => Err("the API's response had no body".into()),
+        Arrived::Nothing => Err(ReplyError::Malformed(
+            "the API's response had no body".into(),
+        )),
         Arrived::Whole(body) => api::reply(&body),
         Arrived::Events(events) => events.reply(),
     }
 }
 
 impl MessageEvents {
-    fn reply(self) -> Result<Reply, String> {
+    fn reply(self) -> Result<Reply, ReplyError> {
         if let Some(e) = self.error {
             return Err(e);
         }
         if !self.stopped && self.stop.is_none() {
-            return Err(
+            return Err(ReplyError::Malformed(
                 "the API's event stream ended before the answer was complete (no \
                         message_stop)"
                     .into(),
-            );
+            ));
         }
         let mut text = String::new();
         let mut tool_calls = Vec::new();
@@ -143,7 +145,9 @@ impl EventParser for MessageEvents {
             Ok(v) => v,
             Err(e) => {
                 self.error.get_or_insert_with(|| {
-                    format!("the API's event stream has an event that is not JSON ({e})")
+                    ReplyError::Malformed(format!(
+                        "the API's event stream has an event that is not JSON ({e})"
+                    ))
                 });
                 return;
             }
@@ -172,7 +176,7 @@ impl EventParser for MessageEvents {
             }
             Some("message_stop") => self.stopped = true,
             Some("error") => {
-                let e = api::api_error(v.get("error").unwrap_or(&Value::Null));
+                let e = ReplyError::Api(api::api_error(v.get("error").unwrap_or(&Value::Null)));
                 self.error.get_or_insert(e);
             }
             _ => {}
@@ -239,7 +243,7 @@ mod tests {
         s.start(Some("text/event-stream"));
         s.chunk(b"data: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
             .expect("fed");
-        let e = reply(s).expect_err("an error");
+        let e = reply(s).expect_err("an error").to_string();
         assert!(e.contains("overloaded_error: Overloaded"), "{e}");
     }
 }

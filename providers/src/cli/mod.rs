@@ -42,7 +42,6 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use dsh_protocol::ErrorCode;
@@ -51,7 +50,9 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::SetupError;
-use crate::command::process::{self, Ending, Finished, ProcLimits, ProcSpec, Running};
+use crate::command::process::{
+    self, Ending, Finished, ProcLimits, ProcSpec, REAPER_MARGIN, Running,
+};
 use crate::command::worktree::Worktree;
 use crate::command::{
     CommandChild, Driven, TempFile, extract_json, minimal_env, not_runnable, stderr_text,
@@ -67,11 +68,6 @@ use stream::{CliStream, Dialect, Observed, cut};
 pub use config::{CliConfig, CliKind};
 pub(crate) use kind::CliProviderKind;
 pub use kind::CliSettings;
-
-/// How much longer than the reaper's own grace the host waits before it
-/// SIGKILLs the reaper's group: the reaper stops what the CLI left behind
-/// within its grace, and must not be killed while doing so.
-pub(crate) const REAPER_MARGIN: Duration = Duration::from_secs(1);
 
 /// Whether a run starts a conversation or continues one.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -144,7 +144,7 @@ impl CommandProvider {
         if reaper.is_some() && self.reaper.is_none() {
             // The reaper stops the leftovers within the program's grace;
             // the host must not SIGKILL it while it does.
-            self.limits.grace += crate::cli::REAPER_MARGIN;
+            self.limits.grace += process::REAPER_MARGIN;
         }
         self.reaper = reaper;
         self
@@ -154,7 +154,7 @@ impl CommandProvider {
     fn spawn_target(&self, args: Vec<String>) -> (PathBuf, Vec<String>) {
         match &self.reaper {
             Some(w) => {
-                let grace = self.limits.grace.saturating_sub(crate::cli::REAPER_MARGIN);
+                let grace = self.limits.grace.saturating_sub(process::REAPER_MARGIN);
                 let mut a = w.args.clone();
                 a.extend([
                     "reap".to_string(),

@@ -29,6 +29,12 @@ use tokio_util::sync::CancellationToken;
 
 use dsh_exec::process::{ProcessGroup, spawner};
 
+/// How much longer than the reaper's own grace the host waits before it
+/// SIGKILLs the reaper's group: the reaper stops what the program (a CLI or
+/// a `command`) left behind within its grace, and must not be killed while
+/// doing so.
+pub(crate) const REAPER_MARGIN: Duration = Duration::from_secs(1);
+
 /// How much of stderr is kept (its end).
 pub const STDERR_TAIL: usize = 4096;
 /// How long the pipes are drained after the leader exited and its group

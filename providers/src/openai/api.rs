@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::config::{OpenAiConfig, StructuredOutput};
 use crate::agent::Turn;
-use crate::agent::conversation::{Input, Message, Reply as LoopReply, ToolCall};
+use crate::agent::conversation::{Input, Message, Reply as LoopReply, ReplyError, ToolCall};
 use crate::excerpt::{excerpt, short};
 use dsh_seam::Usage;
 
@@ -243,26 +243,26 @@ pub fn loop_body(cfg: &OpenAiConfig, turn: &Turn<'_>) -> Value {
 
 /// A whole (non-streamed) chat completion as a loop reply: the text, the
 /// tool calls, the usage.
-pub fn loop_reply(body: &[u8]) -> Result<LoopReply, String> {
+pub fn loop_reply(body: &[u8]) -> Result<LoopReply, ReplyError> {
     let root: Value = serde_json::from_slice(body).map_err(|e| {
-        format!(
+        ReplyError::Malformed(format!(
             "the API's response is not JSON ({e}); it starts: {}",
             excerpt(body)
-        )
+        ))
     })?;
     let usage = usage_of(&root);
     if let Some(err) = root.get("error").filter(|e| !e.is_null()) {
-        return Err(api_error(err));
+        return Err(ReplyError::Api(api_error(err)));
     }
     let Some(choice) = root
         .get("choices")
         .and_then(Value::as_array)
         .and_then(|c| c.first())
     else {
-        return Err(format!(
+        return Err(ReplyError::Malformed(format!(
             "the API's response has no choices[0]; it starts: {}",
             excerpt(body)
-        ));
+        )));
     };
     let message = choice.get("message");
     let finish_reason = choice
@@ -306,7 +306,10 @@ pub fn loop_reply(body: &[u8]) -> Result<LoopReply, String> {
             .and_then(|m| m.get("refusal"))
             .and_then(Value::as_str)
         {
-            return Err(format!("the model refused: {}", short(r)));
+            return Err(ReplyError::Refused(format!(
+                "the model refused: {}",
+                short(r)
+            )));
         }
         if message
             .and_then(|m| m.get("content"))
@@ -316,9 +319,9 @@ pub fn loop_reply(body: &[u8]) -> Result<LoopReply, String> {
                 .as_ref()
                 .map(|f| format!(" (finish_reason {f:?})"))
                 .unwrap_or_default();
-            return Err(format!(
+            return Err(ReplyError::Malformed(format!(
                 "the API's response has no text in choices[0].message.content{why}"
-            ));
+            )));
         }
     }
     Ok(LoopReply {
@@ -524,7 +527,7 @@ mod tests {
     #[case::refusal(br#"{"choices":[{"message":{"content":null,"refusal":"I can't"}}]}"#.as_slice(), "the model refused: I can't")]
     #[case::error_object(br#"{"error":{"message":"quota exceeded"}}"#.as_slice(), "quota exceeded")]
     fn malformed_responses_have_clear_reasons(#[case] body: &[u8], #[case] want: &str) {
-        let err = loop_reply(body).expect_err("malformed");
+        let err = loop_reply(body).expect_err("malformed").to_string();
         assert!(err.contains(want), "{err} should contain {want}");
     }
 

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use super::api;
-use crate::agent::conversation::{Input, Reply, ToolCall};
+use crate::agent::conversation::{Input, Reply, ReplyError, ToolCall};
 use crate::streamed::{Arrived, EventParser, Streamed};
 use dsh_seam::{Progress, Usage};
 
@@ -29,7 +29,7 @@ pub struct ChatEvents {
     calls: Vec<PartialCall>,
     finish: Option<String>,
     usage: Option<Usage>,
-    error: Option<String>,
+    error: Option<ReplyError>,
     /// Text and argument pieces seen (≈ output tokens).
     pieces: u64,
     done: bool,
@@ -44,25 +44,27 @@ pub fn sink(progress: Progress, so_far: Usage) -> ChatStream {
 }
 
 /// The turn's reply, or why there is none.
-pub fn reply(stream: ChatStream) -> Result<Reply, String> {
+pub fn reply(stream: ChatStream) -> Result<Reply, ReplyError> {
     match stream.arrived() {
-        Arrived::Nothing => Err("the API's response had no body".into()),
+        Arrived::Nothing => Err(ReplyError::Malformed(
+            "the API's response had no body".into(),
+        )),
         Arrived::Whole(body) => api::loop_reply(&body),
         Arrived::Events(events) => events.reply(),
     }
 }
 
 impl ChatEvents {
-    fn reply(self) -> Result<Reply, String> {
+    fn reply(self) -> Result<Reply, ReplyError> {
         if let Some(e) = self.error {
             return Err(e);
         }
         if !self.done && self.finish.is_none() {
-            return Err(
+            return Err(ReplyError::Malformed(
                 "the API's event stream ended before the answer was complete (no finish_reason, \
                  no [DONE])"
                     .into(),
-            );
+            ));
         }
         let tool_calls = self
             .calls
@@ -139,16 +141,17 @@ impl EventParser for ChatEvents {
             Ok(v) => v,
             Err(e) => {
                 self.error.get_or_insert_with(|| {
-                    format!(
+                    ReplyError::Malformed(format!(
                         "the API's event stream has a chunk that is not JSON ({e}): {}",
                         crate::excerpt::excerpt(data.as_bytes())
-                    )
+                    ))
                 });
                 return;
             }
         };
         if let Some(err) = chunk.get("error").filter(|e| !e.is_null()) {
-            self.error.get_or_insert_with(|| api::api_error(err));
+            self.error
+                .get_or_insert_with(|| ReplyError::Api(api::api_error(err)));
             return;
         }
         if let Some(u) = api::usage_of(&chunk) {
@@ -183,11 +186,11 @@ mod tests {
     use super::*;
     use crate::http::BodySink;
 
-    fn feed(chunks: &[&[u8]]) -> Result<Reply, String> {
+    fn feed(chunks: &[&[u8]]) -> Result<Reply, ReplyError> {
         let mut s = sink(Progress::new(), Usage::new(0, 0));
         s.start(Some("text/event-stream; charset=utf-8"));
         for c in chunks {
-            s.chunk(c)?;
+            s.chunk(c).expect("a line within the bound");
         }
         reply(s)
     }
@@ -223,11 +226,11 @@ mod tests {
     #[test]
     fn a_cut_stream_and_an_error_chunk_are_failures() {
         let cut = feed(&[b"data: {\"choices\":[{\"delta\":{\"content\":\"par\"}}]}\n\n"]);
-        assert!(cut.unwrap_err().contains("ended before"));
+        assert!(cut.unwrap_err().to_string().contains("ended before"));
         let err = feed(&[b"data: {\"error\":{\"message\":\"overloaded\"}}\n\n"]);
-        assert!(err.unwrap_err().contains("overloaded"));
+        assert!(err.unwrap_err().to_string().contains("overloaded"));
         let bad = feed(&[b"data: {nope\n\ndata: [DONE]\n\n"]);
-        assert!(bad.unwrap_err().contains("not JSON"));
+        assert!(bad.unwrap_err().to_string().contains("not JSON"));
     }
 
     #[test]

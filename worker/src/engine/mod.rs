@@ -99,7 +99,19 @@ pub(crate) struct Engine {
     shared: Rc<Shared>,
     /// The engine, or why it could not be built (reported when the run
     /// would have started).
-    built: Result<Built, String>,
+    built: Result<Built, BuildError>,
+}
+
+/// Why the engine could not be built; the run fails with it as soon as it
+/// would start.
+#[derive(Debug, thiserror::Error)]
+enum BuildError {
+    /// QuickJS could not make its runtime or context (out of memory).
+    #[error("cannot create the engine: {0}")]
+    Create(#[from] rquickjs::Error),
+    /// The natives or the prelude failed to load: the exception, described.
+    #[error("{0}")]
+    Prelude(String),
 }
 
 struct Built {
@@ -135,21 +147,23 @@ impl Engine {
     }
 }
 
-fn build_engine(shared: &Rc<Shared>) -> Result<Built, String> {
-    let rt = Runtime::new().map_err(|e| format!("cannot create the engine: {e}"))?;
+fn build_engine(shared: &Rc<Shared>) -> Result<Built, BuildError> {
+    let rt = Runtime::new()?;
     rt.set_max_stack_size(2 * 1024 * 1024);
     // No collection while the engine is built: the intrinsics and the
     // prelude pass QuickJS's first threshold (256 KiB) and a full GC there
     // would find almost nothing to free (a percent of a short run's
     // worker). The threshold is then what that GC would have left.
     rt.set_gc_threshold(usize::MAX);
-    let ctx = Context::full(&rt).map_err(|e| format!("cannot create the engine: {e}"))?;
-    let internal = ctx.with(|ctx| {
-        let natives = natives::install(&ctx, shared).map_err(|e| describe(&ctx, e))?;
-        let prelude = load_prelude(&ctx).map_err(|e| describe(&ctx, e))?;
-        let internal: Object = prelude.call((natives,)).map_err(|e| describe(&ctx, e))?;
-        Ok::<_, String>(Persistent::save(&ctx, internal))
-    })?;
+    let ctx = Context::full(&rt)?;
+    let internal = ctx
+        .with(|ctx| {
+            let natives = natives::install(&ctx, shared).map_err(|e| describe(&ctx, e))?;
+            let prelude = load_prelude(&ctx).map_err(|e| describe(&ctx, e))?;
+            let internal: Object = prelude.call((natives,)).map_err(|e| describe(&ctx, e))?;
+            Ok::<_, String>(Persistent::save(&ctx, internal))
+        })
+        .map_err(BuildError::Prelude)?;
     pin_arenas(&ctx);
     let built = usize::try_from(rt.memory_usage().malloc_size).unwrap_or(0);
     rt.set_gc_threshold(GC_FIRST_THRESHOLD.max(built.saturating_add(built / 2)));
@@ -225,7 +239,7 @@ pub(crate) fn run(engine: Engine, init: Init, sandbox: SandboxReport) -> Result<
     shared.configure(limits);
     let Built { internal, ctx, rt } = match built {
         Ok(built) => built,
-        Err(message) => return fail_before_start(&shared, message),
+        Err(e) => return fail_before_start(&shared, e.to_string()),
     };
     rt.set_memory_limit(usize::try_from(limits.memory_bytes).unwrap_or(usize::MAX));
     {

@@ -78,6 +78,13 @@ impl Connection {
     }
 }
 
+/// Writing to the worker failed for another reason than the worker being
+/// gone: the run must end (a frame that cannot be delivered would leave
+/// the script waiting forever).
+#[derive(Debug, thiserror::Error)]
+#[error("writing to the worker failed: {0}")]
+pub(super) struct WriteFailed(std::io::Error);
+
 impl Outbound {
     /// Queues `msg` (dropped once the outbox is closed).
     pub(super) fn send(&mut self, msg: &HostMsg) -> Result<(), FrameError> {
@@ -118,7 +125,7 @@ impl Outbound {
     /// `Err` is a write failure other than the worker being gone: a frame
     /// that cannot be delivered would leave the script waiting forever, so
     /// the run must end.
-    pub(super) fn flush(&mut self) -> Result<bool, String> {
+    pub(super) fn flush(&mut self) -> Result<bool, WriteFailed> {
         let Outbox::Open(out) = &mut self.outbox else {
             return Ok(false);
         };
@@ -143,7 +150,7 @@ impl Outbound {
                     out.clear();
                     return Ok(false);
                 }
-                Err(e) => break Err(format!("writing to the worker failed: {e}")),
+                Err(e) => break Err(WriteFailed(e)),
             }
         };
         // One move of what is left, not one per partial write.

@@ -26,32 +26,45 @@ pub(crate) enum Hello {
     Checked,
 }
 
+/// What is wrong with a worker's first message (a protocol violation).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum HelloError {
+    /// The worker binary is of another release than the host.
+    #[error(
+        "the worker speaks protocol version {got}, this host speaks {PROTOCOL_VERSION}; \
+         install matching dsh and dsh-worker binaries"
+    )]
+    Version { got: u32 },
+    /// The peer is not the process the host spawned.
+    #[error("the peer says it is pid {said}, but the spawned worker is pid {spawned}")]
+    Pid { said: u32, spawned: u32 },
+    /// Something other than `Hello` came first.
+    #[error("unexpected message {0} at this point")]
+    Unexpected(&'static str),
+}
+
 /// The one check of a worker's first message: `Hello` with this host's
-/// protocol version and the pid the host spawned. `Err` says what is wrong
-/// (a protocol violation).
-pub(crate) fn check_hello(msg: &WorkerMsg, spawned_pid: u32) -> Result<(), String> {
+/// protocol version and the pid the host spawned.
+pub(crate) fn check_hello(msg: &WorkerMsg, spawned_pid: u32) -> Result<(), HelloError> {
     match msg {
         WorkerMsg::Hello {
             protocol_version,
             pid,
         } => {
             if *protocol_version != PROTOCOL_VERSION {
-                return Err(format!(
-                    "the worker speaks protocol version {protocol_version}, this host speaks {PROTOCOL_VERSION}; \
-                     install matching dsh and dsh-worker binaries"
-                ));
+                return Err(HelloError::Version {
+                    got: *protocol_version,
+                });
             }
             if *pid != spawned_pid {
-                return Err(format!(
-                    "the peer says it is pid {pid}, but the spawned worker is pid {spawned_pid}"
-                ));
+                return Err(HelloError::Pid {
+                    said: *pid,
+                    spawned: spawned_pid,
+                });
             }
             Ok(())
         }
-        other => Err(format!(
-            "unexpected message {} at this point",
-            msg_name(other)
-        )),
+        other => Err(HelloError::Unexpected(msg_name(other))),
     }
 }
 
@@ -81,9 +94,13 @@ mod tests {
             pid,
         };
         assert_eq!(check_hello(&hello(PROTOCOL_VERSION, 7), 7), Ok(()));
-        let e = check_hello(&hello(PROTOCOL_VERSION + 1, 7), 7).expect_err("version");
+        let e = check_hello(&hello(PROTOCOL_VERSION + 1, 7), 7)
+            .expect_err("version")
+            .to_string();
         assert!(e.contains("protocol version"), "{e}");
-        let e = check_hello(&hello(PROTOCOL_VERSION, 8), 7).expect_err("pid");
+        let e = check_hello(&hello(PROTOCOL_VERSION, 8), 7)
+            .expect_err("pid")
+            .to_string();
         assert!(e.contains("pid 8"), "{e}");
         let e = check_hello(
             &WorkerMsg::Phase {
@@ -92,7 +109,8 @@ mod tests {
             },
             7,
         )
-        .expect_err("not hello");
+        .expect_err("not hello")
+        .to_string();
         assert!(e.contains("unexpected message Phase"), "{e}");
     }
 }

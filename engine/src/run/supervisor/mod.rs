@@ -373,7 +373,7 @@ impl Supervisor {
         loop {
             let wrote = match self.conn.outbound.flush() {
                 Ok(wrote) => wrote,
-                Err(death) => return Claim::Death(death),
+                Err(death) => return Claim::Death(death.to_string()),
             };
             if wrote
                 && matches!(self.phase, Phase::Running)
