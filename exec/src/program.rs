@@ -1,5 +1,5 @@
 //! The program dsh runs as its own helper ([`WorkerCommand`]): the worker
-//! that runs a script, and (with `__reaper`/`__tool-host` arguments) the
+//! that runs a script, and (with its `reap` and `tool` subcommands) the
 //! reaper and the tool host that providers start. Finding it is here, once,
 //! because the engine and the providers both need it.
 
