@@ -41,7 +41,7 @@ pub use dsh_exec::{files, process};
 pub use dsh_journal as journal;
 pub use dsh_seam::{outcome, provider, units};
 
-/// The built-in providers (`dsh-providers`), and the [`router`](crate::router)
+/// The built-in providers (`dsh-providers`), and the [`router`]
 /// that picks one for each call.
 pub mod providers {
     pub use crate::router;

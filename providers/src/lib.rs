@@ -7,7 +7,7 @@
 //! - [`scripted`]: fixtures (answers written down, for tests without keys);
 //!   [`dry_run`]: placeholder answers that fit the call's schema;
 //! - with the `http` feature: [`openai`] and [`anthropic`] API models over
-//!   a vendor-free HTTP part ([`http`] transport and retries, [`sse`] and
+//!   a vendor-free HTTP part (`http`: transport and retries, [`sse`] and
 //!   [`streamed`] bodies, [`dispatch`] of concurrent calls, the shared
 //!   model-call memory [`budget`]), and [`agent`], the agent loop that gives
 //!   an API model sandboxed tools through the tool host.

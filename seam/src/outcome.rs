@@ -122,7 +122,7 @@ impl CallOutcome {
     }
 
     /// The same outcome with its reason cut to `max` characters (see
-    /// [`shown`](shown)): what events and the journal keep.
+    /// [`shown`]): what events and the journal keep.
     pub fn cut(mut self, max: usize) -> CallOutcome {
         match &mut self {
             CallOutcome::Completed | CallOutcome::Cancelled => {}
