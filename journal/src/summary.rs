@@ -303,10 +303,17 @@ fn fill_replayed(calls: &mut BTreeMap<u64, Read>, answered: &HashMap<(String, us
     }
 }
 
-fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, JournalError> {
-    let info = rundir::read_info(dir)?;
-    let mut warnings = Vec::new();
-    let result = read_result(&dir.join(RESULT_FILE), &mut warnings);
+/// The journal's last attempt: its calls (replayed ones with the answer
+/// they replayed), when it started and its number.
+struct LastAttempt {
+    attempt_calls: BTreeMap<u64, Read>,
+    attempt_started_at: Option<u64>,
+    last_attempt: u32,
+}
+
+/// Reads the journal's last attempt, keeping `texts` characters of each
+/// prompt and answer (`None`: none).
+fn read_last_attempt(dir: &Path, texts: Option<usize>) -> Result<LastAttempt, JournalError> {
     // Streamed: one line in memory at a time, whatever the journal's size;
     // earlier attempts leave only the answers a later one may replay.
     let mut attempt_calls: BTreeMap<u64, Read> = BTreeMap::new();
@@ -387,6 +394,22 @@ fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, Journ
         }
     })?;
     fill_replayed(&mut attempt_calls, &answered);
+    Ok(LastAttempt {
+        attempt_calls,
+        attempt_started_at,
+        last_attempt,
+    })
+}
+
+fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, JournalError> {
+    let info = rundir::read_info(dir)?;
+    let mut warnings = Vec::new();
+    let result = read_result(&dir.join(RESULT_FILE), &mut warnings);
+    let LastAttempt {
+        mut attempt_calls,
+        attempt_started_at,
+        last_attempt,
+    } = read_last_attempt(dir, texts)?;
     // The last attempt settled (its result is written) with calls still
     // open: the run ended around them (a kill, a forced stop) and their
     // `agent-end`s said `cancelled`; so does the summary.
