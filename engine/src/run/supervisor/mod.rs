@@ -2,7 +2,8 @@
 //! (the worker process, the connection, the children, the cancel reason,
 //! the timers) and talks to everything else through channels.
 //!
-//! - [`handshake`]: `Hello` → `Init` → `Ready` → `Go` (or `Cancel`);
+//! - [`handshake`]: `Hello` → `Init` → `Ready` → `Go` (or `Cancel`), the
+//!   supervisor's steps of it in [`init`];
 //! - [`connection`]: the socket, frames in and out;
 //! - [`ledger`]: the children — starting them through the provider,
 //!   announcing them, settling them, pairing every `agent-start`;
@@ -28,6 +29,7 @@ mod connection;
 mod death;
 mod guard;
 pub(crate) mod handshake;
+mod init;
 mod ledger;
 mod narration;
 mod nested;
