@@ -7,6 +7,9 @@
 //! Nothing here prints: what a user should hear about the run directory
 //! (it could not be created, the last journal line was torn) is collected
 //! as [`JournalWarning`]s for the caller to show.
+//!
+//! A new run and the run while it goes are here; resuming a stored run is
+//! in `durable/resume.rs`.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -14,18 +17,19 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use super::rundir::{
-    self, ProviderSpec, RunDir, RunInfo, args_from_json, args_to_json, limits_from_json,
-    limits_to_json, sha256_hex,
+    self, ProviderSpec, RunDir, RunInfo, args_to_json, limits_to_json, sha256_hex,
 };
 use super::store::JournalStore;
 use super::writer::JournalWriter;
-use super::{
-    DEFAULT_JOURNAL_LIMIT, JournalError, Journaling, JournalingProvider, Line, Replay, reader,
-};
+use super::{DEFAULT_JOURNAL_LIMIT, JournalError, Journaling, JournalingProvider, Line};
 use dsh_engine::result::RunResult;
 use dsh_engine::run::{StartError, StartRequest, WorkflowRun, new_run_id, start};
-use dsh_engine::script::Meta;
-use dsh_seam::SubagentProvider;
+
+mod events;
+mod resume;
+
+use events::EventsWriter;
+pub use resume::{ResumeError, ResumeOptions, StoredRun};
 
 /// Whether a run keeps a run directory and journal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -292,46 +296,6 @@ impl Durable {
         }
     }
 
-    /// Appends the run's events to `events.jsonl` in its run directory as
-    /// they come (a subscriber of its own, so a slow terminal never costs
-    /// it events), so a report has the logs without any flag; within the
-    /// journal's size limit ([`dsh_engine::events_file`]), on a thread of its
-    /// own. `None`
-    /// without a run directory, or when the file cannot be opened (said
-    /// as a warning).
-    fn keep_events(&self, run: &WorkflowRun) -> Option<EventsWriter> {
-        let dir = self
-            .dir
-            .lock()
-            .ok()
-            .and_then(|d| d.as_ref().map(|d| d.path.clone()))?;
-        let path = dir.join(rundir::EVENTS_FILE);
-        // The journal's limit: the run directory's other file that grows
-        // with the run, and the one bound the user sets for it.
-        let limit = self
-            .state
-            .as_ref()
-            .map_or(DEFAULT_JOURNAL_LIMIT, |s| s.limit());
-        match open_events(&path) {
-            Ok(file) => Some(EventsWriter {
-                task: tokio::spawn(dsh_engine::events_file::write_events(
-                    file,
-                    run.subscribe(),
-                    Some(limit),
-                )),
-                path,
-                limit,
-            }),
-            Err(e) => {
-                self.warn(JournalWarning::NoEvents {
-                    path: path.display().to_string(),
-                    problem: e.to_string(),
-                });
-                None
-            }
-        }
-    }
-
     /// The run never started: remove the directory prepared for it.
     fn abandon(&self) {
         if let Some((root, info, _)) = &self.pending {
@@ -347,28 +311,6 @@ pub struct DurableRun {
     run: WorkflowRun,
     durable: Durable,
     events: Option<EventsWriter>,
-}
-
-/// The task appending a run's events to its run directory.
-struct EventsWriter {
-    task: tokio::task::JoinHandle<dsh_engine::events_file::Written>,
-    path: PathBuf,
-    limit: u64,
-}
-
-/// Opens (creating) a run directory's events file for appending: never
-/// through a symlink, and only a regular file (a run directory is data).
-fn open_events(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
-    if !f.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    Ok(f)
 }
 
 /// What [`DurableRun::finish`] reports.
@@ -423,22 +365,7 @@ impl DurableRun {
         let result = self.run.dispose().await;
         let d = &self.durable;
         if let Some(w) = self.events {
-            // Ends with the run's `workflow/end`, which came before the
-            // result.
-            if let Ok(written) = w.task.await {
-                let path = w.path.display().to_string();
-                if let Some(e) = written.error {
-                    d.warn(JournalWarning::NoEvents {
-                        path,
-                        problem: e.to_string(),
-                    });
-                } else if written.capped {
-                    d.warn(JournalWarning::EventsCapped {
-                        path,
-                        limit: w.limit,
-                    });
-                }
-            }
+            w.finish(d).await;
         }
         let mut finished = Finished {
             result,
@@ -486,196 +413,6 @@ impl DurableRun {
         }
         finished.warnings = d.take_warnings();
         finished
-    }
-}
-
-/// How a stored run is resumed.
-#[derive(Debug, Clone, Default)]
-pub struct ResumeOptions {
-    /// Run the script even if it changed; only calls whose keys still
-    /// match are replayed.
-    pub allow_changed: bool,
-    /// Wall-clock budget of this attempt (default: the run's own).
-    pub timeout: Option<std::time::Duration>,
-    /// Write this attempt's answers as a fixture file here.
-    pub record: Option<PathBuf>,
-    /// The journal's size limit in bytes for this attempt (the journal as
-    /// a whole, earlier attempts included); `None` is
-    /// [`DEFAULT_JOURNAL_LIMIT`].
-    pub journal_limit: Option<u64>,
-    /// Which journaled answers are replayed (`--retry-failed`:
-    /// [`Replay::Completed`]).
-    pub replay: Replay,
-}
-
-/// Why a stored run cannot be resumed.
-#[derive(Debug, thiserror::Error)]
-pub enum ResumeError<E> {
-    /// The run directory, its script or its journal (the message says
-    /// which file and how to fix it).
-    #[error("{0}")]
-    Run(String),
-    /// The provider for the calls that are not replayed could not be made.
-    #[error(transparent)]
-    Provider(E),
-}
-
-/// A run directory on disk, locked by this process while the value lives.
-#[derive(Debug)]
-pub struct StoredRun {
-    dir: RunDir,
-}
-
-impl StoredRun {
-    /// Finds a run by id under `runs_dir`, or by the path of its directory,
-    /// and locks it (a run is never resumed twice at once).
-    pub fn open(runs_dir: &Path, run: &str) -> Result<StoredRun, JournalError> {
-        let path = rundir::resolve(runs_dir, run)?;
-        Ok(StoredRun {
-            dir: RunDir::open(&path)?,
-        })
-    }
-
-    /// What `run.json` says.
-    pub fn info(&self) -> &RunInfo {
-        &self.dir.info
-    }
-
-    /// The run directory.
-    pub fn path(&self) -> &Path {
-        &self.dir.path
-    }
-
-    /// The request and journal of the next attempt: the script (its file
-    /// if still there, else the copy; refused if it changed unless
-    /// `allow_changed`), the run's args, limits and sandbox, and a provider
-    /// that replays the journaled answers and asks `provider_for` (given
-    /// the run's [`ProviderSpec`]) for one to answer the rest. The request
-    /// has no worker command: set one, or let [`start`] resolve it.
-    pub fn resume<E>(
-        self,
-        options: &ResumeOptions,
-        provider_for: impl FnOnce(&ProviderSpec) -> Result<Option<Arc<dyn SubagentProvider>>, E>,
-    ) -> Result<(StartRequest, Durable), ResumeError<E>> {
-        let run = ResumeError::Run;
-        let dir = self.dir;
-        let info = dir.info.clone();
-        // The script: the original file if it is still there, else the copy.
-        // Both are read bounded, regular files only: `run.json` is data a
-        // cloned repository can ship, so its `script` may name `/dev/zero`
-        // or a FIFO, and the copy is a file of the run directory (never
-        // followed through a symlink, never a path out of it).
-        let script_limit = limits_from_json(&info.limits)
-            .map_or(dsh_engine::Limits::default().max_script_bytes, |l| {
-                l.max_script_bytes
-            }) as u64;
-        let original = PathBuf::from(&info.script);
-        let copy_name = Path::new(&info.script_copy);
-        if copy_name.file_name() != Some(copy_name.as_os_str()) {
-            return Err(run(format!(
-                "{}: the script copy's name {:?} is not a file name in the run directory; \
-                 the run directory was edited",
-                dir.path.join(rundir::RUN_FILE).display(),
-                info.script_copy
-            )));
-        }
-        let copy = dir.path.join(copy_name);
-        // Only a script file is read as the original: `run.json` could
-        // name `~/.netrc`, whose lines a parse error (after
-        // `--allow-changed`) would then quote.
-        let original_text = match dsh_engine::script::ScriptKind::from_path(&original) {
-            Some(_) => {
-                dsh_exec::files::read_text(&original, script_limit).map_err(|e| e.to_string())
-            }
-            None => Err("not a .ts, .mts, .js or .mjs file".to_string()),
-        };
-        let (script_path, source) = match original_text {
-            Ok(text) => (original.clone(), text),
-            Err(first) => {
-                let text = dsh_exec::files::read_own_text(&copy, script_limit).map_err(|e| {
-                    run(format!(
-                        "{}: cannot read the script ({first}) or its copy {} ({e})",
-                        info.script,
-                        copy.display()
-                    ))
-                })?;
-                (copy.clone(), text)
-            }
-        };
-        if sha256_hex(source.as_bytes()) != info.script_hash && !options.allow_changed {
-            return Err(run(format!(
-                "{} changed since run {} started (the run kept the old version as {}); \
-                 resume it unchanged, or pass --allow-changed to run the new version and replay \
-                 only the calls whose prompt and options still match",
-                script_path.display(),
-                info.id,
-                copy.display()
-            )));
-        }
-        let run_file = dir.path.join(rundir::RUN_FILE);
-        let args = args_from_json(&info.args).ok_or_else(|| {
-            run(format!(
-                "{}: the run's args are not readable by this version of dsh",
-                run_file.display()
-            ))
-        })?;
-        let mut limits = limits_from_json(&info.limits).ok_or_else(|| {
-            run(format!(
-                "{}: the run's limits are not readable by this version of dsh",
-                run_file.display()
-            ))
-        })?;
-        if options.timeout.is_some() {
-            limits.wall_timeout = options.timeout;
-            limits
-                .validate()
-                .map_err(|e| run(format!("--timeout: {}", e.message)))?;
-        }
-        let sandbox = info
-            .sandbox
-            .parse()
-            .unwrap_or(dsh_protocol::SandboxPolicy::BestEffort);
-        let provider = provider_for(&info.provider).map_err(ResumeError::Provider)?;
-
-        let journal_path = dir.journal_path();
-        let previous = reader::read(&journal_path).map_err(|e| run(e.to_string()))?;
-        let mut durable = Durable::none();
-        if previous.torn {
-            durable.warn(JournalWarning::TornLine {
-                path: journal_path.display().to_string(),
-            });
-        }
-        let attempt = previous.attempts() + 1;
-        let writer = JournalWriter::open(&journal_path, Some(previous.valid_len))
-            .map_err(|e| run(e.to_string()))?;
-        writer.append(&Line::Attempt {
-            attempt,
-            pid: std::process::id(),
-            at: super::now_ms(),
-        });
-        let state = Arc::new(
-            Journaling::replaying(
-                Some(Arc::new(writer) as Arc<dyn JournalStore>),
-                Some(&previous),
-                options.replay,
-                options.record.as_deref(),
-            )
-            .with_limit(options.journal_limit.unwrap_or(DEFAULT_JOURNAL_LIMIT)),
-        );
-
-        let mut req = StartRequest::new(script_path.display().to_string(), source)
-            .with_args(args)
-            .with_limits(limits)
-            .with_sandbox(sandbox)
-            .with_meta_fallback(Meta::default_for(&original));
-        req.run_id = Some(info.id.clone());
-        req.provider = Some(Arc::new(JournalingProvider::new(provider, state.clone())));
-        durable.dir = Mutex::new(Some(dir));
-        durable.state = Some(state);
-        durable.record = options.record.clone();
-        durable.resumed = Some(info.id);
-        durable.attempt = attempt;
-        Ok((req, durable))
     }
 }
 

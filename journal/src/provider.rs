@@ -3,8 +3,11 @@
 //! sees it); calls whose key has an unused journaled answer are replayed at
 //! once instead of reaching the provider; and every call of this attempt
 //! is remembered for `--record`.
+//!
+//! The live child's wrapper is in `provider/child.rs`, the reading of a
+//! journal into the answers a resume replays in `provider/replay.rs`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -19,16 +22,19 @@ use crate::store::JournalStore;
 use dsh_seam::answered::AnsweredChild;
 use dsh_seam::outcome::CallOutcome;
 use dsh_seam::{
-    AgentRequest, CallLimits, ChildOrigin, ChildOutcome, ChildResult, ResultFault, Session,
-    StartRefused, Subagent, SubagentProvider, Usage,
+    AgentRequest, CallLimits, ChildOrigin, ChildOutcome, Session, StartRefused, Subagent,
+    SubagentProvider, Usage,
 };
+
+mod child;
+mod replay;
+
+use child::{JournaledChild, watch_sessions};
+pub use replay::Replay;
+use replay::{Answer, BySlot, by_slot};
 
 /// The journal's size limit unless the run sets one (`--journal-limit`).
 pub const DEFAULT_JOURNAL_LIMIT: u64 = 256 << 20;
-
-/// Something per call slot: slot k of key K is the k-th call with key K
-/// in call order within an attempt.
-type BySlot<T> = HashMap<(String, usize), T>;
 
 /// What a call's slot holds on a resume.
 enum Slot {
@@ -37,14 +43,6 @@ enum Slot {
     /// Nothing to replay: the call runs live, continuing this session of
     /// an earlier attempt if there is one.
     Live(Option<Session>),
-}
-
-/// A journaled answer waiting to be replayed.
-#[derive(Debug, Clone)]
-struct Answer {
-    outcome: Outcome,
-    usage: Option<Usage>,
-    child_id: Option<String>,
 }
 
 /// What the journaling provider shares with its owner: counts, the
@@ -398,254 +396,6 @@ impl SubagentProvider for JournalingProvider {
             }
         }
     }
-}
-
-/// A live child whose outcome is journaled before it is handed on.
-struct JournaledChild {
-    inner: Arc<dyn Subagent>,
-    seq: u64,
-    key: String,
-    state: Arc<Journaling>,
-    /// Why the host gave up on the child (a stall or timeout), if it did:
-    /// a child that then ends cancelled is journaled as failed with this
-    /// reason, as the host reports it.
-    abandoned: Mutex<Option<String>>,
-    /// What the child answered (its journaled `outcome` and usage), kept
-    /// from [`Subagent::result`] until the host's verdict comes with
-    /// [`Subagent::settled`] and the two are journaled together.
-    answer: Mutex<Option<(Outcome, Option<Usage>)>>,
-    /// Stops the task journaling the child's sessions (when the child
-    /// settles, or is dropped).
-    sessions: Option<CancellationToken>,
-}
-
-impl Drop for JournaledChild {
-    fn drop(&mut self) {
-        if let Some(t) = &self.sessions {
-            t.cancel();
-        }
-    }
-}
-
-/// Journals every session the child's provider names, as it names it,
-/// until the returned token is cancelled. `None` when the provider reports
-/// no progress (and so no sessions).
-fn watch_sessions(
-    progress: Option<dsh_seam::Progress>,
-    state: Arc<Journaling>,
-    seq: u64,
-    key: String,
-) -> Option<CancellationToken> {
-    let progress = progress?;
-    let stop = CancellationToken::new();
-    let stopped = stop.clone();
-    tokio::spawn(async move {
-        let mut known: Option<Session> = None;
-        loop {
-            tokio::select! {
-                _ = stopped.cancelled() => break,
-                s = progress.session_changed(known.as_ref()) => {
-                    state.append_session(seq, &key, &s);
-                    known = Some(s);
-                }
-            }
-        }
-    });
-    Some(stop)
-}
-
-#[async_trait]
-impl Subagent for JournaledChild {
-    fn id(&self) -> &str {
-        self.inner.id()
-    }
-
-    async fn result(&self) -> Result<ChildOutcome, ResultFault> {
-        let mut r = self.inner.result().await;
-        // A settled call is replayed, never continued: its sessions are of
-        // no more use.
-        if let Some(t) = &self.sessions {
-            t.cancel();
-        }
-        if let Ok(o) = &mut r
-            && matches!(o.result, ChildResult::Cancelled)
-            && let Some(reason) = self
-                .abandoned
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone()
-        {
-            o.result = ChildResult::Failed(reason);
-        }
-        *self.answer.lock().unwrap_or_else(|e| e.into_inner()) = Some(Outcome::from_result(&r));
-        r
-    }
-
-    async fn settled(&self, verdict: &CallOutcome) {
-        let answer = self.answer.lock().unwrap_or_else(|e| e.into_inner()).take();
-        // No answer: the host gave up on a child that never returned one
-        // (a stall or timeout past its grace); it is journaled as failed
-        // with the host's reason, which a resume replays.
-        let (outcome, usage) = answer.unwrap_or_else(|| {
-            let reason = verdict.reason().unwrap_or("abandoned").to_string();
-            (Outcome::Fail(reason), None)
-        });
-        // A provider decides whether to keep a worktree while its child
-        // ends, so by now the branch (if any) is known.
-        let worktree = self.inner.kept_worktree().map(|k| k.branch);
-        self.state
-            .settle(
-                self.seq,
-                &self.key,
-                Some(self.inner.id().to_string()),
-                outcome,
-                verdict.clone(),
-                usage,
-                worktree,
-            )
-            .await;
-    }
-
-    fn cancel(&self) {
-        self.inner.cancel();
-    }
-
-    fn abandon(&self, reason: &str) {
-        *self.abandoned.lock().unwrap_or_else(|e| e.into_inner()) = Some(reason.to_string());
-        self.inner.abandon(reason);
-    }
-
-    fn progress(&self) -> Option<dsh_seam::Progress> {
-        self.inner.progress()
-    }
-
-    async fn dispose(&self) {
-        self.inner.dispose().await;
-    }
-
-    fn origin(&self) -> ChildOrigin {
-        self.inner.origin()
-    }
-
-    fn kept_worktree(&self) -> Option<dsh_seam::KeptWorktree> {
-        self.inner.kept_worktree()
-    }
-}
-
-/// A journal's replayable answers by (key, slot), and the sessions of the
-/// slots it left unanswered. Within each attempt the calls with one key
-/// are numbered in call (`seq`) order; an attempt's live answer for slot k
-/// replaces an earlier attempt's, and a replayed call (no `settled` line)
-/// keeps the answer it replayed. So the n-th call with a key gets the n-th
-/// answer with that key, whatever order the calls settled in and however
-/// many resumes came before. A slot's session is the last one journaled
-/// for it, in any attempt; it is kept only while the slot has no answer.
-///
-/// With [`Replay::Completed`] (`--retry-failed`) a slot whose last answer
-/// failed (the host's verdict: failed, invalid, stalled, timed out) has no
-/// answer and no session: it is asked afresh.
-fn by_slot(journal: &Journal, replay: Replay) -> (BySlot<Answer>, BySlot<Session>) {
-    let mut answers = HashMap::new();
-    let mut sessions = HashMap::new();
-    let mut retried = std::collections::HashSet::new();
-    let mut attempt: Vec<&Line> = Vec::new();
-    let mut flush = |lines: &mut Vec<&Line>| {
-        // seq → (key, slot), from the start lines in seq order.
-        let mut starts: BTreeMap<u64, &str> = BTreeMap::new();
-        for l in lines.iter() {
-            if let Line::Start { seq, key, .. } = l {
-                starts.insert(*seq, key);
-            }
-        }
-        let mut counts: HashMap<&str, usize> = HashMap::new();
-        let mut slots: HashMap<u64, (String, usize)> = HashMap::new();
-        for (seq, key) in starts {
-            let n = counts.entry(key).or_insert(0);
-            slots.insert(seq, (key.to_string(), *n));
-            *n += 1;
-        }
-        for l in lines.iter() {
-            match l {
-                Line::Settled {
-                    seq,
-                    outcome,
-                    verdict,
-                    ..
-                } if replay == Replay::Completed
-                    && outcome.replayable()
-                    && verdict
-                        .clone()
-                        .unwrap_or_else(|| outcome.call_outcome())
-                        .is_failure() =>
-                {
-                    if let Some(slot) = slots.get(seq) {
-                        answers.remove(slot);
-                        retried.insert(slot.clone());
-                    }
-                }
-                Line::Settled {
-                    seq,
-                    outcome,
-                    usage,
-                    child_id,
-                    ..
-                } if outcome.replayable() => {
-                    if let Some(slot) = slots.get(seq) {
-                        retried.remove(slot);
-                        answers.insert(
-                            slot.clone(),
-                            Answer {
-                                outcome: outcome.clone(),
-                                usage: *usage,
-                                child_id: child_id.clone(),
-                            },
-                        );
-                    }
-                }
-                Line::Session {
-                    seq,
-                    provider,
-                    session,
-                    ..
-                } => {
-                    if let Some(slot) = slots.get(seq) {
-                        sessions.insert(
-                            slot.clone(),
-                            Session {
-                                provider: provider.clone(),
-                                id: session.clone(),
-                            },
-                        );
-                    }
-                }
-                _ => {}
-            }
-        }
-        lines.clear();
-    };
-    for line in &journal.lines {
-        if matches!(line, Line::Attempt { .. }) {
-            flush(&mut attempt);
-        }
-        attempt.push(line);
-    }
-    flush(&mut attempt);
-    sessions.retain(|slot, _| !answers.contains_key(slot) && !retried.contains(slot));
-    (answers, sessions)
-}
-
-/// Which journaled answers a resume replays.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Replay {
-    /// Every answer a child gave, failures included (a failed call fails
-    /// again at once, as it did): the default.
-    #[default]
-    Answers,
-    /// Only completed answers (`dsh workflow resume --retry-failed`): a
-    /// call that failed, whose answer did not match its schema, that
-    /// stalled or timed out is asked again, by the provider as it is
-    /// configured now.
-    Completed,
 }
 
 #[cfg(test)]

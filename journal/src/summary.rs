@@ -1,17 +1,21 @@
 //! What a run directory says about its run, read without locking it:
 //! status, counts and the agents of the last attempt with their timings,
-//! tokens and outcomes (`dsh workflow runs`, `show` and `report`).
+//! tokens and outcomes (`dsh workflow runs`, `show` and `report`). The
+//! journal's last attempt is read in `summary/attempt.rs`.
 
-use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::Path;
 
 use serde_json::Value;
 
+use super::JournalError;
 use super::rundir::{self, RESULT_FILE, RunInfo};
-use super::{JournalError, Line, Outcome, reader};
 use dsh_seam::Usage;
 use dsh_seam::outcome::CallOutcome;
+
+mod attempt;
+
+use attempt::{LastAttempt, Read, read_last_attempt};
 
 /// Longest failure reason a summary keeps, in characters: a reason can be
 /// a child's whole stderr, and a 1,000-agent run must stay small in memory.
@@ -158,39 +162,11 @@ impl CallSummary {
     }
 }
 
-/// What a settled call left for a later attempt that replays it.
-#[derive(Debug, Clone)]
-struct Answered {
-    outcome: CallOutcome,
-    usage: Option<Usage>,
-    took_ms: u64,
-    worktree: Option<String>,
-    answer: Option<Value>,
-}
-
 /// `s` cut to at most `max` characters, with `…` where it was cut.
 pub fn cut(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         None => s.to_string(),
         Some((i, _)) => format!("{}…", &s[..i]),
-    }
-}
-
-/// An answer as a summary keeps it: a text, or a structured value whose
-/// JSON text fits `max` characters; a larger structured value becomes its
-/// JSON text, cut short (a string, so nobody mistakes it for the answer).
-fn kept_answer(outcome: &Outcome, max: usize) -> Option<Value> {
-    match outcome {
-        Outcome::Text(t) => Some(Value::String(cut(t, max))),
-        Outcome::Structured(v) => {
-            let text = v.to_string();
-            if text.chars().count() <= max {
-                Some(v.clone())
-            } else {
-                Some(Value::String(cut(&text, max)))
-            }
-        }
-        _ => None,
     }
 }
 
@@ -237,156 +213,15 @@ pub fn summarize_with_texts(dir: &Path, max_chars: usize) -> Result<RunSummary, 
     summarize_inner(dir, Some(max_chars))
 }
 
-/// One call of the attempt being read, with what the summary needs to
-/// find its slot (its key) and whether its answer would be replayed.
-struct Read {
-    call: CallSummary,
-    key: String,
-    replayable: bool,
-}
-
-/// Numbers the calls of one attempt by slot (the n-th call with a key, in
-/// `seq` order, is slot n: the journal's replay rule) and keeps each
-/// replayable answer for the attempts after it.
-fn close_attempt(calls: &BTreeMap<u64, Read>, answered: &mut HashMap<(String, usize), Answered>) {
-    let mut counts: HashMap<&str, usize> = HashMap::new();
-    for r in calls.values() {
-        let n = counts.entry(r.key.as_str()).or_insert(0);
-        let slot = (r.key.clone(), *n);
-        *n += 1;
-        if r.call.replayed || !r.replayable {
-            continue;
-        }
-        if let (Some(outcome), Some(took_ms)) = (&r.call.outcome, r.call.duration_ms()) {
-            answered.insert(
-                slot,
-                Answered {
-                    outcome: outcome.clone(),
-                    usage: r.call.usage,
-                    took_ms,
-                    worktree: r.call.worktree.clone(),
-                    answer: r.call.answer.clone(),
-                },
-            );
-        }
-    }
-}
-
-/// The slot of each replayed call of the last attempt, filled from the
-/// attempt that answered it; without that attempt, completed.
-fn fill_replayed(calls: &mut BTreeMap<u64, Read>, answered: &HashMap<(String, usize), Answered>) {
-    let mut counts: HashMap<String, usize> = HashMap::new();
-    for r in calls.values_mut() {
-        let n = counts.entry(r.key.clone()).or_insert(0);
-        let slot = (r.key.clone(), *n);
-        *n += 1;
-        if !r.call.replayed {
-            continue;
-        }
-        if let Some(a) = answered.get(&slot) {
-            let c = &mut r.call;
-            c.reason = a.outcome.reason().map(|m| cut(m, MAX_REASON_CHARS));
-            c.outcome = Some(a.outcome.clone());
-            c.usage = a.usage;
-            c.answered_in_ms = Some(a.took_ms);
-            c.worktree = a.worktree.clone();
-            c.answer = a.answer.clone();
-        } else {
-            // The journal no longer has the attempt that answered it (a
-            // trimmed journal, a replay of a `--record` fixture): the
-            // call was still answered as it started, so it reads
-            // completed — neither `running` nor, once the attempt
-            // settled, `cancelled`. What that answer's verdict was is
-            // not known; `replayed` says where it came from.
-            r.call.outcome = Some(CallOutcome::Completed);
-        }
-    }
-}
-
 fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, JournalError> {
     let info = rundir::read_info(dir)?;
     let mut warnings = Vec::new();
     let result = read_result(&dir.join(RESULT_FILE), &mut warnings);
-    // Streamed: one line in memory at a time, whatever the journal's size;
-    // earlier attempts leave only the answers a later one may replay.
-    let mut attempt_calls: BTreeMap<u64, Read> = BTreeMap::new();
-    let mut answered: HashMap<(String, usize), Answered> = HashMap::new();
-    let mut attempt_started_at = None;
-    let mut last_attempt = 0;
-    reader::scan(&dir.join(rundir::JOURNAL_FILE), |line| match line {
-        Line::Attempt { at, attempt, .. } => {
-            close_attempt(&attempt_calls, &mut answered);
-            attempt_calls.clear();
-            attempt_started_at = Some(at);
-            last_attempt = attempt;
-        }
-        Line::Start {
-            seq,
-            key,
-            label,
-            phase,
-            workflow,
-            prompt,
-            replayed,
-            at,
-            ..
-        } => {
-            attempt_calls.insert(
-                seq,
-                Read {
-                    call: CallSummary {
-                        seq,
-                        label,
-                        outcome: None,
-                        state: CallState::Running,
-                        replayed,
-                        phase,
-                        workflow,
-                        started_at: at,
-                        // A replayed call is answered as it starts.
-                        settled_at: replayed.then_some(at),
-                        answered_in_ms: None,
-                        usage: None,
-                        reason: None,
-                        worktree: None,
-                        session: None,
-                        prompt: texts.map(|max| cut(&prompt, max)),
-                        answer: None,
-                    },
-                    key,
-                    replayable: false,
-                },
-            );
-        }
-        Line::Session { seq, session, .. } => {
-            if let Some(r) = attempt_calls.get_mut(&seq) {
-                r.call.session = Some(session);
-            }
-        }
-        Line::Settled {
-            seq,
-            outcome,
-            verdict,
-            usage,
-            worktree,
-            at,
-            ..
-        } => {
-            if let Some(r) = attempt_calls.get_mut(&seq) {
-                // A journal older than verdicts: its answer says it.
-                let verdict = verdict.unwrap_or_else(|| outcome.call_outcome());
-                r.replayable = outcome.replayable();
-                let c = &mut r.call;
-                c.reason = verdict.reason().map(|m| cut(m, MAX_REASON_CHARS));
-                c.outcome = Some(verdict);
-                c.settled_at = Some(at);
-                c.usage = usage;
-                c.worktree = worktree;
-                c.answer = texts.and_then(|max| kept_answer(&outcome, max));
-            }
-        }
-    })?;
-    fill_replayed(&mut attempt_calls, &answered);
+    let LastAttempt {
+        mut attempt_calls,
+        attempt_started_at,
+        last_attempt,
+    } = read_last_attempt(dir, texts)?;
     // The last attempt settled (its result is written) with calls still
     // open: the run ended around them (a kill, a forced stop) and their
     // `agent-end`s said `cancelled`; so does the summary.
@@ -500,22 +335,11 @@ pub fn list(runs_dir: &Path) -> Result<Option<Vec<RunSummary>>, JournalError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn cut_keeps_short_text_and_marks_a_cut() {
         assert_eq!(cut("abc", 3), "abc");
         assert_eq!(cut("äbcd", 2), "äb…");
         assert_eq!(cut("", 0), "");
-    }
-
-    #[test]
-    fn a_large_structured_answer_is_kept_as_cut_text() {
-        let small = Outcome::Structured(json!({"ok": true}));
-        assert_eq!(kept_answer(&small, 100), Some(json!({"ok": true})));
-        let large = Outcome::Structured(json!({"text": "x".repeat(50)}));
-        let kept = kept_answer(&large, 10).expect("an answer");
-        assert_eq!(kept.as_str().map(|s| s.chars().count()), Some(11));
-        assert_eq!(kept_answer(&Outcome::Fail("no".into()), 10), None);
     }
 }

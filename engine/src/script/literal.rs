@@ -8,8 +8,8 @@
 //! TypeScript wrappers `as …`, `satisfies …` and `<T>…` are looked through.
 
 use oxc::ast::ast::{
-    ArrayExpressionElement, Expression, ObjectPropertyKind, PropertyKey, PropertyKind,
-    UnaryOperator,
+    ArrayExpression, ArrayExpressionElement, Expression, ObjectExpression, ObjectPropertyKind,
+    PropertyKey, PropertyKind, UnaryOperator,
 };
 use oxc::span::GetSpan;
 
@@ -124,120 +124,132 @@ pub(crate) fn read(expr: &Expression<'_>, path: &str, violations: &mut Vec<Viola
                 ),
             }
         }
-        Expression::ArrayExpression(array) => {
-            let mut items = Vec::with_capacity(array.elements.len());
-            for (i, element) in array.elements.iter().enumerate() {
-                let item_path = format!("{path}[{i}]");
-                match element {
-                    ArrayExpressionElement::SpreadElement(s) => {
-                        violations.push(Violation::at(
-                            s.span.start,
-                            format!("{item_path}: spread (`...`) is not allowed in meta; write the elements out"),
-                        ));
-                        items.push(Node {
-                            at: offset(s.span),
-                            value: Value::NotStatic,
-                        });
-                    }
-                    ArrayExpressionElement::Elision(e) => {
-                        violations.push(Violation::at(
-                            e.span.start,
-                            format!("{item_path}: empty array slots are not allowed in meta"),
-                        ));
-                        items.push(Node {
-                            at: offset(e.span),
-                            value: Value::NotStatic,
-                        });
-                    }
-                    _ => match element.as_expression() {
-                        Some(e) => items.push(read(e, &item_path, violations)),
-                        None => {
-                            let span = element.span();
-                            violations.push(Violation::at(
-                                span.start,
-                                format!("{item_path}: must be a static literal"),
-                            ));
-                            items.push(Node {
-                                at: offset(span),
-                                value: Value::NotStatic,
-                            });
-                        }
-                    },
-                }
-            }
-            Value::Array(items)
-        }
-        Expression::ObjectExpression(object) => {
-            let mut properties = Vec::with_capacity(object.properties.len());
-            for property in &object.properties {
-                match property {
-                    ObjectPropertyKind::SpreadProperty(s) => violations.push(Violation::at(
-                        s.span.start,
-                        format!(
-                            "{path}: spread (`...`) is not allowed in meta; write the fields out"
-                        ),
-                    )),
-                    ObjectPropertyKind::ObjectProperty(p) => {
-                        let key = key_name(&p.key);
-                        let shown = key.as_deref().map_or_else(
-                            || path.to_string(),
-                            |k| format!("{path}{}", path_segment(k)),
-                        );
-                        let problem = if p.kind != PropertyKind::Init {
-                            Some(
-                                "getters and setters are not allowed in meta; write `key: value`"
-                                    .to_string(),
-                            )
-                        } else if p.method {
-                            Some("methods are not allowed in meta; write `key: value`".to_string())
-                        } else if p.computed || key.is_none() {
-                            Some("computed keys are not allowed in meta; write a plain name or string".to_string())
-                        } else if p.shorthand {
-                            let name = key.as_deref().unwrap_or_default();
-                            Some(format!(
-                                "shorthand properties are not allowed in meta; write `{name}: <literal>`"
-                            ))
-                        } else {
-                            None
-                        };
-                        match (problem, key) {
-                            (None, Some(key)) => {
-                                let value = read(&p.value, &shown, violations);
-                                properties.push(Property {
-                                    key,
-                                    at: offset(p.span),
-                                    value,
-                                });
-                            }
-                            (problem, key) => {
-                                let message = problem.unwrap_or_default();
-                                violations.push(Violation::at(
-                                    p.span.start,
-                                    format!("{shown}: {message}"),
-                                ));
-                                if let Some(key) = key {
-                                    properties.push(Property {
-                                        key,
-                                        at: offset(p.span),
-                                        value: Node {
-                                            at: offset(p.value.span()),
-                                            value: Value::NotStatic,
-                                        },
-                                    });
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            Value::Object(properties)
-        }
+        Expression::ArrayExpression(array) => read_array(array, path, violations),
+        Expression::ObjectExpression(object) => read_object(object, path, violations),
         other => {
             let what = describe(other);
             not_static(at, path, &what, violations)
         }
     };
     Node { at, value }
+}
+
+/// An array literal's elements, each read at `path[i]`; a spread or an
+/// empty slot is a violation.
+fn read_array(array: &ArrayExpression<'_>, path: &str, violations: &mut Vec<Violation>) -> Value {
+    let mut items = Vec::with_capacity(array.elements.len());
+    for (i, element) in array.elements.iter().enumerate() {
+        let item_path = format!("{path}[{i}]");
+        match element {
+            ArrayExpressionElement::SpreadElement(s) => {
+                violations.push(Violation::at(
+                    s.span.start,
+                    format!(
+                        "{item_path}: spread (`...`) is not allowed in meta; write the elements out"
+                    ),
+                ));
+                items.push(Node {
+                    at: offset(s.span),
+                    value: Value::NotStatic,
+                });
+            }
+            ArrayExpressionElement::Elision(e) => {
+                violations.push(Violation::at(
+                    e.span.start,
+                    format!("{item_path}: empty array slots are not allowed in meta"),
+                ));
+                items.push(Node {
+                    at: offset(e.span),
+                    value: Value::NotStatic,
+                });
+            }
+            _ => match element.as_expression() {
+                Some(e) => items.push(read(e, &item_path, violations)),
+                None => {
+                    let span = element.span();
+                    violations.push(Violation::at(
+                        span.start,
+                        format!("{item_path}: must be a static literal"),
+                    ));
+                    items.push(Node {
+                        at: offset(span),
+                        value: Value::NotStatic,
+                    });
+                }
+            },
+        }
+    }
+    Value::Array(items)
+}
+
+/// An object literal's properties, each read below `path`; a spread, an
+/// accessor, a method, a computed key or a shorthand is a violation.
+fn read_object(
+    object: &ObjectExpression<'_>,
+    path: &str,
+    violations: &mut Vec<Violation>,
+) -> Value {
+    let mut properties = Vec::with_capacity(object.properties.len());
+    for property in &object.properties {
+        match property {
+            ObjectPropertyKind::SpreadProperty(s) => violations.push(Violation::at(
+                s.span.start,
+                format!("{path}: spread (`...`) is not allowed in meta; write the fields out"),
+            )),
+            ObjectPropertyKind::ObjectProperty(p) => {
+                let key = key_name(&p.key);
+                let shown = key.as_deref().map_or_else(
+                    || path.to_string(),
+                    |k| format!("{path}{}", path_segment(k)),
+                );
+                let problem = if p.kind != PropertyKind::Init {
+                    Some(
+                        "getters and setters are not allowed in meta; write `key: value`"
+                            .to_string(),
+                    )
+                } else if p.method {
+                    Some("methods are not allowed in meta; write `key: value`".to_string())
+                } else if p.computed || key.is_none() {
+                    Some(
+                        "computed keys are not allowed in meta; write a plain name or string"
+                            .to_string(),
+                    )
+                } else if p.shorthand {
+                    let name = key.as_deref().unwrap_or_default();
+                    Some(format!(
+                        "shorthand properties are not allowed in meta; write `{name}: <literal>`"
+                    ))
+                } else {
+                    None
+                };
+                match (problem, key) {
+                    (None, Some(key)) => {
+                        let value = read(&p.value, &shown, violations);
+                        properties.push(Property {
+                            key,
+                            at: offset(p.span),
+                            value,
+                        });
+                    }
+                    (problem, key) => {
+                        let message = problem.unwrap_or_default();
+                        violations.push(Violation::at(p.span.start, format!("{shown}: {message}")));
+                        if let Some(key) = key {
+                            properties.push(Property {
+                                key,
+                                at: offset(p.span),
+                                value: Node {
+                                    at: offset(p.value.span()),
+                                    value: Value::NotStatic,
+                                },
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Value::Object(properties)
 }
 
 fn not_static(at: Option<usize>, path: &str, what: &str, violations: &mut Vec<Violation>) -> Value {

@@ -57,273 +57,310 @@ enum Slash {
 
 /// The deepest nesting the scan finds, or where it passes [`MAX_NESTING`].
 pub(crate) fn check(source: &str) -> Result<usize, Located> {
-    let b = source.as_bytes();
-    let mut stack: Vec<Level> = vec![Level {
-        bracket: 0,
-        chain: 0,
-    }];
-    // Sum over `stack` of (1 per bracket + its chain tokens), kept current.
-    let mut depth: usize = 0;
-    let mut deepest = 0;
-    let mut slash = Slash::Regex;
-    // A line break since the last token: where a value ends a line and a
-    // word starts the next, automatic semicolon insertion ends the
-    // statement, and with it the chain.
-    let mut line_break = false;
-    let mut i = 0;
-    let too_deep = |at: usize| {
-        Located::new(
-            at,
-            format!(
-                "the script nests deeper than {MAX_NESTING} levels here (brackets, arrows, \
-                 operators); flatten it, e.g. build deep data in a loop"
-            ),
-        )
-    };
-    macro_rules! deeper {
-        ($at:expr) => {{
-            depth += 1;
-            if depth > MAX_NESTING {
-                return Err(too_deep($at));
-            }
-            deepest = deepest.max(depth);
-        }};
+    let mut scan = Scan::new(source.as_bytes());
+    while scan.i < scan.b.len() {
+        scan.step()?;
     }
-    macro_rules! chain {
-        ($at:expr) => {{
-            if let Some(top) = stack.last_mut() {
-                top.chain += 1;
-            }
-            deeper!($at);
-        }};
-    }
-    // Drops the chain tokens of the innermost level (a `,` or `;`).
-    macro_rules! end_chain {
-        () => {{
-            if let Some(top) = stack.last_mut() {
-                depth -= top.chain;
-                top.chain = 0;
-            }
-        }};
-    }
-    // Opens a level at `$at` for `$bracket`.
-    macro_rules! open {
-        ($bracket:expr, $at:expr) => {{
-            deeper!($at);
-            stack.push(Level {
-                bracket: $bracket,
+    Ok(scan.deepest)
+}
+
+/// The scan's state, from the start of the script to `i`.
+struct Scan<'a> {
+    b: &'a [u8],
+    i: usize,
+    stack: Vec<Level>,
+    /// Sum over `stack` of (1 per bracket + its chain tokens), kept current.
+    depth: usize,
+    deepest: usize,
+    slash: Slash,
+    /// A line break since the last token: where a value ends a line and a
+    /// word starts the next, automatic semicolon insertion ends the
+    /// statement, and with it the chain.
+    line_break: bool,
+}
+
+impl<'a> Scan<'a> {
+    fn new(b: &'a [u8]) -> Self {
+        Scan {
+            b,
+            i: 0,
+            stack: vec![Level {
+                bracket: 0,
                 chain: 0,
-            });
-        }};
+            }],
+            depth: 0,
+            deepest: 0,
+            slash: Slash::Regex,
+            line_break: false,
+        }
     }
-    // Closes the innermost level.
-    macro_rules! close {
-        () => {{
-            if let Some(level) = stack.pop() {
-                depth -= 1 + level.chain;
-            }
-        }};
-    }
-    // Template text from `$from` (inside an open template level): to its
-    // closing backtick, which closes the template, or to a `${`, which
-    // opens an expression level that the matching `}` ends.
-    macro_rules! template_text {
-        ($from:expr) => {{
-            i = skip_template_text(b, $from);
-            if b.get(i) == Some(&b'`') {
-                close!();
-                i += 1;
-                slash = Slash::Divide;
-            } else {
-                i += 2;
-                open!(b'$', i);
-                slash = Slash::Regex;
-            }
-        }};
-    }
-    while i < b.len() {
+
+    /// Scans the token (or blank) at `i` and moves past it.
+    fn step(&mut self) -> Result<(), Located> {
+        let b = self.b;
+        let i = self.i;
         let c = b[i];
         if c == b'\n' {
-            line_break = true;
-            i += 1;
-            continue;
+            self.line_break = true;
+            self.i += 1;
+            return Ok(());
         }
         if c == b' ' || c == b'\t' || c == b'\r' {
-            i += 1;
-            continue;
+            self.i += 1;
+            return Ok(());
         }
-        if std::mem::take(&mut line_break) && slash == Slash::Divide && starts_statement(b, i) {
-            end_chain!();
+        if std::mem::take(&mut self.line_break)
+            && self.slash == Slash::Divide
+            && starts_statement(b, i)
+        {
+            self.end_chain();
         }
         match c {
             b'/' if b.get(i + 1) == Some(&b'/') => {
-                i = skip_line(b, i);
-                line_break = true;
-                continue;
+                self.i = skip_line(b, i);
+                self.line_break = true;
             }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                i = skip_block_comment(b, i);
-                continue;
-            }
-            b'/' if slash == Slash::Regex => {
-                i = skip_regex(b, i);
-                slash = Slash::Divide;
-                continue;
+            b'/' if b.get(i + 1) == Some(&b'*') => self.i = skip_block_comment(b, i),
+            b'/' if self.slash == Slash::Regex => {
+                self.i = skip_regex(b, i);
+                self.slash = Slash::Divide;
             }
             b'\'' | b'"' => {
-                i = skip_string(b, i);
-                slash = Slash::Divide;
-                continue;
+                self.i = skip_string(b, i);
+                self.slash = Slash::Divide;
             }
             b'`' => {
-                open!(b'`', i + 1);
-                template_text!(i + 1);
-                continue;
+                self.open(b'`', i + 1)?;
+                self.template_text(i + 1)?;
             }
             b'(' | b'[' | b'{' => {
-                open!(c, i);
-                slash = Slash::Regex;
+                self.open(c, i)?;
+                self.slash = Slash::Regex;
+                self.i += 1;
             }
             b'<' if matches!(b.get(i + 1), Some(b'=' | b'<')) => {
                 // `<=`, `<<`, `<<=`: operators.
-                i += if b.get(i + 2) == Some(&b'=') { 3 } else { 2 };
-                slash = Slash::Regex;
-                continue;
+                self.i += if b.get(i + 2) == Some(&b'=') { 3 } else { 2 };
+                self.slash = Slash::Regex;
             }
             b'<' => {
                 // A type argument list or a comparison: counted either way.
-                open!(b'<', i);
-                slash = Slash::Regex;
+                self.open(b'<', i)?;
+                self.slash = Slash::Regex;
+                self.i += 1;
             }
-            b')' | b']' | b'}' | b'>' => {
-                let open = match c {
-                    b')' => b'(',
-                    b']' => b'[',
-                    b'}' => b'{',
-                    _ => b'<',
-                };
-                if c == b'>' && b.get(i + 1) == Some(&b'=') {
-                    // `>=`: an operator, not a closing.
-                    i += 2;
-                    slash = Slash::Regex;
-                    continue;
-                }
-                if c == b'}' && stack.last().is_some_and(|l| l.bracket == b'$') {
-                    // The end of a template expression: back into its text.
-                    close!();
-                    template_text!(i + 1);
-                    continue;
-                }
-                // Close up to the matching opener; `<`s left open on the way
-                // were comparisons. A closer with no opener is ignored.
-                if let Some(pos) = stack.iter().rposition(|l| l.bracket == open)
-                    && pos > 0
-                {
-                    for level in stack.drain(pos..) {
-                        depth -= 1 + level.chain;
-                    }
-                }
-                slash = if c == b'>' {
-                    Slash::Regex
-                } else {
-                    Slash::Divide
-                };
-            }
+            b')' | b']' | b'}' | b'>' => self.closer(c)?,
             b',' => {
-                end_chain!();
-                slash = Slash::Regex;
+                self.end_chain();
+                self.slash = Slash::Regex;
+                self.i += 1;
             }
             b';' => {
                 // A statement ends: `<`s still open were comparisons.
-                while stack.len() > 1 && stack.last().is_some_and(|l| l.bracket == b'<') {
-                    close!();
+                while self.stack.len() > 1 && self.stack.last().is_some_and(|l| l.bracket == b'<') {
+                    self.close();
                 }
-                end_chain!();
-                slash = Slash::Regex;
+                self.end_chain();
+                self.slash = Slash::Regex;
+                self.i += 1;
             }
-            b'=' if b.get(i + 1) == Some(&b'>') => {
-                chain!(i);
-                i += 2;
-                slash = Slash::Regex;
-                continue;
+            b'=' | b'?' | b'!' | b'~' | b'*' | b'+' | b'-' => self.operator(c)?,
+            c if c.is_ascii_alphabetic() || c == b'_' || c == b'$' || c >= 0x80 => self.word()?,
+            c if c.is_ascii_digit() => {
+                let mut i = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'.' || b[i] == b'_')
+                {
+                    i += 1;
+                }
+                self.i = i;
+                self.slash = Slash::Divide;
             }
-            b'=' if b.get(i + 1) == Some(&b'=') => {
-                i += if b.get(i + 2) == Some(&b'=') { 3 } else { 2 };
-                slash = Slash::Regex;
-                continue;
+            _ => {
+                self.slash = Slash::Regex;
+                self.i += 1;
             }
-            b'!' if b.get(i + 1) == Some(&b'=') => {
-                i += if b.get(i + 2) == Some(&b'=') { 3 } else { 2 };
-                slash = Slash::Regex;
-                continue;
+        }
+        Ok(())
+    }
+
+    /// `)`, `]`, `}` or `>` at `i`: closes its level, or ends a template
+    /// expression, or is the operator `>=`.
+    fn closer(&mut self, c: u8) -> Result<(), Located> {
+        let b = self.b;
+        let i = self.i;
+        let open = match c {
+            b')' => b'(',
+            b']' => b'[',
+            b'}' => b'{',
+            _ => b'<',
+        };
+        if c == b'>' && b.get(i + 1) == Some(&b'=') {
+            // `>=`: an operator, not a closing.
+            self.i += 2;
+            self.slash = Slash::Regex;
+            return Ok(());
+        }
+        if c == b'}' && self.stack.last().is_some_and(|l| l.bracket == b'$') {
+            // The end of a template expression: back into its text.
+            self.close();
+            return self.template_text(i + 1);
+        }
+        // Close up to the matching opener; `<`s left open on the way
+        // were comparisons. A closer with no opener is ignored.
+        if let Some(pos) = self.stack.iter().rposition(|l| l.bracket == open)
+            && pos > 0
+        {
+            for level in self.stack.drain(pos..) {
+                self.depth -= 1 + level.chain;
             }
-            b'!' if slash == Slash::Divide => {
+        }
+        self.slash = if c == b'>' {
+            Slash::Regex
+        } else {
+            Slash::Divide
+        };
+        self.i += 1;
+        Ok(())
+    }
+
+    /// An operator starting with `=`, `?`, `!`, `~`, `*`, `+` or `-` at `i`:
+    /// one chain level if it makes the grammar recurse, none if it is flat.
+    fn operator(&mut self, c: u8) -> Result<(), Located> {
+        let b = self.b;
+        let i = self.i;
+        let next = b.get(i + 1).copied();
+        match c {
+            b'=' if next == Some(b'>') => {
+                self.chain(i)?;
+                self.i += 2;
+            }
+            b'=' | b'!' if next == Some(b'=') => {
+                self.i += if b.get(i + 2) == Some(&b'=') { 3 } else { 2 };
+            }
+            b'!' if self.slash == Slash::Divide => {
                 // TypeScript's non-null assertion `x!`: postfix, flat.
+                self.i += 1;
+                return Ok(());
             }
-            b'?' if matches!(b.get(i + 1), Some(b'?' | b'.')) => {
+            b'?' if matches!(next, Some(b'?' | b'.')) => {
                 // `??` (flat) and `?.` (a member access).
-                i += 2;
-                slash = Slash::Regex;
-                continue;
+                self.i += 2;
             }
             b'=' | b'?' | b'!' | b'~' => {
-                chain!(i);
-                slash = Slash::Regex;
+                self.chain(i)?;
+                self.i += 1;
             }
-            b'*' if b.get(i + 1) == Some(&b'*') => {
-                chain!(i);
-                i += 2;
-                slash = Slash::Regex;
-                continue;
+            b'*' if next == Some(b'*') => {
+                self.chain(i)?;
+                self.i += 2;
             }
             b'+' | b'-' => {
                 // Where a value is expected these are prefix operators
                 // (`-x`, `++x`), which recurse; after one, binary or
                 // postfix, which do not.
-                let doubled = b.get(i + 1) == Some(&c);
-                if slash == Slash::Regex {
-                    chain!(i);
+                let doubled = next == Some(c);
+                if self.slash == Slash::Regex {
+                    self.chain(i)?;
                 }
-                i += if doubled { 2 } else { 1 };
-                if !doubled {
-                    slash = Slash::Regex;
+                self.i += if doubled { 2 } else { 1 };
+                if doubled {
+                    return Ok(());
                 }
-                continue;
             }
-            c if c.is_ascii_alphabetic() || c == b'_' || c == b'$' || c >= 0x80 => {
-                let start = i;
-                while i < b.len()
-                    && (b[i].is_ascii_alphanumeric()
-                        || b[i] == b'_'
-                        || b[i] == b'$'
-                        || b[i] >= 0x80)
-                {
-                    i += 1;
-                }
-                let word = &b[start..i];
-                if PREFIX_WORDS.contains(&word) {
-                    chain!(start);
-                }
-                slash = if EXPRESSION_WORDS.contains(&word) || PREFIX_WORDS.contains(&word) {
-                    Slash::Regex
-                } else {
-                    Slash::Divide
-                };
-                continue;
-            }
-            c if c.is_ascii_digit() => {
-                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'.' || b[i] == b'_')
-                {
-                    i += 1;
-                }
-                slash = Slash::Divide;
-                continue;
-            }
-            _ => slash = Slash::Regex,
+            // A lone `*`: multiplication (or a generator's star), flat.
+            _ => self.i += 1,
         }
-        i += 1;
+        self.slash = Slash::Regex;
+        Ok(())
     }
-    Ok(deepest)
+
+    /// A word at `i`: a prefix keyword (`typeof`, `await`, …) is a chain
+    /// level; whether a `/` after it divides depends on the word.
+    fn word(&mut self) -> Result<(), Located> {
+        let b = self.b;
+        let start = self.i;
+        let mut i = start;
+        while i < b.len()
+            && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'$' || b[i] >= 0x80)
+        {
+            i += 1;
+        }
+        self.i = i;
+        let word = &b[start..i];
+        if PREFIX_WORDS.contains(&word) {
+            self.chain(start)?;
+        }
+        self.slash = if EXPRESSION_WORDS.contains(&word) || PREFIX_WORDS.contains(&word) {
+            Slash::Regex
+        } else {
+            Slash::Divide
+        };
+        Ok(())
+    }
+
+    /// One level deeper at `at`; past [`MAX_NESTING`], the script's error.
+    fn deeper(&mut self, at: usize) -> Result<(), Located> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            return Err(Located::new(
+                at,
+                format!(
+                    "the script nests deeper than {MAX_NESTING} levels here (brackets, arrows, \
+                     operators); flatten it, e.g. build deep data in a loop"
+                ),
+            ));
+        }
+        self.deepest = self.deepest.max(self.depth);
+        Ok(())
+    }
+
+    /// A chain token at `at`: one level until the innermost level's next
+    /// `,` or `;`.
+    fn chain(&mut self, at: usize) -> Result<(), Located> {
+        if let Some(top) = self.stack.last_mut() {
+            top.chain += 1;
+        }
+        self.deeper(at)
+    }
+
+    /// Drops the chain tokens of the innermost level (a `,` or `;`).
+    fn end_chain(&mut self) {
+        if let Some(top) = self.stack.last_mut() {
+            self.depth -= top.chain;
+            top.chain = 0;
+        }
+    }
+
+    /// Opens a level at `at` for `bracket`.
+    fn open(&mut self, bracket: u8, at: usize) -> Result<(), Located> {
+        self.deeper(at)?;
+        self.stack.push(Level { bracket, chain: 0 });
+        Ok(())
+    }
+
+    /// Closes the innermost level.
+    fn close(&mut self) {
+        if let Some(level) = self.stack.pop() {
+            self.depth -= 1 + level.chain;
+        }
+    }
+
+    /// Template text from `from` (inside an open template level): to its
+    /// closing backtick, which closes the template, or to a `${`, which
+    /// opens an expression level that the matching `}` ends.
+    fn template_text(&mut self, from: usize) -> Result<(), Located> {
+        self.i = skip_template_text(self.b, from);
+        if self.b.get(self.i) == Some(&b'`') {
+            self.close();
+            self.i += 1;
+            self.slash = Slash::Divide;
+        } else {
+            self.i += 2;
+            self.open(b'$', self.i)?;
+            self.slash = Slash::Regex;
+        }
+        Ok(())
+    }
 }
 
 /// Whether the token at `i` can only start a new statement after a value

@@ -2,13 +2,20 @@
 //! (the worker process, the connection, the children, the cancel reason,
 //! the timers) and talks to everything else through channels.
 //!
-//! - [`handshake`]: `Hello` → `Init` → `Ready` → `Go` (or `Cancel`);
+//! - [`handshake`]: `Hello` → `Init` → `Ready` → `Go` (or `Cancel`), the
+//!   supervisor's steps of it in [`init`];
 //! - [`connection`]: the socket, frames in and out;
 //! - [`ledger`]: the children — starting them through the provider,
 //!   announcing them, settling them, pairing every `agent-start`;
 //! - [`guard`]: a call's stall and timeout bounds while its child runs;
+//! - [`queue`]: the calls waiting in the worker's queue
+//!   (`workflow/agent-queued`);
+//! - [`narration`]: `phase()`, `warn()`, `log()` as events, bounded;
 //! - [`cancel`]: the cancel path (both channels, the grace);
 //! - [`nested`]: `workflow()` — loading nested workflows for the worker;
+//! - [`spin`]: spinning for the worker's answer after a write, and keeping
+//!   the worker off this thread's CPU;
+//! - [`death`]: the worker's end without an `End` (closed, broken, exited);
 //! - [`settle`]: the one path every end of a run takes — the result,
 //!   stray children, stopping and reaping the worker;
 //! - [`stderr`]: the worker's stderr into tracing.
@@ -19,17 +26,22 @@
 
 mod cancel;
 mod connection;
+mod death;
 mod guard;
 pub(crate) mod handshake;
+mod init;
 mod ledger;
+mod narration;
 mod nested;
+mod queue;
 mod settle;
+mod spin;
 mod stderr;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_protocol::{CallId, CancelReason, EndResult, HostMsg, Init, SandboxReport, WorkerMsg};
+use dsh_protocol::{CallId, CancelReason, EndResult, HostMsg, SandboxReport, WorkerMsg};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -38,17 +50,15 @@ use tokio_util::sync::CancellationToken;
 use self::connection::{Connection, Read};
 use self::handshake::{Handshake, Hello, msg_name};
 use self::ledger::{Internal, Ledger};
-use crate::events::{EventKind, Hub};
+use self::narration::Narration;
+use self::queue::Queued;
+use crate::events::Hub;
 use crate::limits::{Limits, millis};
 use crate::result::RunResult;
 use crate::script::PreparedScript;
 use dsh_exec::process::ProcessGroup;
-use dsh_exec::process::placement::{self, Narrowed, Placement};
+use dsh_exec::process::placement::Narrowed;
 use dsh_seam::SubagentProvider;
-
-/// The least time between two checks of where the worker runs against
-/// this thread (`Supervisor::keep_apart`).
-const PLACEMENT_EVERY: Duration = Duration::from_millis(20);
 
 /// How long after `Ready` a run on a pool worker holds back its
 /// replacement (unless it ends first): the replacement's exec and engine
@@ -62,13 +72,6 @@ const REFILL_AFTER: Duration = Duration::from_millis(5);
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Upper bound for reading what a worker wrote just before it exited.
 const DRAIN_TIMEOUT: Duration = Duration::from_millis(500);
-/// Phase events kept per run; later `phase()` calls still set the phase in
-/// the worker but emit nothing.
-const MAX_PHASE_EVENTS: u64 = 10_000;
-/// Distinct warnings a run may emit; later ones are dropped.
-const MAX_WARNINGS: usize = 1000;
-/// Room above `logBytes` for the worker's truncation marker line.
-const LOG_MARKER_SLACK: u64 = 1024;
 
 /// What the public handle can ask of the supervisor.
 #[derive(Debug)]
@@ -138,22 +141,6 @@ impl Phase {
                 }
         )
     }
-}
-
-/// Narration counted on the host side.
-#[derive(Default)]
-struct Narration {
-    phases: u64,
-    log_bytes: u64,
-    /// The distinct (message, path) warnings emitted so far.
-    warnings: std::collections::HashSet<(String, Option<String>)>,
-}
-
-/// A call waiting for a slot, as its `workflow/agent-queued` said it.
-struct Queued {
-    label: String,
-    phase: Option<String>,
-    workflow: Option<String>,
 }
 
 /// What `start()` hands the supervisor.
@@ -300,40 +287,6 @@ impl Supervisor {
         }
     }
 
-    fn send_init(&mut self) {
-        self.send(&HostMsg::Init(Box::new(Init {
-            run_id: self.run_id.to_string(),
-            script_name: self.prepared.display_name.clone(),
-            script_js: self.prepared.code.clone(),
-            meta_json: self.meta_json.clone(),
-            args: self.args.clone(),
-            limits: self.limits.to_wire(),
-            sandbox: self.sandbox_policy,
-        })));
-        // `Go` goes with `Init`, in the same write, rather than after
-        // `Ready`: the worker finds it waiting once it has built the run,
-        // and a start saves a round trip (docs/performance.md round 11).
-        // A run cancelled meanwhile sends `Cancel` after it; the worker
-        // checks for one before it runs a line of the body.
-        match self.phase.cancel_reason() {
-            Some(reason) => {
-                let reason = reason.clone();
-                self.send(&HostMsg::Cancel { reason });
-            }
-            None => self.send(&HostMsg::Go),
-        }
-        self.set_handshake(Handshake::AwaitReady);
-    }
-
-    /// Moves the handshake on, in whichever phase it is awaited.
-    fn set_handshake(&mut self, step: Handshake) {
-        match &mut self.phase {
-            Phase::Starting(h) => *h = step,
-            Phase::Cancelling { handshake, .. } => *handshake = Some(step),
-            Phase::Running | Phase::Settled => {}
-        }
-    }
-
     /// A command from the run's handle; `None` when the handle is gone.
     fn on_command(&mut self, cmd: Option<Command>) -> Option<Claim> {
         match cmd {
@@ -430,54 +383,6 @@ impl Supervisor {
         }
     }
 
-    /// Right after a write, waits a moment for the worker's next frame
-    /// without leaving the thread (see [`dsh_protocol::spin`]); whatever
-    /// the spin finds (frames, an end of stream, a reset) is handled here,
-    /// as the runtime's read would handle it.
-    async fn spin_for_worker(&mut self) -> Option<Claim> {
-        let window = self.spin.window();
-        if window.is_zero() {
-            // Blocking: how soon the worker answers decides whether to
-            // spin again (see `Spin::blocked_for`).
-            self.blocked_since = Some(std::time::Instant::now());
-            return None;
-        }
-        match self.conn.inbound.spin_read(window) {
-            Some(read) => {
-                self.spin.hit();
-                if let Some(narrowed) = self.narrowed.take() {
-                    // Answered within a spin: apart now, and the worker's
-                    // allowed set is its own again.
-                    narrowed.restore();
-                }
-                self.on_read(read).await
-            }
-            None => {
-                self.spin.miss();
-                None
-            }
-        }
-    }
-
-    /// Moves the worker off this thread's CPU if both are on it (see
-    /// `process::placement`), at most every [`PLACEMENT_EVERY`]. Only
-    /// while the run is live, so the pid is still the unreaped worker.
-    fn keep_apart(&mut self) {
-        let now = std::time::Instant::now();
-        if now < self.next_placement_check {
-            return;
-        }
-        self.next_placement_check = now + PLACEMENT_EVERY;
-        if let Some(narrowed) = self.narrowed.take() {
-            // Together again although narrowed: this thread moved to where
-            // the worker was sent. Start over from the worker's own set.
-            narrowed.restore();
-        }
-        if let Placement::Moved(narrowed) = placement::separate(self.process.pid()) {
-            self.narrowed = Some(narrowed);
-        }
-    }
-
     /// What a read brought, whether the runtime woke us for it or a spin
     /// found it: frames to handle, or the end of the connection.
     async fn on_read(&mut self, read: Read) -> Option<Claim> {
@@ -507,74 +412,12 @@ impl Supervisor {
         }
     }
 
-    async fn claim_eof(&mut self) -> Claim {
-        if let Err(e) = self.conn.inbound.finish_frames() {
-            return Claim::Death(format!("protocol violation: {e}"));
-        }
-        self.claim_broken("the worker closed its connection".into())
-            .await
-    }
-
-    /// The connection is gone: name the exit status when the process ends
-    /// promptly (it normally has), else what happened to the connection.
-    async fn claim_broken(&mut self, otherwise: String) -> Claim {
-        if tokio::time::timeout(DRAIN_TIMEOUT, self.process.exited())
-            .await
-            .is_err()
-        {
-            return Claim::Death(otherwise);
-        }
-        self.claim_exit().await
-    }
-
-    /// The worker exited: what it wrote before still counts (an `End`).
-    async fn drain_after_exit(&mut self) -> Claim {
-        let deadline = Instant::now() + DRAIN_TIMEOUT;
-        while self.conn.inbound.read_for(deadline).await {
-            if let Some(claim) = self.decode_frames() {
-                if matches!(claim, Claim::Death(_)) {
-                    // A violation in its last words: the exit status still
-                    // decides how the death reads (MEMORY, TIMEOUT).
-                    self.process.reap().await;
-                }
-                return claim;
-            }
-        }
-        self.claim_exit().await
-    }
-
-    /// The worker exited without `End`: reap it (and whatever is left of
-    /// its process group) and say how it ended.
-    async fn claim_exit(&mut self) -> Claim {
-        match self.process.reap().await {
-            Some(st) => Claim::Death(format!(
-                "the worker process {}",
-                dsh_exec::process::describe_status(st)
-            )),
-            None => Claim::Death("the worker process exited but could not be reaped".into()),
-        }
-    }
-
     fn on_worker(&mut self, msg: WorkerMsg) -> Option<Claim> {
         let handshake = self.phase.handshake();
         match (handshake, msg) {
-            (Some(Handshake::AwaitHello), msg @ WorkerMsg::Hello { .. }) => {
-                if let Err(e) = handshake::check_hello(&msg, self.process.pid()) {
-                    return violation(e);
-                }
-                self.send_init();
-                None
-            }
+            (Some(Handshake::AwaitHello), msg @ WorkerMsg::Hello { .. }) => self.on_hello(&msg),
             (Some(Handshake::AwaitReady), WorkerMsg::Ready { sandbox }) => {
-                self.sandbox = Some(sandbox);
-                if self.refill.is_some() {
-                    self.refill_at = Some(Instant::now() + REFILL_AFTER);
-                }
-                match &mut self.phase {
-                    // The worker was told with `Init`, or since.
-                    Phase::Cancelling { handshake, .. } => *handshake = None,
-                    _ => self.phase = Phase::Running,
-                }
+                self.on_ready(sandbox);
                 None
             }
             // A worker may end before Go (sandbox refused, engine failure).
@@ -588,44 +431,15 @@ impl Supervisor {
                 Some(Claim::End(result))
             }
             (None, WorkerMsg::Phase { title, workflow }) if self.phase.body_may_run() => {
-                // The host bounds narration itself rather than trusting the
-                // worker's budget: a hostile worker cannot grow the event
-                // history without limit.
-                self.narration.phases += 1;
-                if !self.phase.is_cancelling() && self.narration.phases <= MAX_PHASE_EVENTS {
-                    self.hub.emit(EventKind::Phase {
-                        title: crate::events::shown_label(&title),
-                        workflow: workflow.as_deref().map(crate::events::shown_label),
-                    });
-                }
+                self.on_phase(&title, workflow.as_deref());
                 None
             }
             (None, WorkerMsg::Warning { message, path }) if self.phase.body_may_run() => {
-                // Bounded on the host side too: distinct warnings only, at
-                // most MAX_WARNINGS of them, each cut like a label.
-                let message = crate::events::shown(&message, crate::events::MAX_REASON_CHARS);
-                let path = path.map(|p| crate::events::shown(&p, crate::events::MAX_REASON_CHARS));
-                if !self.phase.is_cancelling()
-                    && self.narration.warnings.len() < MAX_WARNINGS
-                    && self
-                        .narration
-                        .warnings
-                        .insert((message.clone(), path.clone()))
-                {
-                    self.hub.emit(EventKind::Warning { message, path });
-                }
+                self.on_warning(&message, path.as_deref());
                 None
             }
             (None, WorkerMsg::Log { message, workflow }) if self.phase.body_may_run() => {
-                // Counted like the worker counts: newlines are free.
-                self.narration.log_bytes += message.bytes().filter(|b| *b != b'\n').count() as u64;
-                let allowed = self.limits.log_bytes + LOG_MARKER_SLACK;
-                if !self.phase.is_cancelling() && self.narration.log_bytes <= allowed {
-                    self.hub.emit(EventKind::Log {
-                        message,
-                        workflow: workflow.as_deref().map(crate::events::shown_label),
-                    });
-                }
+                self.on_log(message, workflow.as_deref());
                 None
             }
             (None, WorkerMsg::ChildStart { call_id, request }) if self.phase.body_may_run() => {
@@ -650,70 +464,6 @@ impl Supervisor {
                 msg_name(&msg)
             )),
         }
-    }
-}
-
-impl Supervisor {
-    /// A call waits for a slot: `workflow/agent-queued` (`waiting: true`).
-    /// Checked like a `ChildStart` is (a new call id, within
-    /// `maxTotalAgents`), so a worker cannot grow the queue's record
-    /// without bound.
-    fn on_child_queued(
-        &mut self,
-        call_id: CallId,
-        label: String,
-        phase: Option<String>,
-        workflow: Option<String>,
-    ) -> Option<Claim> {
-        // Calls queue in admission order, so their ids only grow.
-        if call_id <= self.last_queued {
-            return violation(format_args!(
-                "queued call id {call_id} reused or out of order"
-            ));
-        }
-        self.last_queued = call_id;
-        if call_id > u64::from(self.limits.max_total_agents) {
-            return violation(format_args!(
-                "queued call id {call_id} is above maxTotalAgents"
-            ));
-        }
-        if self.phase.is_cancelling() {
-            // The worker rejects its queued calls: none of them will run.
-            return None;
-        }
-        let q = Queued {
-            label: crate::events::shown_label(&label),
-            phase: phase.as_deref().map(crate::events::shown_label),
-            workflow: workflow.as_deref().map(crate::events::shown_label),
-        };
-        self.emit_queued(call_id, &q, true);
-        self.queued.insert(call_id, q);
-        None
-    }
-
-    /// A queued call left the queue (its `ChildStart` came): `waiting: false`.
-    fn unqueue(&mut self, call_id: CallId) {
-        if let Some(q) = self.queued.remove(&call_id) {
-            self.emit_queued(call_id, &q, false);
-        }
-    }
-
-    /// `waiting: false` for every call still queued when the run settles:
-    /// each `waiting: true` is paired before `workflow/end`.
-    pub(super) fn emit_unqueued(&self) {
-        for (id, q) in &self.queued {
-            self.emit_queued(*id, q, false);
-        }
-    }
-
-    fn emit_queued(&self, seq: CallId, q: &Queued, waiting: bool) {
-        self.hub.emit(EventKind::AgentQueued {
-            seq,
-            label: q.label.clone(),
-            phase: q.phase.clone(),
-            waiting,
-            workflow: q.workflow.clone(),
-        });
     }
 }
 

@@ -1,0 +1,240 @@
+//! Resuming a stored run: [`StoredRun`] finds and locks a run directory,
+//! and [`StoredRun::resume`] reads its script, settings and journal into
+//! the request and journal of the next attempt.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::{Durable, JournalWarning};
+use crate::rundir::{
+    self, ProviderSpec, RunDir, RunInfo, args_from_json, limits_from_json, sha256_hex,
+};
+use crate::store::JournalStore;
+use crate::writer::JournalWriter;
+use crate::{
+    DEFAULT_JOURNAL_LIMIT, JournalError, Journaling, JournalingProvider, Line, Replay, reader,
+};
+use dsh_engine::run::StartRequest;
+use dsh_engine::script::Meta;
+use dsh_seam::SubagentProvider;
+
+/// How a stored run is resumed.
+#[derive(Debug, Clone, Default)]
+pub struct ResumeOptions {
+    /// Run the script even if it changed; only calls whose keys still
+    /// match are replayed.
+    pub allow_changed: bool,
+    /// Wall-clock budget of this attempt (default: the run's own).
+    pub timeout: Option<std::time::Duration>,
+    /// Write this attempt's answers as a fixture file here.
+    pub record: Option<PathBuf>,
+    /// The journal's size limit in bytes for this attempt (the journal as
+    /// a whole, earlier attempts included); `None` is
+    /// [`DEFAULT_JOURNAL_LIMIT`].
+    pub journal_limit: Option<u64>,
+    /// Which journaled answers are replayed (`--retry-failed`:
+    /// [`Replay::Completed`]).
+    pub replay: Replay,
+}
+
+/// Why a stored run cannot be resumed.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError<E> {
+    /// The run directory, its script or its journal (the message says
+    /// which file and how to fix it).
+    #[error("{0}")]
+    Run(String),
+    /// The provider for the calls that are not replayed could not be made.
+    #[error(transparent)]
+    Provider(E),
+}
+
+/// A run directory on disk, locked by this process while the value lives.
+#[derive(Debug)]
+pub struct StoredRun {
+    dir: RunDir,
+}
+
+impl StoredRun {
+    /// Finds a run by id under `runs_dir`, or by the path of its directory,
+    /// and locks it (a run is never resumed twice at once).
+    pub fn open(runs_dir: &Path, run: &str) -> Result<StoredRun, JournalError> {
+        let path = rundir::resolve(runs_dir, run)?;
+        Ok(StoredRun {
+            dir: RunDir::open(&path)?,
+        })
+    }
+
+    /// What `run.json` says.
+    pub fn info(&self) -> &RunInfo {
+        &self.dir.info
+    }
+
+    /// The run directory.
+    pub fn path(&self) -> &Path {
+        &self.dir.path
+    }
+
+    /// The request and journal of the next attempt: the script (its file
+    /// if still there, else the copy; refused if it changed unless
+    /// `allow_changed`), the run's args, limits and sandbox, and a provider
+    /// that replays the journaled answers and asks `provider_for` (given
+    /// the run's [`ProviderSpec`]) for one to answer the rest. The request
+    /// has no worker command: set one, or let [`start`](dsh_engine::run::start) resolve it.
+    pub fn resume<E>(
+        self,
+        options: &ResumeOptions,
+        provider_for: impl FnOnce(&ProviderSpec) -> Result<Option<Arc<dyn SubagentProvider>>, E>,
+    ) -> Result<(StartRequest, Durable), ResumeError<E>> {
+        let dir = self.dir;
+        let info = dir.info.clone();
+        let (script_path, source) =
+            read_script(&dir, &info, options.allow_changed).map_err(ResumeError::Run)?;
+        let req = StartRequest::new(script_path.display().to_string(), source);
+        let req = with_settings(req, &dir, &info, options).map_err(ResumeError::Run)?;
+        let provider = provider_for(&info.provider).map_err(ResumeError::Provider)?;
+        let (mut durable, state) = next_attempt(&dir, options).map_err(ResumeError::Run)?;
+
+        let mut req = req.with_meta_fallback(Meta::default_for(Path::new(&info.script)));
+        req.run_id = Some(info.id.clone());
+        req.provider = Some(Arc::new(JournalingProvider::new(provider, state.clone())));
+        durable.dir = Mutex::new(Some(dir));
+        durable.state = Some(state);
+        durable.record = options.record.clone();
+        durable.resumed = Some(info.id);
+        Ok((req, durable))
+    }
+}
+
+/// The script to run: the original file if it is still there, else the
+/// copy, with the path it was read from; refused if it changed since the
+/// run started, unless `allow_changed`.
+fn read_script(
+    dir: &RunDir,
+    info: &RunInfo,
+    allow_changed: bool,
+) -> Result<(PathBuf, String), String> {
+    // Both are read bounded, regular files only: `run.json` is data a
+    // cloned repository can ship, so its `script` may name `/dev/zero`
+    // or a FIFO, and the copy is a file of the run directory (never
+    // followed through a symlink, never a path out of it).
+    let script_limit = limits_from_json(&info.limits)
+        .map_or(dsh_engine::Limits::default().max_script_bytes, |l| {
+            l.max_script_bytes
+        }) as u64;
+    let original = PathBuf::from(&info.script);
+    let copy_name = Path::new(&info.script_copy);
+    if copy_name.file_name() != Some(copy_name.as_os_str()) {
+        return Err(format!(
+            "{}: the script copy's name {:?} is not a file name in the run directory; \
+             the run directory was edited",
+            dir.path.join(rundir::RUN_FILE).display(),
+            info.script_copy
+        ));
+    }
+    let copy = dir.path.join(copy_name);
+    // Only a script file is read as the original: `run.json` could
+    // name `~/.netrc`, whose lines a parse error (after
+    // `--allow-changed`) would then quote.
+    let original_text = match dsh_engine::script::ScriptKind::from_path(&original) {
+        Some(_) => dsh_exec::files::read_text(&original, script_limit).map_err(|e| e.to_string()),
+        None => Err("not a .ts, .mts, .js or .mjs file".to_string()),
+    };
+    let (script_path, source) = match original_text {
+        Ok(text) => (original.clone(), text),
+        Err(first) => {
+            let text = dsh_exec::files::read_own_text(&copy, script_limit).map_err(|e| {
+                format!(
+                    "{}: cannot read the script ({first}) or its copy {} ({e})",
+                    info.script,
+                    copy.display()
+                )
+            })?;
+            (copy.clone(), text)
+        }
+    };
+    if sha256_hex(source.as_bytes()) != info.script_hash && !allow_changed {
+        return Err(format!(
+            "{} changed since run {} started (the run kept the old version as {}); \
+             resume it unchanged, or pass --allow-changed to run the new version and replay \
+             only the calls whose prompt and options still match",
+            script_path.display(),
+            info.id,
+            copy.display()
+        ));
+    }
+    Ok((script_path, source))
+}
+
+/// `req` with the run's args, limits (its wall-clock budget replaced by
+/// `--timeout`) and sandbox, as `run.json` keeps them.
+fn with_settings(
+    req: StartRequest,
+    dir: &RunDir,
+    info: &RunInfo,
+    options: &ResumeOptions,
+) -> Result<StartRequest, String> {
+    let run_file = dir.path.join(rundir::RUN_FILE);
+    let args = args_from_json(&info.args).ok_or_else(|| {
+        format!(
+            "{}: the run's args are not readable by this version of dsh",
+            run_file.display()
+        )
+    })?;
+    let mut limits = limits_from_json(&info.limits).ok_or_else(|| {
+        format!(
+            "{}: the run's limits are not readable by this version of dsh",
+            run_file.display()
+        )
+    })?;
+    if options.timeout.is_some() {
+        limits.wall_timeout = options.timeout;
+        limits
+            .validate()
+            .map_err(|e| format!("--timeout: {}", e.message))?;
+    }
+    let sandbox = info
+        .sandbox
+        .parse()
+        .unwrap_or(dsh_protocol::SandboxPolicy::BestEffort);
+    Ok(req
+        .with_args(args)
+        .with_limits(limits)
+        .with_sandbox(sandbox))
+}
+
+/// The journal of the next attempt: the lines so far read (a torn last
+/// line warned of and cut), an `attempt` line appended, and the state that
+/// replays the journaled answers and journals the rest.
+fn next_attempt(
+    dir: &RunDir,
+    options: &ResumeOptions,
+) -> Result<(Durable, Arc<Journaling>), String> {
+    let journal_path = dir.journal_path();
+    let previous = reader::read(&journal_path).map_err(|e| e.to_string())?;
+    let mut durable = Durable::none();
+    if previous.torn {
+        durable.warn(JournalWarning::TornLine {
+            path: journal_path.display().to_string(),
+        });
+    }
+    let attempt = previous.attempts() + 1;
+    let writer =
+        JournalWriter::open(&journal_path, Some(previous.valid_len)).map_err(|e| e.to_string())?;
+    writer.append(&Line::Attempt {
+        attempt,
+        pid: std::process::id(),
+        at: crate::now_ms(),
+    });
+    let state = Arc::new(
+        Journaling::replaying(
+            Some(Arc::new(writer) as Arc<dyn JournalStore>),
+            Some(&previous),
+            options.replay,
+            options.record.as_deref(),
+        )
+        .with_limit(options.journal_limit.unwrap_or(DEFAULT_JOURNAL_LIMIT)),
+    );
+    durable.attempt = attempt;
+    Ok((durable, state))
+}
