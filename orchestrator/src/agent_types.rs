@@ -388,8 +388,23 @@ fn scalar_string(v: &MarkedYaml<'_>) -> Option<String> {
     }
 }
 
+/// Why a `tools`/`disallowedTools` value is no list of tools (its Display
+/// follows the field's name).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ToolListError {
+    /// An item of a YAML list is not a name (1-based file line).
+    #[error("must list tool names (line {line}: not a name)")]
+    NotAName { line: usize },
+    /// Neither a string nor a list.
+    #[error(
+        "must be a comma-separated string (`Read, Grep`) or a list of tool \
+                         names"
+    )]
+    NotAList,
+}
+
 /// `Read, Grep` or `[Read, Grep]`; null or an empty string is absent.
-fn tool_list(v: &MarkedYaml<'_>) -> Result<Option<Vec<String>>, String> {
+fn tool_list(v: &MarkedYaml<'_>) -> Result<Option<Vec<String>>, ToolListError> {
     match &v.data {
         YamlData::Value(Scalar::Null) => Ok(None),
         YamlData::Sequence(items) => items
@@ -398,11 +413,8 @@ fn tool_list(v: &MarkedYaml<'_>) -> Result<Option<Vec<String>>, String> {
                 scalar_string(i)
                     .map(|s| s.trim().to_string())
                     .filter(|s| !s.is_empty())
-                    .ok_or_else(|| {
-                        format!(
-                            "must list tool names (line {}: not a name)",
-                            i.span.start.line() + 1
-                        )
+                    .ok_or_else(|| ToolListError::NotAName {
+                        line: i.span.start.line() + 1,
                     })
             })
             .collect::<Result<Vec<_>, _>>()
@@ -416,11 +428,7 @@ fn tool_list(v: &MarkedYaml<'_>) -> Result<Option<Vec<String>>, String> {
                     .map(str::to_string)
                     .collect(),
             )),
-            None => Err(
-                "must be a comma-separated string (`Read, Grep`) or a list of tool \
-                         names"
-                    .into(),
-            ),
+            None => Err(ToolListError::NotAList),
         },
     }
 }

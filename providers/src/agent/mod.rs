@@ -412,7 +412,7 @@ impl Job<'_> {
         let worktree = if self.request.options.isolation.as_deref() == Some("worktree") {
             match Worktree::create(&base, &self.settings.worktree_parent(), self.child_id).await {
                 Ok(w) => Some(w),
-                Err(e) => return ChildResult::Failed(e),
+                Err(e) => return ChildResult::Failed(e.to_string()),
             }
         } else {
             None

@@ -273,37 +273,85 @@ impl Shared {
         }
     }
 
-    /// Why the CLI could not be spawned, for the user.
-    fn spawn_problem(&self, cwd: &Path, e: &std::io::Error) -> String {
-        let program = self.cfg.program_name(self.kind);
+    /// Why the CLI could not be spawned (`e`, the spawn's error), for the
+    /// user: the likeliest cause is looked for before `e` is given as is.
+    fn spawn_problem(&self, cwd: &Path, e: std::io::Error) -> SpawnError {
+        let program = self.cfg.program_name(self.kind).to_string();
         if let Some(why) = not_runnable(&self.program) {
-            return format!(
-                "cannot start {program:?}: {} {why}; install it (npm install -g {}) or set \
-                 program in [providers.{}]",
-                self.program.display(),
-                self.kind.npm_package(),
-                self.name
-            );
+            return SpawnError::NotRunnable {
+                program,
+                path: self.program.clone(),
+                why,
+                package: self.kind.npm_package(),
+                provider: self.name.clone(),
+            };
         }
         if !cwd.is_dir() {
-            return format!(
-                "cannot start {program:?}: its working directory {} does not exist",
-                cwd.display()
-            );
+            return SpawnError::NoCwd {
+                program,
+                cwd: cwd.to_path_buf(),
+            };
         }
         if e.raw_os_error() == Some(libc::E2BIG) {
-            return format!(
-                "cannot start {program:?}: its arguments are too long for the system (E2BIG; a \
-                 very large schema or system prompt)"
-            );
+            return SpawnError::TooLong { program };
         }
         if let Some(w) = &self.reaper
             && let Some(why) = not_runnable(&w.program)
         {
-            return format!("cannot start dsh's reaper {}: {why}", w.program.display());
+            return SpawnError::Reaper {
+                path: w.program.clone(),
+                why,
+            };
         }
-        format!("cannot start {program:?} ({}): {e}", self.program.display())
+        SpawnError::Io {
+            program,
+            path: self.program.clone(),
+            source: e,
+        }
     }
+}
+
+/// Why a run of the CLI could not be started.
+#[derive(Debug, thiserror::Error)]
+enum SpawnError {
+    /// An argument built from the call holds a NUL byte.
+    #[error(
+        "{kind}: an argument would contain a NUL byte (from an option, a schema or a system \
+         prompt), which no program can receive"
+    )]
+    NulArgument { kind: CliKind },
+    /// The CLI's program is not (any longer) a runnable file.
+    #[error(
+        "cannot start {program:?}: {} {why}; install it (npm install -g {package}) or set \
+         program in [providers.{provider}]",
+        path.display()
+    )]
+    NotRunnable {
+        program: String,
+        path: PathBuf,
+        why: &'static str,
+        package: &'static str,
+        provider: String,
+    },
+    /// The working directory is gone.
+    #[error("cannot start {program:?}: its working directory {} does not exist", cwd.display())]
+    NoCwd { program: String, cwd: PathBuf },
+    /// The arguments exceed the system's limit.
+    #[error(
+        "cannot start {program:?}: its arguments are too long for the system (E2BIG; a \
+         very large schema or system prompt)"
+    )]
+    TooLong { program: String },
+    /// dsh's reaper is not (any longer) a runnable file.
+    #[error("cannot start dsh's reaper {}: {why}", path.display())]
+    Reaper { path: PathBuf, why: &'static str },
+    /// Anything else the system said.
+    #[error("cannot start {program:?} ({}): {source}", path.display())]
+    Io {
+        program: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// The prompt that continues an interrupted session.
@@ -379,20 +427,16 @@ impl Call {
         }
     }
 
-    async fn spawn(&self) -> Result<Running, String> {
+    async fn spawn(&self) -> Result<Running, SpawnError> {
         let sh = &self.shared;
         let args = sh.kind.args(&self.invocation());
         if args.iter().any(|a| a.contains('\0')) {
-            return Err(format!(
-                "{}: an argument would contain a NUL byte (from an option, a schema or a system \
-                 prompt), which no program can receive",
-                sh.kind
-            ));
+            return Err(SpawnError::NulArgument { kind: sh.kind });
         }
         let spec = sh.spec(args, &self.cwd, self.prompt.clone().into_bytes());
         process::spawn(&spec)
             .await
-            .map_err(|e| sh.spawn_problem(&self.cwd, &e))
+            .map_err(|e| sh.spawn_problem(&self.cwd, e))
     }
 
     /// What to make of a finished run: the answer, or another run.
@@ -523,7 +567,7 @@ async fn drive(
             Some(r) => r,
             None => match call.spawn().await {
                 Ok(r) => r,
-                Err(problem) => break ChildResult::Failed(problem),
+                Err(problem) => break ChildResult::Failed(problem.to_string()),
             },
         };
         let mut stream = CliStream::new(sh.kind.dialect(), sh.name.clone(), progress.clone());
@@ -583,7 +627,7 @@ impl SubagentProvider for CliProvider {
             Some("worktree") => Some(
                 Worktree::create(&sh.cwd, &sh.worktree_dir, &id)
                     .await
-                    .map_err(|m| sh.refuse(m))?,
+                    .map_err(|e| sh.refuse(e))?,
             ),
             Some(other) => {
                 return Err(StartRefused {

@@ -211,7 +211,8 @@ impl CommandConfig {
                 "must not be empty; give the program to run",
             ));
         }
-        let t0 = ArgTemplate::parse(arg0).map_err(|e| SetupError::invalid("argv[0]", e))?;
+        let t0 =
+            ArgTemplate::parse(arg0).map_err(|e| SetupError::invalid("argv[0]", e.to_string()))?;
         if !t0.is_literal() {
             return Err(SetupError::invalid(
                 "argv[0]",
@@ -223,7 +224,7 @@ impl CommandConfig {
             .enumerate()
             .map(|(i, a)| {
                 ArgTemplate::parse(a)
-                    .map_err(|e| SetupError::invalid(format!("argv[{}]", i + 1), e))
+                    .map_err(|e| SetupError::invalid(format!("argv[{}]", i + 1), e.to_string()))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let in_args = args.iter().any(|a| a.uses(Placeholder::Prompt));

@@ -254,7 +254,7 @@ impl SubagentProvider for CommandProvider {
             Some("worktree") => Some(
                 Worktree::create(&self.cwd, &self.worktree_dir, &id)
                     .await
-                    .map_err(|m| self.refuse(m))?,
+                    .map_err(|e| self.refuse(e.to_string()))?,
             ),
             Some(other) => {
                 return Err(StartRefused {

@@ -57,13 +57,13 @@ const GUARDED_LIMIT: u64 = 1 << 20;
 
 /// What `path` holds now: `Some(bytes)` for a regular file (never through
 /// a symlink, bounded), `None` for nothing; `Err` for anything else.
-fn snapshot(path: &Path) -> Result<Option<Vec<u8>>, String> {
+fn snapshot(path: &Path) -> Result<Option<Vec<u8>>, dsh_exec::files::ReadError> {
     match dsh_exec::files::read_own_bytes(path, GUARDED_LIMIT) {
         Ok(b) => Ok(Some(b)),
         Err(dsh_exec::files::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
             Ok(None)
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(e),
     }
 }
 
@@ -125,8 +125,77 @@ pub struct GitDirs {
     pub common: PathBuf,
 }
 
-/// `git <args>` in `dir`: stdout on success, a message on failure.
-pub(crate) async fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
+/// Why a git command gave no answer to use. `what` is the command
+/// (`git worktree add …`).
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    /// No `git` program.
+    #[error(
+        "{what}: git is not installed (or not on PATH); install git to use isolation \"worktree\""
+    )]
+    NotInstalled { what: String },
+    /// It could not be run.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    /// It did not end within [`GIT_TIMEOUT`] (and was killed).
+    #[error("{what}: no answer within {} s", GIT_TIMEOUT.as_secs())]
+    TimedOut { what: String },
+    /// It refused because what it was to make exists (a branch, a path).
+    #[error("{what} failed: {stderr}")]
+    AlreadyExists { what: String, stderr: String },
+    /// It failed otherwise; `stderr` is what it said, trimmed.
+    #[error("{what} failed: {stderr}")]
+    Failed { what: String, stderr: String },
+    /// `git rev-parse` answered without naming the git directories.
+    #[error("git rev-parse in {} did not name the git directories", path.display())]
+    NoGitDirs { path: PathBuf },
+}
+
+/// Why a worktree could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum WorktreeError {
+    /// The provider's cwd is in no git repository.
+    #[error(
+        "isolation \"worktree\": {} is not inside a git repository ({source}); run dsh in \
+         a git checkout, set the provider's cwd to one, or drop the isolation option",
+        cwd.display()
+    )]
+    NotInRepository { cwd: PathBuf, source: GitError },
+    /// It is in a repository without a working tree (a bare one).
+    #[error(
+        "isolation \"worktree\": {} is not inside a git checkout with a working tree",
+        cwd.display()
+    )]
+    NoWorkingTree { cwd: PathBuf },
+    /// The repository has no commit to check out.
+    #[error(
+        "isolation \"worktree\": the repository at {} has no commit to check out \
+         ({source}); commit once first",
+        toplevel.display()
+    )]
+    NoCommit { toplevel: PathBuf, source: GitError },
+    /// The directory worktrees go in cannot be made.
+    #[error("isolation \"worktree\": cannot create {}: {source}", parent.display())]
+    Parent {
+        parent: PathBuf,
+        source: std::io::Error,
+    },
+    /// `git worktree add`, or reading what it made, failed.
+    #[error("isolation \"worktree\": {0}")]
+    Git(#[source] GitError),
+    /// The provider's cwd (a subdirectory) cannot be made in the worktree.
+    #[error("isolation \"worktree\": cannot create {prefix} in the worktree: {source}")]
+    RunDir {
+        prefix: String,
+        source: std::io::Error,
+    },
+}
+
+/// `git <args>` in `dir`: stdout on success, why not on failure.
+pub(crate) async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
     git_with(dir, args, None).await
 }
 
@@ -138,7 +207,7 @@ async fn git_with(
     dir: &Path,
     args: &[&str],
     pinned: Option<(&GitDirs, &Path)>,
-) -> Result<String, String> {
+) -> Result<String, GitError> {
     let mut cmd = Command::new("git");
     if pinned.is_some() {
         cmd.args([
@@ -168,23 +237,23 @@ async fn git_with(
     let out = match tokio::time::timeout(GIT_TIMEOUT, cmd.output()).await {
         Ok(Ok(out)) => out,
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!(
-                "{what}: git is not installed (or not on PATH); install git to use isolation \"worktree\""
-            ));
+            return Err(GitError::NotInstalled { what });
         }
-        Ok(Err(e)) => return Err(format!("{what}: {e}")),
-        Err(_) => {
-            return Err(format!(
-                "{what}: no answer within {} s",
-                GIT_TIMEOUT.as_secs()
-            ));
-        }
+        Ok(Err(source)) => return Err(GitError::Io { what, source }),
+        Err(_) => return Err(GitError::TimedOut { what }),
     };
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        Err(format!("{what} failed: {}", err.trim()))
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        // git words it `a branch named 'x' already exists` (switch -c,
+        // branch) and `'path' already exists` (worktree add); it has no
+        // exit code of its own for it.
+        if stderr.contains("already exists") {
+            Err(GitError::AlreadyExists { what, stderr })
+        } else {
+            Err(GitError::Failed { what, stderr })
+        }
     }
 }
 
@@ -205,7 +274,7 @@ fn sanitize(name: &str) -> String {
 }
 
 /// The git directories of the worktree at `path`, canonical.
-async fn git_dirs(path: &Path) -> Result<GitDirs, String> {
+async fn git_dirs(path: &Path) -> Result<GitDirs, GitError> {
     let out = git(
         path,
         &[
@@ -222,43 +291,39 @@ async fn git_dirs(path: &Path) -> Result<GitDirs, String> {
             admin: std::fs::canonicalize(&admin).unwrap_or(admin),
             common: std::fs::canonicalize(&common).unwrap_or(common),
         }),
-        _ => Err(format!(
-            "git rev-parse in {} did not name the git directories",
-            path.display()
-        )),
+        _ => Err(GitError::NoGitDirs {
+            path: path.to_path_buf(),
+        }),
     }
 }
 
 impl Worktree {
     /// A fresh detached worktree of the repository containing `cwd`, made
     /// under `parent`. `child` (`<provider>-<n>`) names it.
-    pub(crate) async fn create(cwd: &Path, parent: &Path, child: &str) -> Result<Worktree, String> {
+    pub(crate) async fn create(
+        cwd: &Path,
+        parent: &Path,
+        child: &str,
+    ) -> Result<Worktree, WorktreeError> {
         let top = git(cwd, &["rev-parse", "--show-toplevel", "--show-prefix"])
             .await
-            .map_err(|e| {
-                format!(
-                    "isolation \"worktree\": {} is not inside a git repository ({e}); run dsh in \
-                     a git checkout, set the provider's cwd to one, or drop the isolation option",
-                    cwd.display()
-                )
+            .map_err(|source| WorktreeError::NotInRepository {
+                cwd: cwd.to_path_buf(),
+                source,
             })?;
         let mut lines = top.lines();
         let toplevel = PathBuf::from(lines.next().unwrap_or_default().trim());
         let prefix = lines.next().unwrap_or_default().trim().to_string();
         if toplevel.as_os_str().is_empty() {
-            return Err(format!(
-                "isolation \"worktree\": {} is not inside a git checkout with a working tree",
-                cwd.display()
-            ));
+            return Err(WorktreeError::NoWorkingTree {
+                cwd: cwd.to_path_buf(),
+            });
         }
         let base = git(&toplevel, &["rev-parse", "--verify", "HEAD"])
             .await
-            .map_err(|e| {
-                format!(
-                    "isolation \"worktree\": the repository at {} has no commit to check out \
-                     ({e}); commit once first",
-                    toplevel.display()
-                )
+            .map_err(|source| WorktreeError::NoCommit {
+                toplevel: toplevel.clone(),
+                source,
             })?
             .trim()
             .to_string();
@@ -274,11 +339,9 @@ impl Worktree {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        std::fs::create_dir_all(parent).map_err(|e| {
-            format!(
-                "isolation \"worktree\": cannot create {}: {e}",
-                parent.display()
-            )
+        std::fs::create_dir_all(parent).map_err(|source| WorktreeError::Parent {
+            parent: parent.to_path_buf(),
+            source,
         })?;
         let path = parent.join(dir_name);
         let path_str = path.to_string_lossy().into_owned();
@@ -287,7 +350,7 @@ impl Worktree {
             &["worktree", "add", "--detach", "--quiet", &path_str, &base],
         )
         .await
-        .map_err(|e| format!("isolation \"worktree\": {e}"))?;
+        .map_err(WorktreeError::Git)?;
         let dirs = match git_dirs(&path).await {
             Ok(d) => d,
             Err(e) => {
@@ -297,7 +360,7 @@ impl Worktree {
                 })
                 .await;
                 let _ = git(&toplevel, &["worktree", "prune"]).await;
-                return Err(format!("isolation \"worktree\": {e}"));
+                return Err(WorktreeError::Git(e));
             }
         };
         let run_dir = if prefix.is_empty() {
@@ -325,9 +388,7 @@ impl Worktree {
                 watched,
             };
             wt.remove().await;
-            return Err(format!(
-                "isolation \"worktree\": cannot create {prefix} in the worktree: {e}"
-            ));
+            return Err(WorktreeError::RunDir { prefix, source: e });
         }
         Ok(Worktree {
             toplevel,
@@ -348,7 +409,7 @@ impl Worktree {
     }
 
     /// `git <args>` in the worktree, pinned to its recorded directories.
-    async fn git_here(&self, args: &[&str]) -> Result<String, String> {
+    async fn git_here(&self, args: &[&str]) -> Result<String, GitError> {
         git_with(&self.path, args, Some((&self.dirs, &self.path))).await
     }
 
@@ -502,7 +563,7 @@ impl Worktree {
                     branch = name;
                     break;
                 }
-                Err(e) if e.contains("already exists") => continue,
+                Err(GitError::AlreadyExists { .. }) => continue,
                 Err(e) => {
                     // A state switch refuses (e.g. mid-merge): a branch at
                     // HEAD without touching the worktree.
@@ -534,5 +595,43 @@ mod tests {
         assert_eq!(sanitize("my claude/x-1"), "my-claude-x-1");
         assert_eq!(sanitize("..."), "agent");
         assert_eq!(sanitize("ünï-2"), "n--2");
+    }
+
+    /// A branch that exists is a type the kept-worktree loop decides on,
+    /// and its text is still git's.
+    #[tokio::test]
+    async fn an_existing_branch_is_already_exists() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path();
+        for args in [
+            &["init", "--quiet"][..],
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "--quiet",
+                "--allow-empty",
+                "-m",
+                "x",
+            ],
+            &["branch", "taken"],
+        ] {
+            git(p, args).await.expect("git setup");
+        }
+        let e = git(p, &["switch", "--quiet", "-c", "taken"])
+            .await
+            .expect_err("taken");
+        assert!(matches!(e, GitError::AlreadyExists { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .starts_with("git switch --quiet -c taken failed: "),
+            "{e}"
+        );
+        let e = git(p, &["switch", "--quiet", "no-such-branch"])
+            .await
+            .expect_err("missing");
+        assert!(matches!(e, GitError::Failed { .. }), "{e:?}");
     }
 }
