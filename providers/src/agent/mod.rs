@@ -9,7 +9,9 @@
 //! - [`runner`]: one tool call in a sandboxed `dsh-worker tool` process.
 //! - [`run_loop`] (here): turns, tool calls, limits, the `StructuredOutput`
 //!   answer of a schema call and its one corrective turn, the usage summed
-//!   over turns, the activity a progress view shows.
+//!   over turns, the activity a progress view shows; one turn's steps are
+//!   in `steps`, a schema answer's check in `answer`.
+//! - [`LoopSettings`] (`settings`): the loop's keys of a provider's table.
 //!
 //! Not here: HTTP, retries and streaming (the API modules); the per-call
 //! stall and timeout bounds (the host's supervisor, fed by [`Progress`]).
@@ -19,6 +21,7 @@ pub mod child;
 pub mod conversation;
 pub mod runner;
 mod settings;
+mod steps;
 pub mod toolset;
 
 use std::path::PathBuf;
@@ -30,13 +33,13 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::command::worktree::Worktree;
-use answer::{AnswerMismatch, correction, structured_answer, text_answer};
 use conversation::{Input, Message, Reply, ToolResult};
 use dsh_seam::{Activity, AgentRequest, ChildResult, KeptWorktree, Progress, Usage};
 pub use runner::ToolHost;
 use runner::{ToolContext, run_tool};
 pub(crate) use settings::read_loop_settings;
 pub use settings::{LOOP_KEYS, LoopSettings, WorkspaceUnusable};
+use steps::LoopState;
 use toolset::{STRUCTURED_OUTPUT, ToolSpec};
 
 /// Default most model turns of one call.
@@ -284,186 +287,6 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
     ))
 }
 
-/// What the loop carries from turn to turn, besides the conversation.
-struct LoopState {
-    /// The one corrective turn was spent.
-    corrected: bool,
-    /// The problems of the answer the last turn corrected, for the reason
-    /// should the corrective request itself fail.
-    correcting: Option<AnswerMismatch>,
-    /// Tool calls run so far.
-    tool_calls: u32,
-    /// The conversation's size, checked against
-    /// [`MAX_CONVERSATION_BYTES`] before every turn.
-    conversation_bytes: usize,
-    /// The call's share of the host's budget for model calls (every call's
-    /// together): its conversation for as long as the call, and a turn's
-    /// request and response during the turn (budget's module docs).
-    held: crate::budget::Held<'static>,
-}
-
-impl LoopState {
-    /// One model turn: the reply to `ask`, within the turn's and the
-    /// conversation's bounds, its usage counted; `Err` is how the call
-    /// ends instead.
-    async fn ask(
-        &mut self,
-        model: &dyn Model,
-        call: &Call<'_>,
-        turn: u32,
-        ask: &Turn<'_>,
-    ) -> Result<Reply, ChildResult> {
-        let conversation_bytes = self.conversation_bytes;
-        if conversation_bytes > MAX_CONVERSATION_BYTES {
-            return Err(ChildResult::Failed(format!(
-                "gave up before turn {turn}: the conversation grew to {conversation_bytes} bytes, \
-                 over the limit of {MAX_CONVERSATION_BYTES} (tool output and answers of the \
-                 earlier turns)"
-            )));
-        }
-        if let Err(e) = self.held.cover(conversation_bytes, "the conversation") {
-            return Err(ChildResult::Failed(format!(
-                "gave up before turn {turn}: {e}"
-            )));
-        }
-        call.progress.activity(Activity::Turn { turn });
-        let reply = tokio::select! {
-            biased;
-            _ = call.cancel.cancelled() => return Err(ChildResult::Cancelled),
-            r = model.turn(ask, call.progress, call.usage.now(), &mut self.held) => r,
-        };
-        let reply = match reply {
-            Ok(r) => r,
-            Err(failed) => {
-                // The transport retried what could be retried; what reaches
-                // the loop ends the call, whatever its kind.
-                return Err(failed
-                    .map_reason(|reason| match (&self.correcting, turn) {
-                        (Some(problems), _) => {
-                            format!("{problems}\nThe corrective request then failed: {reason}")
-                        }
-                        (None, 1) => reason,
-                        (None, _) => format!("turn {turn}: {reason}"),
-                    })
-                    .into_child_result());
-            }
-        };
-        self.correcting = None;
-        let turn_bytes = reply.text.len()
-            + reply
-                .tool_calls
-                .iter()
-                .map(|c| c.name.len() + c.input.as_value().to_string().len())
-                .sum::<usize>();
-        if turn_bytes > MAX_TURN_BYTES {
-            return Err(ChildResult::Failed(format!(
-                "turn {turn}: the model's answer is {turn_bytes} bytes of text and tool \
-                 arguments, over the limit of {MAX_TURN_BYTES} bytes per turn"
-            )));
-        }
-        self.conversation_bytes += turn_bytes;
-        // The turn's request and response are parsed and gone: the call
-        // keeps its conversation's share only.
-        self.held.shrink_to(self.conversation_bytes);
-        if let Some(u) = reply.usage {
-            let total = call.usage.add(u);
-            call.progress.activity(Activity::Tokens { usage: total });
-        }
-        Ok(reply)
-    }
-
-    /// A reply without tool calls: the call's answer, or (a schema call's
-    /// text that does not match) the corrective turn — `None` goes on.
-    fn on_answer(
-        &mut self,
-        messages: &mut Vec<Message>,
-        schema: Option<&Value>,
-        reply: Reply,
-        tool_schema: bool,
-    ) -> Option<ChildResult> {
-        let Some(schema) = schema else {
-            return Some(ChildResult::Text(reply.text));
-        };
-        // No StructuredOutput call: a model that answered with the
-        // JSON as text is taken at its word when the JSON is valid.
-        let problems = match text_answer(schema, &reply) {
-            Ok(v) => return Some(ChildResult::Structured(v)),
-            Err(p) => p,
-        };
-        if self.corrected {
-            return Some(ChildResult::Failed(format!(
-                "{problems}\n(after one corrective turn)"
-            )));
-        }
-        self.corrected = true;
-        messages.push(Message::Assistant {
-            text: reply.text,
-            tool_calls: Vec::new(),
-        });
-        messages.push(Message::User(correction(&problems.0, tool_schema)));
-        self.correcting = Some(problems);
-        None
-    }
-
-    /// A reply with tool calls: a `StructuredOutput` answer taken (or
-    /// corrected once), the other tools run within `max_tool_calls`, their
-    /// results added to the conversation — `None` goes on.
-    async fn on_tool_calls(
-        &mut self,
-        messages: &mut Vec<Message>,
-        call: &Call<'_>,
-        schema: Option<&Value>,
-        reply: Reply,
-    ) -> Option<ChildResult> {
-        let calls = reply.tool_calls.clone();
-        messages.push(Message::Assistant {
-            text: reply.text,
-            tool_calls: reply.tool_calls,
-        });
-        let mut results = Vec::with_capacity(calls.len());
-        for c in calls {
-            if c.name == STRUCTURED_OUTPUT
-                && let Some(schema) = schema
-            {
-                match structured_answer(schema, &c.input) {
-                    Ok(v) => return Some(ChildResult::Structured(v)),
-                    Err(problems) if self.corrected => {
-                        return Some(ChildResult::Failed(format!(
-                            "{problems}\n(after one corrective turn)"
-                        )));
-                    }
-                    Err(problems) => {
-                        self.corrected = true;
-                        results.push(ToolResult {
-                            id: c.id,
-                            content: correction(&problems.0, true),
-                            is_error: true,
-                        });
-                        self.correcting = Some(problems);
-                        continue;
-                    }
-                }
-            }
-            self.tool_calls += 1;
-            if self.tool_calls > call.settings.max_tool_calls {
-                return Some(ChildResult::Failed(format!(
-                    "gave up: the model made more than {} tool calls without answering \
-                     (max_tool_calls; raise it in the provider's table or the agent type)",
-                    call.settings.max_tool_calls
-                )));
-            }
-            let result = run_one(call, &c.name, &c.id, &c.input).await;
-            self.conversation_bytes += result.content.len();
-            results.push(result);
-            if call.cancel.is_cancelled() {
-                return Some(ChildResult::Cancelled);
-            }
-        }
-        messages.push(Message::ToolResults(results));
-        None
-    }
-}
-
 /// Runs one tool call (or refuses a tool the call does not have) and
 /// reports it as activity.
 async fn run_one(call: &Call<'_>, name: &str, id: &str, input: &Input) -> ToolResult {
@@ -568,6 +391,7 @@ fn system_prompt(call: &Call<'_>, structured_tool: bool) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::answer::{structured_answer, text_answer};
     use super::settings::check_keys;
     use super::*;
     use rstest::rstest;
