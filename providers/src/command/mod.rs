@@ -236,6 +236,13 @@ impl CommandProvider {
     }
 }
 
+/// Removes the worktree of a call that did not start.
+async fn remove_worktree(worktree: Option<&Worktree>) {
+    if let Some(wt) = worktree {
+        wt.remove().await;
+    }
+}
+
 impl CommandProvider {
     /// The call's worktree under `isolation: "worktree"` (named `id`);
     /// `None` without isolation; any other isolation is refused.
@@ -315,9 +322,7 @@ impl SubagentProvider for CommandProvider {
             Some(s) if self.schema_file_in_args => match TempFile::write(&id, s) {
                 Ok(f) => Some(f),
                 Err(e) => {
-                    if let Some(wt) = &worktree {
-                        wt.remove().await;
-                    }
+                    remove_worktree(worktree.as_ref()).await;
                     return Err(self.refuse(format!("cannot write the schema file: {e}")));
                 }
             },
@@ -328,9 +333,7 @@ impl SubagentProvider for CommandProvider {
             .map(|f| f.0.to_string_lossy().into_owned());
         let args = self.render_args(&request, &prompt, schema.as_deref(), schema_path.as_deref());
         if args.iter().any(|a| a.contains('\0')) {
-            if let Some(wt) = &worktree {
-                wt.remove().await;
-            }
+            remove_worktree(worktree.as_ref()).await;
             // Cannot be an argument: this call fails, the run goes on.
             return Ok(Arc::new(CommandChild::failed(
                 id,
@@ -344,9 +347,7 @@ impl SubagentProvider for CommandProvider {
         // Under the reaper a missing program would only show as its exit
         // status 127: refuse the start the way a direct spawn does.
         if self.reaper.is_some() && not_runnable(&self.program).is_some() {
-            if let Some(wt) = &worktree {
-                wt.remove().await;
-            }
+            remove_worktree(worktree.as_ref()).await;
             return Err(
                 self.spawn_refusal(&cwd, &std::io::Error::from(std::io::ErrorKind::NotFound))
             );
@@ -362,9 +363,7 @@ impl SubagentProvider for CommandProvider {
         let running = match process::spawn(&spec).await {
             Ok(r) => r,
             Err(e) => {
-                if let Some(wt) = &worktree {
-                    wt.remove().await;
-                }
+                remove_worktree(worktree.as_ref()).await;
                 if e.raw_os_error() == Some(libc::E2BIG) {
                     // Too long for the kernel: this call fails, the run goes on.
                     return Ok(Arc::new(CommandChild::failed(
