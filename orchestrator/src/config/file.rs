@@ -225,7 +225,34 @@ fn key_named_in(text: &str, section: &str, message: &str) -> Option<(usize, Stri
 /// `[providers.NAME]` tables.
 pub(super) fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Config, ConfigError> {
     let file = path.display().to_string();
-    let raw: RawFile = toml::from_str(text).map_err(|e| {
+    let raw = read_raw(&file, text)?;
+    let base_dir = path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let mut config = Config::builtin_with(registry);
+    config.path = Some(path.to_path_buf());
+    for (name, table) in raw.providers {
+        let entry = read_provider(&file, text, registry, &base_dir, name, table)?;
+        config.providers.insert(entry.name.clone(), entry);
+    }
+    let known = config.provider_names().join(", ");
+    check_agent_types(&file, text, &config, &known, &raw.agent_types)?;
+    config.agent_types = raw.agent_types;
+    for (name, route) in config.agent_types.iter_mut() {
+        route.defined_at = Some(
+            header_line(text, "agent_types", name)
+                .map_or_else(|| file.clone(), |n| format!("{file}:{n}")),
+        );
+    }
+    config.workflow = read_workflow(&file, text, &config, &known, raw.workflow)?;
+    Ok(config)
+}
+
+/// The file as TOML of dsh.toml's shape; an error names `file:line` and,
+/// when the line is one, the key as `section.key`.
+fn read_raw(file: &str, text: &str) -> Result<RawFile, ConfigError> {
+    toml::from_str(text).map_err(|e| {
         let message = fix_hint(e.message().trim());
         match e.span() {
             Some(span) => {
@@ -248,89 +275,98 @@ pub(super) fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Conf
                 };
                 ConfigError::at(format!("{file}:{line}"), message)
             }
-            None => ConfigError::at(file.clone(), message),
+            None => ConfigError::at(file, message),
+        }
+    })
+}
+
+/// `[providers.NAME]`: the host's `stall`, then the rest read by the
+/// provider kind's own reader (`registry`), its error pointed at the key
+/// it names where that can be found.
+fn read_provider(
+    file: &str,
+    text: &str,
+    registry: &Registry,
+    base_dir: &Path,
+    name: String,
+    mut table: toml::Table,
+) -> Result<ProviderEntry, ConfigError> {
+    let at = header_line(text, "providers", &name)
+        .map_or_else(|| file.to_string(), |n| format!("{file}:{n}"));
+    // `stall` is the host's, for every kind of provider.
+    let section = format!("providers.{name}");
+    let stall = match table.remove("stall") {
+        None => None,
+        Some(v) => {
+            let key_at = key_line_in(text, &section, "stall")
+                .map_or_else(|| at.clone(), |n| format!("{file}:{n}"));
+            let d = v
+                .try_into::<crate::units::Seconds>()
+                .map_err(|e| {
+                    ConfigError::at(
+                        &key_at,
+                        format!(
+                            "providers.{name}.stall: {}; e.g. stall = \"5m\"",
+                            e.message().trim()
+                        ),
+                    )
+                })?
+                .0;
+            if d.is_zero() {
+                return Err(ConfigError::at(
+                    key_at,
+                    format!(
+                        "providers.{name}.stall: must be more than 0; leave it out for no stall timeout"
+                    ),
+                ));
+            }
+            Some(d)
+        }
+    };
+    let kind = registry.read(&name, table, base_dir).map_err(|e| {
+        let m = e.to_string();
+        // Point at the key itself where the message lets us find it.
+        let unknown = m
+            .split('`')
+            .nth(1)
+            .filter(|_| m.contains("unknown field"))
+            .and_then(|k| key_line_in(text, &section, k));
+        match unknown {
+            Some(line) => ConfigError::at(format!("{file}:{line}"), m),
+            None => match key_of_quoted_value(text, &section, &m)
+                .or_else(|| key_named_in(text, &section, &m))
+            {
+                Some((line, key)) => ConfigError::at(
+                    format!("{file}:{line}"),
+                    m.replacen(
+                        &format!("providers.{name} ("),
+                        &format!("providers.{name}.{key} ("),
+                        1,
+                    ),
+                ),
+                None => ConfigError::at(&at, m),
+            },
         }
     })?;
-    let base_dir = path
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
-    let mut config = Config::builtin_with(registry);
-    config.path = Some(path.to_path_buf());
+    Ok(ProviderEntry {
+        name,
+        kind,
+        defined_at: at,
+        base_dir: base_dir.to_path_buf(),
+        stall,
+    })
+}
 
-    for (name, mut table) in raw.providers {
-        let at = header_line(text, "providers", &name)
-            .map_or_else(|| file.clone(), |n| format!("{file}:{n}"));
-        // `stall` is the host's, for every kind of provider.
-        let section = format!("providers.{name}");
-        let stall = match table.remove("stall") {
-            None => None,
-            Some(v) => {
-                let key_at = key_line_in(text, &section, "stall")
-                    .map_or_else(|| at.clone(), |n| format!("{file}:{n}"));
-                let d = v
-                    .try_into::<crate::units::Seconds>()
-                    .map_err(|e| {
-                        ConfigError::at(
-                            &key_at,
-                            format!(
-                                "providers.{name}.stall: {}; e.g. stall = \"5m\"",
-                                e.message().trim()
-                            ),
-                        )
-                    })?
-                    .0;
-                if d.is_zero() {
-                    return Err(ConfigError::at(
-                        key_at,
-                        format!(
-                            "providers.{name}.stall: must be more than 0; leave it out for no stall timeout"
-                        ),
-                    ));
-                }
-                Some(d)
-            }
-        };
-        let kind = registry.read(&name, table, &base_dir).map_err(|e| {
-            let m = e.to_string();
-            // Point at the key itself where the message lets us find it.
-            let section = format!("providers.{name}");
-            let unknown = m
-                .split('`')
-                .nth(1)
-                .filter(|_| m.contains("unknown field"))
-                .and_then(|k| key_line_in(text, &section, k));
-            match unknown {
-                Some(line) => ConfigError::at(format!("{file}:{line}"), m),
-                None => match key_of_quoted_value(text, &section, &m)
-                    .or_else(|| key_named_in(text, &section, &m))
-                {
-                    Some((line, key)) => ConfigError::at(
-                        format!("{file}:{line}"),
-                        m.replacen(
-                            &format!("providers.{name} ("),
-                            &format!("providers.{name}.{key} ("),
-                            1,
-                        ),
-                    ),
-                    None => ConfigError::at(&at, m),
-                },
-            }
-        })?;
-        config.providers.insert(
-            name.clone(),
-            ProviderEntry {
-                name,
-                kind,
-                defined_at: at,
-                base_dir: base_dir.clone(),
-                stall,
-            },
-        );
-    }
-
-    let known = config.provider_names().join(", ");
-    for (name, route) in &raw.agent_types {
+/// `[agent_types.NAME]`: bounds more than 0, a provider that exists
+/// (`known` lists them for the message).
+fn check_agent_types(
+    file: &str,
+    text: &str,
+    config: &Config,
+    known: &str,
+    agent_types: &BTreeMap<String, AgentTypeRoute>,
+) -> Result<(), ConfigError> {
+    for (name, route) in agent_types {
         for (key, d) in [
             ("stall", route.stall),
             ("timeout", route.timeout),
@@ -339,7 +375,7 @@ pub(super) fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Conf
             if d.is_some_and(|d| d.is_zero()) {
                 let section = format!("agent_types.{name}");
                 let at = key_line_in(text, &section, key)
-                    .map_or_else(|| file.clone(), |n| format!("{file}:{n}"));
+                    .map_or_else(|| file.to_string(), |n| format!("{file}:{n}"));
                 return Err(ConfigError::at(
                     at,
                     format!(
@@ -352,7 +388,7 @@ pub(super) fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Conf
         if route.max_turns == Some(0) {
             let section = format!("agent_types.{name}");
             let at = key_line_in(text, &section, "max_turns")
-                .map_or_else(|| file.clone(), |n| format!("{file}:{n}"));
+                .map_or_else(|| file.to_string(), |n| format!("{file}:{n}"));
             return Err(ConfigError::at(
                 at,
                 format!("agent_types.{name}.max_turns: must be at least 1"),
@@ -362,7 +398,7 @@ pub(super) fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Conf
             && !config.providers.contains_key(p)
         {
             let at = header_line(text, "agent_types", name)
-                .map_or_else(|| file.clone(), |n| format!("{file}:{n}"));
+                .map_or_else(|| file.to_string(), |n| format!("{file}:{n}"));
             return Err(ConfigError::at(
                 at,
                 format!(
@@ -372,17 +408,21 @@ pub(super) fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Conf
             ));
         }
     }
-    config.agent_types = raw.agent_types;
-    for (name, route) in config.agent_types.iter_mut() {
-        route.defined_at = Some(
-            header_line(text, "agent_types", name)
-                .map_or_else(|| file.clone(), |n| format!("{file}:{n}")),
-        );
-    }
+    Ok(())
+}
 
-    let w = raw.workflow;
+/// `[workflow]`, checked: a provider that exists, a sandbox policy, limits
+/// that validate.
+fn read_workflow(
+    file: &str,
+    text: &str,
+    config: &Config,
+    known: &str,
+    w: RawWorkflow,
+) -> Result<WorkflowDefaults, ConfigError> {
     let key_line = |key: &str| {
-        key_line_in(text, "workflow", key).map_or_else(|| file.clone(), |n| format!("{file}:{n}"))
+        key_line_in(text, "workflow", key)
+            .map_or_else(|| file.to_string(), |n| format!("{file}:{n}"))
     };
     if let Some(p) = &w.provider
         && !config.providers.contains_key(p)
@@ -409,7 +449,7 @@ pub(super) fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Conf
             ));
         }
     };
-    config.workflow = WorkflowDefaults {
+    let workflow = WorkflowDefaults {
         provider: w.provider,
         sandbox,
         max_concurrent_agents: w.max_concurrent_agents,
@@ -423,11 +463,11 @@ pub(super) fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Conf
         budget: w.budget,
         budget_usd: w.budget_usd,
     };
-    config.workflow.limits().validate().map_err(|e| {
+    workflow.limits().validate().map_err(|e| {
         let key = snake(e.knob);
         ConfigError::at(key_line(&key), format!("workflow.{key}: {}", e.message))
     })?;
-    Ok(config)
+    Ok(workflow)
 }
 
 /// `maxConcurrentAgents` → `max_concurrent_agents`; the limits' knob names

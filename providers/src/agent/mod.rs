@@ -9,14 +9,19 @@
 //! - [`runner`]: one tool call in a sandboxed `dsh-worker tool` process.
 //! - [`run_loop`] (here): turns, tool calls, limits, the `StructuredOutput`
 //!   answer of a schema call and its one corrective turn, the usage summed
-//!   over turns, the activity a progress view shows.
+//!   over turns, the activity a progress view shows; one turn's steps are
+//!   in `steps`, a schema answer's check in `answer`.
+//! - [`LoopSettings`] (`settings`): the loop's keys of a provider's table.
 //!
 //! Not here: HTTP, retries and streaming (the API modules); the per-call
 //! stall and timeout bounds (the host's supervisor, fed by [`Progress`]).
 
+mod answer;
 pub mod child;
 pub mod conversation;
 pub mod runner;
+mod settings;
+mod steps;
 pub mod toolset;
 
 use std::path::PathBuf;
@@ -24,9 +29,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use dsh_protocol::schema;
-
-use crate::problems::problem_list;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -35,6 +37,9 @@ use conversation::{Input, Message, Reply, ToolResult};
 use dsh_seam::{Activity, AgentRequest, ChildResult, KeptWorktree, Progress, Usage};
 pub use runner::ToolHost;
 use runner::{ToolContext, run_tool};
+pub(crate) use settings::read_loop_settings;
+pub use settings::{LOOP_KEYS, LoopSettings, WorkspaceUnusable};
+use steps::LoopState;
 use toolset::{STRUCTURED_OUTPUT, ToolSpec};
 
 /// Default most model turns of one call.
@@ -48,8 +53,6 @@ const MAX_TURN_BYTES: usize = 1 << 20;
 /// Most bytes the conversation of one call may grow to (it is sent again
 /// every turn): a model or server that floods it fails the call instead.
 const MAX_CONVERSATION_BYTES: usize = 16 << 20;
-/// Longest `bash_timeout` a configuration may set.
-const MAX_BASH_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 /// What one turn asks of the model.
 pub struct Turn<'a> {
@@ -105,232 +108,6 @@ pub trait Model: Send + Sync {
         so_far: Usage,
         held: &mut crate::budget::Held<'static>,
     ) -> Result<Reply, dsh_seam::ProviderError>;
-}
-
-/// The loop's configuration: the keys of a provider's table that every
-/// provider of the loop shares (docs/providers.md, "The agent loop").
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LoopSettings {
-    /// `tools`: the tools calls get when their agent type names none;
-    /// `None` is [`toolset::READ_ONLY`]; empty is none (one completion per
-    /// call).
-    pub tools: Option<Vec<String>>,
-    /// `max_turns`: most model turns of one call.
-    pub max_turns: u32,
-    /// `max_tool_calls`: most tool calls of one call.
-    pub max_tool_calls: u32,
-    /// `network`: `Bash` may open network connections.
-    pub network: bool,
-    /// `bash_timeout`: longest a `Bash` command runs.
-    #[serde(deserialize_with = "dsh_seam::units::de::duration")]
-    pub bash_timeout: Duration,
-    /// `system_prompt`: put before the agent type's system prompt.
-    pub system_prompt: Option<String>,
-    /// `workspace`: where tools run; `None` is dsh's working directory.
-    pub workspace: Option<PathBuf>,
-    /// `worktree_dir`: where `isolation: "worktree"` makes its worktrees;
-    /// `None` is the system's temporary directory.
-    pub worktree_dir: Option<PathBuf>,
-    /// The tool host program and its sandbox policy (set by the program
-    /// that builds the provider, never read from a file).
-    #[serde(skip)]
-    pub host: ToolHost,
-}
-
-/// The keys of [`LoopSettings`], as a provider's table spells them.
-pub const LOOP_KEYS: [&str; 8] = [
-    "tools",
-    "max_turns",
-    "max_tool_calls",
-    "network",
-    "bash_timeout",
-    "system_prompt",
-    "workspace",
-    "worktree_dir",
-];
-
-impl Default for LoopSettings {
-    fn default() -> Self {
-        LoopSettings {
-            tools: None,
-            max_turns: DEFAULT_MAX_TURNS,
-            max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
-            network: false,
-            bash_timeout: DEFAULT_BASH_TIMEOUT,
-            system_prompt: None,
-            workspace: None,
-            worktree_dir: None,
-            host: ToolHost::default(),
-        }
-    }
-}
-
-impl LoopSettings {
-    /// The tools `request` gets.
-    pub fn tools_for(&self, request: &AgentRequest) -> Vec<&'static str> {
-        toolset::selected(request, self.tools.as_deref())
-    }
-
-    /// The workspace of calls without a worktree.
-    pub fn base_workspace(&self) -> Result<PathBuf, WorkspaceUnusable> {
-        match &self.workspace {
-            Some(p) => Ok(p.clone()),
-            None => std::env::current_dir().map_err(WorkspaceUnusable),
-        }
-    }
-
-    /// Where worktrees go.
-    pub fn worktree_parent(&self) -> PathBuf {
-        self.worktree_dir
-            .clone()
-            .unwrap_or_else(|| std::env::temp_dir().join("dsh-worktrees"))
-    }
-}
-
-/// No `workspace` is set and dsh's working directory cannot be read (it
-/// was removed under it): set `workspace` in the provider's table.
-#[derive(Debug, thiserror::Error)]
-#[error("dsh's working directory is unusable as the workspace: {0}")]
-pub struct WorkspaceUnusable(std::io::Error);
-
-/// Why an answer to a schema call is not taken: the problem list, shown to
-/// the model in the corrective turn and, should the answer stay wrong, the
-/// call's reason.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-struct AnswerMismatch(String);
-
-/// Most turns and tool calls a configuration may allow.
-const MAX_LIMIT: u32 = 10_000;
-
-impl LoopSettings {
-    /// Checks the values: known tool names, limits in range.
-    pub fn check(&self) -> Result<(), crate::SetupError> {
-        check_keys(
-            self.tools.as_deref(),
-            self.max_turns,
-            self.max_tool_calls,
-            self.bash_timeout,
-        )
-    }
-
-    /// These settings with an agent type's `max_turns`, `network` and
-    /// `bash_timeout` in place of the provider's.
-    pub fn limited(&self, l: &dsh_seam::LoopLimits) -> LoopSettings {
-        LoopSettings {
-            max_turns: l.max_turns.unwrap_or(self.max_turns),
-            network: l.network.unwrap_or(self.network),
-            bash_timeout: l.bash_timeout.unwrap_or(self.bash_timeout),
-            ..self.clone()
-        }
-    }
-
-    /// Makes relative `workspace` and `worktree_dir` relative to `base`
-    /// (the configuration file's directory).
-    pub fn resolve_paths(&mut self, base: &std::path::Path) {
-        for p in [&mut self.workspace, &mut self.worktree_dir]
-            .into_iter()
-            .flatten()
-        {
-            if p.is_relative() {
-                *p = base.join(&*p);
-            }
-        }
-    }
-}
-
-/// Takes the agent loop's keys ([`LOOP_KEYS`]) out of the table of an API
-/// provider of kind `kind` and reads them (relative paths against
-/// `base_dir`, the directory of `dsh.toml`); the rest of the table is the
-/// kind's own.
-pub(crate) fn read_loop_settings(
-    provider: &str,
-    kind: &'static str,
-    table: &mut toml::Table,
-    base_dir: &std::path::Path,
-) -> Result<LoopSettings, crate::registry::TableError> {
-    let mut keys = toml::Table::new();
-    for k in LOOP_KEYS {
-        if let Some(v) = table.remove(k) {
-            keys.insert(k.to_string(), v);
-        }
-    }
-    let mut settings: LoopSettings = crate::registry::read_keys(provider, kind, keys)?;
-    settings.resolve_paths(base_dir);
-    check_workspace(provider, &settings)?;
-    Ok(settings)
-}
-
-/// The agent loop's `workspace` must be a directory now: a path that is
-/// not there would only fail at the first call, after the run started.
-fn check_workspace(
-    provider: &str,
-    agent: &LoopSettings,
-) -> Result<(), crate::registry::TableError> {
-    let Some(w) = &agent.workspace else {
-        return Ok(());
-    };
-    if w.is_dir() {
-        return Ok(());
-    }
-    let what = match std::fs::metadata(w) {
-        Ok(_) => "not a directory",
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "no such directory",
-        Err(_) => "not a directory dsh can use",
-    };
-    Err(crate::registry::TableError::Value {
-        provider: provider.to_string(),
-        key: "workspace".into(),
-        problem: format!(
-            "{}: {what}; set it to an existing directory (a relative path is relative to the \
-             config file's directory), or leave it out for dsh's working directory",
-            w.display()
-        ),
-    })
-}
-
-/// Checks the loop's keys of a provider's table.
-fn check_keys(
-    tools: Option<&[String]>,
-    max_turns: u32,
-    max_tool_calls: u32,
-    bash_timeout: Duration,
-) -> Result<(), crate::SetupError> {
-    use crate::SetupError;
-    if let Some(t) = tools {
-        let unknown = toolset::unknown(t);
-        if !unknown.is_empty() {
-            return Err(SetupError::invalid(
-                "tools",
-                format!(
-                    "unknown tool{} {}; dsh runs {}",
-                    if unknown.len() == 1 { "" } else { "s" },
-                    unknown
-                        .iter()
-                        .map(|u| format!("{u:?}"))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    toolset::ALL.join(", ")
-                ),
-            ));
-        }
-    }
-    for (key, v) in [("max_turns", max_turns), ("max_tool_calls", max_tool_calls)] {
-        if v == 0 || v > MAX_LIMIT {
-            return Err(SetupError::invalid(
-                key,
-                format!("must be between 1 and {MAX_LIMIT}, got {v}"),
-            ));
-        }
-    }
-    if bash_timeout.is_zero() || bash_timeout > MAX_BASH_TIMEOUT {
-        return Err(SetupError::invalid(
-            "bash_timeout",
-            "must be longer than zero and at most 24h, e.g. \"120s\"",
-        ));
-    }
-    Ok(())
 }
 
 /// The running total of a call's tokens.
@@ -412,7 +189,7 @@ impl Job<'_> {
         let worktree = if self.request.options.isolation.as_deref() == Some("worktree") {
             match Worktree::create(&base, &self.settings.worktree_parent(), self.child_id).await {
                 Ok(w) => Some(w),
-                Err(e) => return ChildResult::Failed(e),
+                Err(e) => return ChildResult::Failed(e.to_string()),
             }
         } else {
             None
@@ -468,28 +245,14 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
     };
     let system = system_prompt(&call, schema.is_some() && !specs.is_empty());
     let mut messages = vec![Message::User(req.prompt.clone())];
-    let mut corrected = false;
-    // The problems of the answer the last turn corrected, for the reason
-    // should the corrective request itself fail.
-    let mut correcting: Option<AnswerMismatch> = None;
-    let mut tool_calls = 0u32;
-    let mut conversation_bytes = req.prompt.len();
-    // The call's share of the host's budget for model calls (every call's
-    // together): its conversation for as long as the call, and a turn's
-    // request and response during the turn (budget's module docs).
-    let mut held = crate::budget::Held::new();
+    let mut state = LoopState {
+        corrected: false,
+        correcting: None,
+        tool_calls: 0,
+        conversation_bytes: req.prompt.len(),
+        held: crate::budget::Held::new(),
+    };
     for turn in 1..=call.settings.max_turns {
-        if conversation_bytes > MAX_CONVERSATION_BYTES {
-            return ChildResult::Failed(format!(
-                "gave up before turn {turn}: the conversation grew to {conversation_bytes} bytes, \
-                 over the limit of {MAX_CONVERSATION_BYTES} (tool output and answers of the \
-                 earlier turns)"
-            ));
-        }
-        if let Err(e) = held.cover(conversation_bytes, "the conversation") {
-            return ChildResult::Failed(format!("gave up before turn {turn}: {e}"));
-        }
-        call.progress.activity(Activity::Turn { turn });
         let ask = Turn {
             model: call.model,
             system: system.as_deref(),
@@ -502,115 +265,20 @@ pub async fn run_loop(model: &dyn Model, call: Call<'_>) -> ChildResult {
                 .shared_head_length
                 .and_then(|n| shared_head(&req.prompt, n)),
         };
-        let reply = tokio::select! {
-            biased;
-            _ = call.cancel.cancelled() => return ChildResult::Cancelled,
-            r = model.turn(&ask, call.progress, call.usage.now(), &mut held) => r,
-        };
-        let reply = match reply {
+        let reply = match state.ask(model, &call, turn, &ask).await {
             Ok(r) => r,
-            Err(failed) => {
-                // The transport retried what could be retried; what reaches
-                // the loop ends the call, whatever its kind.
-                return failed
-                    .map_reason(|reason| match (&correcting, turn) {
-                        (Some(problems), _) => {
-                            format!("{problems}\nThe corrective request then failed: {reason}")
-                        }
-                        (None, 1) => reason,
-                        (None, _) => format!("turn {turn}: {reason}"),
-                    })
-                    .into_child_result();
-            }
+            Err(end) => return end,
         };
-        correcting = None;
-        let turn_bytes = reply.text.len()
-            + reply
-                .tool_calls
-                .iter()
-                .map(|c| c.name.len() + c.input.as_value().to_string().len())
-                .sum::<usize>();
-        if turn_bytes > MAX_TURN_BYTES {
-            return ChildResult::Failed(format!(
-                "turn {turn}: the model's answer is {turn_bytes} bytes of text and tool \
-                 arguments, over the limit of {MAX_TURN_BYTES} bytes per turn"
-            ));
+        let step = if reply.tool_calls.is_empty() {
+            state.on_answer(&mut messages, schema, reply, !specs.is_empty())
+        } else {
+            state
+                .on_tool_calls(&mut messages, &call, schema, reply)
+                .await
+        };
+        if let Some(end) = step {
+            return end;
         }
-        conversation_bytes += turn_bytes;
-        // The turn's request and response are parsed and gone: the call
-        // keeps its conversation's share only.
-        held.shrink_to(conversation_bytes);
-        if let Some(u) = reply.usage {
-            let total = call.usage.add(u);
-            call.progress.activity(Activity::Tokens { usage: total });
-        }
-        if reply.tool_calls.is_empty() {
-            let Some(schema) = schema else {
-                return ChildResult::Text(reply.text);
-            };
-            // No StructuredOutput call: a model that answered with the
-            // JSON as text is taken at its word when the JSON is valid.
-            let problems = match text_answer(schema, &reply) {
-                Ok(v) => return ChildResult::Structured(v),
-                Err(p) => p,
-            };
-            if corrected {
-                return ChildResult::Failed(format!("{problems}\n(after one corrective turn)"));
-            }
-            corrected = true;
-            messages.push(Message::Assistant {
-                text: reply.text,
-                tool_calls: Vec::new(),
-            });
-            messages.push(Message::User(correction(&problems.0, !specs.is_empty())));
-            correcting = Some(problems);
-            continue;
-        }
-        let calls = reply.tool_calls.clone();
-        messages.push(Message::Assistant {
-            text: reply.text,
-            tool_calls: reply.tool_calls,
-        });
-        let mut results = Vec::with_capacity(calls.len());
-        for c in calls {
-            if c.name == STRUCTURED_OUTPUT
-                && let Some(schema) = schema
-            {
-                match structured_answer(schema, &c.input) {
-                    Ok(v) => return ChildResult::Structured(v),
-                    Err(problems) if corrected => {
-                        return ChildResult::Failed(format!(
-                            "{problems}\n(after one corrective turn)"
-                        ));
-                    }
-                    Err(problems) => {
-                        corrected = true;
-                        results.push(ToolResult {
-                            id: c.id,
-                            content: correction(&problems.0, true),
-                            is_error: true,
-                        });
-                        correcting = Some(problems);
-                        continue;
-                    }
-                }
-            }
-            tool_calls += 1;
-            if tool_calls > call.settings.max_tool_calls {
-                return ChildResult::Failed(format!(
-                    "gave up: the model made more than {} tool calls without answering \
-                     (max_tool_calls; raise it in the provider's table or the agent type)",
-                    call.settings.max_tool_calls
-                ));
-            }
-            let result = run_one(&call, &c.name, &c.id, &c.input).await;
-            conversation_bytes += result.content.len();
-            results.push(result);
-            if call.cancel.is_cancelled() {
-                return ChildResult::Cancelled;
-            }
-        }
-        messages.push(Message::ToolResults(results));
     }
     ChildResult::Failed(format!(
         "gave up: the model used all {} turns (max_turns) without answering; raise max_turns \
@@ -721,74 +389,10 @@ fn system_prompt(call: &Call<'_>, structured_tool: bool) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("\n\n"))
 }
 
-/// A `StructuredOutput` input, checked against the call's schema.
-fn structured_answer(schema: &Value, input: &Input) -> Result<Value, AnswerMismatch> {
-    let Input::Json(v) = input else {
-        return Err(AnswerMismatch(format!(
-            "the {STRUCTURED_OUTPUT} arguments are not JSON"
-        )));
-    };
-    let answer = toolset::unwrap_answer(schema, v.clone());
-    check(schema, answer)
-}
-
-/// A text answer to a schema call: the JSON in it (code fences allowed),
-/// checked against the schema.
-fn text_answer(schema: &Value, reply: &Reply) -> Result<Value, AnswerMismatch> {
-    let cut = if reply.finish_reason.as_deref() == Some("length") {
-        " (the answer was cut off at the token limit)"
-    } else {
-        ""
-    };
-    let v: Value = serde_json::from_str(strip_fences(&reply.text)).map_err(|e| {
-        AnswerMismatch(format!(
-            "the answer is not JSON{cut}: {e}; it starts: {}",
-            toolset::cut(reply.text.trim(), 200)
-        ))
-    })?;
-    check(schema, v)
-}
-
-fn check(schema: &Value, v: Value) -> Result<Value, AnswerMismatch> {
-    let problems = schema::validate(schema, &v, "value");
-    if problems.is_empty() {
-        Ok(v)
-    } else {
-        Err(AnswerMismatch(problem_list(&problems)))
-    }
-}
-
-/// The JSON inside a Markdown code fence (its info string dropped), or
-/// the text trimmed.
-pub(crate) fn strip_fences(s: &str) -> &str {
-    let t = s.trim();
-    let Some(rest) = t.strip_prefix("```") else {
-        return t;
-    };
-    let Some(inner) = rest.strip_suffix("```") else {
-        return t;
-    };
-    // Drop the info string ("json") on the opening line.
-    match inner.find('\n') {
-        Some(i) => inner[i + 1..].trim(),
-        None => inner.trim(),
-    }
-}
-
-/// The corrective message: what is wrong, and how to answer.
-fn correction(problems: &str, tool: bool) -> String {
-    if tool {
-        format!(
-            "{problems}\nCall {STRUCTURED_OUTPUT} again with an input that fixes every problem \
-             listed."
-        )
-    } else {
-        format!("{problems}\nReply again in json: only the corrected object, nothing else.")
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::answer::{structured_answer, text_answer};
+    use super::settings::check_keys;
     use super::*;
     use rstest::rstest;
     use serde_json::json;

@@ -123,6 +123,9 @@ pub fn unwrap_answer(schema: &Value, input: Value) -> Value {
     }
 }
 
+/// The tool `name` as the model is told of it: its description and input
+/// schema.
+// Long because: a flat table, one arm per tool.
 fn spec(name: &str) -> Option<ToolSpec> {
     let (description, schema) = match name {
         "Read" => (

@@ -19,14 +19,14 @@ use crate::command::{minimal_env, not_runnable, search_path};
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// An agent CLI as found on this machine.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct CliStatus {
     /// Which CLI.
     pub kind: CliKind,
     /// The program, found (its path) or why not.
-    pub program: Result<PathBuf, String>,
+    pub program: Result<PathBuf, NotInstalled>,
     /// Its version (`2.1.332`), or why it is not known.
-    pub version: Result<String, String>,
+    pub version: Result<String, VersionUnknown>,
     /// Whether dsh's tests ran against this version.
     pub tested: Tested,
     /// What its status command says of its login.
@@ -55,8 +55,83 @@ pub enum Login {
     Unknown(String),
 }
 
+/// Why a program was not found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotFound {
+    /// A path was given and is not a runnable file there.
+    #[error("{} {why}", path.display())]
+    NotRunnable {
+        /// The path (relative ones joined to the base directory).
+        path: PathBuf,
+        /// What is wrong with it (`does not exist`, …).
+        why: &'static str,
+    },
+    /// A name was given and no directory on `PATH` has it.
+    #[error("{program} is not on PATH")]
+    NotOnPath {
+        /// The name.
+        program: String,
+    },
+}
+
+/// An agent CLI's program was not found; the fix is installing it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{cause}; install it with `npm install -g {package}@{version}`")]
+pub struct NotInstalled {
+    /// Why it was not found.
+    pub cause: NotFound,
+    /// The npm package that installs it.
+    pub package: &'static str,
+    /// The version to install (the newest tested, else `latest`).
+    pub version: &'static str,
+}
+
+/// Why one probe run printed nothing usable.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// No scratch directory for its output.
+    #[error("a scratch directory: {0}")]
+    Scratch(#[source] std::io::Error),
+    /// No file for its output.
+    #[error("{0}")]
+    Output(#[source] std::io::Error),
+    /// The program could not be started.
+    #[error("cannot run {}: {source}", program.display())]
+    Spawn {
+        /// The program.
+        program: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It did not end within [`PROBE_TIMEOUT`] and was killed.
+    #[error("`{} {}` did not answer within {}s", program.display(), args.join(" "), PROBE_TIMEOUT.as_secs())]
+    TimedOut {
+        /// The program.
+        program: PathBuf,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+}
+
+/// Why a CLI's version is not known.
+#[derive(Debug, thiserror::Error)]
+pub enum VersionUnknown {
+    /// The program was not found.
+    #[error("not installed")]
+    NotInstalled,
+    /// `--version` could not be run.
+    #[error(transparent)]
+    Probe(#[from] ProbeError),
+    /// `--version` printed no `N.N.N`.
+    #[error("`--version` said {said:?}")]
+    Unrecognized {
+        /// Its stdout, trimmed.
+        said: String,
+    },
+}
+
 /// Finds `program` (a name on `PATH`, or a path relative to `base_dir`).
-pub fn locate(program: &str, base_dir: &Path) -> Result<PathBuf, String> {
+pub fn locate(program: &str, base_dir: &Path) -> Result<PathBuf, NotFound> {
     let p = Path::new(program);
     let path = if program.contains('/') {
         let p = if p.is_relative() {
@@ -65,14 +140,16 @@ pub fn locate(program: &str, base_dir: &Path) -> Result<PathBuf, String> {
             p.to_path_buf()
         };
         if let Some(why) = not_runnable(&p) {
-            return Err(format!("{} {why}", p.display()));
+            return Err(NotFound::NotRunnable { path: p, why });
         }
         p
     } else {
         std::env::split_paths(&search_path())
             .map(|d| d.join(program))
             .find(|c| not_runnable(c).is_none())
-            .ok_or_else(|| format!("{program} is not on PATH"))?
+            .ok_or_else(|| NotFound::NotOnPath {
+                program: program.to_string(),
+            })?
     };
     Ok(path)
 }
@@ -86,27 +163,29 @@ pub fn probe(kind: CliKind, program: &str, base_dir: &Path, env_names: &[String]
             .copied()
             .chain(env_names.iter().map(String::as_str)),
     );
-    let program = locate(program, base_dir).map_err(|e| {
-        format!(
-            "{e}; install it with `npm install -g {}@{}`",
-            kind.npm_package(),
-            kind.tested_versions().last().copied().unwrap_or("latest")
-        )
+    let program = locate(program, base_dir).map_err(|cause| NotInstalled {
+        cause,
+        package: kind.npm_package(),
+        version: kind.tested_versions().last().copied().unwrap_or("latest"),
     });
     let Ok(path) = &program else {
         return CliStatus {
             kind,
             program,
-            version: Err("not installed".into()),
+            version: Err(VersionUnknown::NotInstalled),
             tested: Tested::Unknown,
             login: Login::Unknown("not installed".into()),
         };
     };
-    let version = run(path, &["--version"], &env).and_then(|o| {
-        version_in(&o.stdout)
-            .or_else(|| version_in(&o.stderr))
-            .ok_or_else(|| format!("`--version` said {:?}", o.stdout.trim()))
-    });
+    let version = run(path, &["--version"], &env)
+        .map_err(VersionUnknown::from)
+        .and_then(|o| {
+            version_in(&o.stdout)
+                .or_else(|| version_in(&o.stderr))
+                .ok_or_else(|| VersionUnknown::Unrecognized {
+                    said: o.stdout.trim().to_string(),
+                })
+        });
     let tested = match &version {
         Ok(v) if kind.tested_versions().contains(&v.as_str()) => Tested::Yes,
         Ok(_) => Tested::No(kind.tested_versions().to_vec()),
@@ -131,13 +210,13 @@ struct Printed {
 
 /// Runs `program args` bounded by [`PROBE_TIMEOUT`], in its own process
 /// group (killed whole when it overstays), stdin closed.
-fn run(program: &Path, args: &[&str], env: &[(OsString, OsString)]) -> Result<Printed, String> {
+fn run(program: &Path, args: &[&str], env: &[(OsString, OsString)]) -> Result<Printed, ProbeError> {
     use std::os::unix::process::CommandExt;
-    let dir = tempfile::tempdir().map_err(|e| format!("a scratch directory: {e}"))?;
+    let dir = tempfile::tempdir().map_err(ProbeError::Scratch)?;
     let out_path = dir.path().join("out");
     let err_path = dir.path().join("err");
-    let out = std::fs::File::create(&out_path).map_err(|e| e.to_string())?;
-    let err = std::fs::File::create(&err_path).map_err(|e| e.to_string())?;
+    let out = std::fs::File::create(&out_path).map_err(ProbeError::Output)?;
+    let err = std::fs::File::create(&err_path).map_err(ProbeError::Output)?;
     // Files, not pipes: a probe that leaves a child holding a pipe open
     // cannot make this wait.
     let mut child = Command::new(program)
@@ -150,7 +229,10 @@ fn run(program: &Path, args: &[&str], env: &[(OsString, OsString)]) -> Result<Pr
         .stderr(err)
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+        .map_err(|source| ProbeError::Spawn {
+            program: program.to_path_buf(),
+            source,
+        })?;
     let deadline = Instant::now() + PROBE_TIMEOUT;
     let status = loop {
         match child.try_wait() {
@@ -164,12 +246,10 @@ fn run(program: &Path, args: &[&str], env: &[(OsString, OsString)]) -> Result<Pr
                     );
                 }
                 let _ = child.wait();
-                return Err(format!(
-                    "`{} {}` did not answer within {}s",
-                    program.display(),
-                    args.join(" "),
-                    PROBE_TIMEOUT.as_secs()
-                ));
+                return Err(ProbeError::TimedOut {
+                    program: program.to_path_buf(),
+                    args: args.iter().map(|a| (*a).to_string()).collect(),
+                });
             }
         }
     };
@@ -216,7 +296,7 @@ fn login(kind: CliKind, program: &Path, env: &[(OsString, OsString)]) -> Login {
                 ),
                 Err(_) => Login::Unknown(first_line(&o.stdout, &o.stderr)),
             },
-            Err(e) => Login::Unknown(e),
+            Err(e) => Login::Unknown(e.to_string()),
         },
         CliKind::Codex => match run(program, &["login", "status"], env) {
             Ok(o) if o.ok => Login::Yes(first_line(&o.stderr, &o.stdout)),
@@ -224,7 +304,7 @@ fn login(kind: CliKind, program: &Path, env: &[(OsString, OsString)]) -> Login {
                 "{}: run `codex login` (a custom model provider in config.toml needs none)",
                 first_line(&o.stderr, &o.stdout)
             )),
-            Err(e) => Login::Unknown(e),
+            Err(e) => Login::Unknown(e.to_string()),
         },
         // Qwen Code has no status command: its key is in the environment
         // or its settings, an OAuth login in its home.
@@ -301,6 +381,8 @@ mod tests {
             &[],
         );
         let e = s.program.expect_err("missing");
+        assert!(matches!(e.cause, NotFound::NotOnPath { .. }), "{e}");
+        let e = e.to_string();
         assert!(e.contains("npm install -g @openai/codex@"), "{e}");
         assert_eq!(s.tested, Tested::Unknown);
     }
@@ -317,7 +399,7 @@ mod tests {
         std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .expect("chmod");
         let s = probe(CliKind::ClaudeCode, "./fake-claude", dir.path(), &[]);
-        assert_eq!(s.version.as_deref(), Ok("9.9.9"));
+        assert_eq!(s.version.as_deref().ok(), Some("9.9.9"));
         assert!(matches!(s.tested, Tested::No(_)));
         assert_eq!(s.login, Login::Yes("api_key from ANTHROPIC_API_KEY".into()));
     }

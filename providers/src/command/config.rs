@@ -199,33 +199,7 @@ impl CommandConfig {
     }
 
     pub(super) fn check(&self, base_dir: &Path) -> Result<Checked, SetupError> {
-        let Some(arg0) = self.argv.first() else {
-            return Err(SetupError::invalid(
-                "argv",
-                "must not be empty; give the program to run, e.g. argv = [\"claude\", \"-p\"]",
-            ));
-        };
-        if arg0.trim().is_empty() {
-            return Err(SetupError::invalid(
-                "argv[0]",
-                "must not be empty; give the program to run",
-            ));
-        }
-        let t0 = ArgTemplate::parse(arg0).map_err(|e| SetupError::invalid("argv[0]", e))?;
-        if !t0.is_literal() {
-            return Err(SetupError::invalid(
-                "argv[0]",
-                format!("the program cannot come from a placeholder ({arg0:?}); name it literally"),
-            ));
-        }
-        let args = self.argv[1..]
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                ArgTemplate::parse(a)
-                    .map_err(|e| SetupError::invalid(format!("argv[{}]", i + 1), e))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let (arg0, args) = self.templates()?;
         let in_args = args.iter().any(|a| a.uses(Placeholder::Prompt));
         let prompt = match self.prompt {
             Some(PromptMode::Argv) if !in_args => {
@@ -297,6 +271,40 @@ impl CommandConfig {
             cwd,
             worktree_dir,
         })
+    }
+
+    /// `argv` parsed: the program (literal, never a placeholder) and the
+    /// arguments' templates.
+    fn templates(&self) -> Result<(&str, Vec<ArgTemplate>), SetupError> {
+        let Some(arg0) = self.argv.first() else {
+            return Err(SetupError::invalid(
+                "argv",
+                "must not be empty; give the program to run, e.g. argv = [\"claude\", \"-p\"]",
+            ));
+        };
+        if arg0.trim().is_empty() {
+            return Err(SetupError::invalid(
+                "argv[0]",
+                "must not be empty; give the program to run",
+            ));
+        }
+        let t0 =
+            ArgTemplate::parse(arg0).map_err(|e| SetupError::invalid("argv[0]", e.to_string()))?;
+        if !t0.is_literal() {
+            return Err(SetupError::invalid(
+                "argv[0]",
+                format!("the program cannot come from a placeholder ({arg0:?}); name it literally"),
+            ));
+        }
+        let args = self.argv[1..]
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                ArgTemplate::parse(a)
+                    .map_err(|e| SetupError::invalid(format!("argv[{}]", i + 1), e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((arg0, args))
     }
 
     /// The checked program, working directory and worktree directory (for

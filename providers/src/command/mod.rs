@@ -236,6 +236,68 @@ impl CommandProvider {
     }
 }
 
+/// Removes the worktree of a call that did not start.
+async fn remove_worktree(worktree: Option<&Worktree>) {
+    if let Some(wt) = worktree {
+        wt.remove().await;
+    }
+}
+
+impl CommandProvider {
+    /// The call's worktree under `isolation: "worktree"` (named `id`);
+    /// `None` without isolation; any other isolation is refused.
+    async fn isolate(
+        &self,
+        request: &AgentRequest,
+        id: &str,
+    ) -> Result<Option<Worktree>, StartRefused> {
+        match request.options.isolation.as_deref() {
+            None => Ok(None),
+            Some("worktree") => Worktree::create(&self.cwd, &self.worktree_dir, id)
+                .await
+                .map(Some)
+                .map_err(|e| self.refuse(e.to_string())),
+            Some(other) => Err(StartRefused {
+                code: ErrorCode::UnsupportedOption,
+                message: format!(
+                    "provider {} (command): isolation {other:?} is not supported; the only \
+                     isolation is \"worktree\"",
+                    self.name
+                ),
+            }),
+        }
+    }
+
+    /// The program's arguments for one call: each `argv` template with the
+    /// call's values (an argument whose value is absent is dropped).
+    fn render_args(
+        &self,
+        request: &AgentRequest,
+        prompt: &str,
+        schema: Option<&str>,
+        schema_path: Option<&str>,
+    ) -> Vec<String> {
+        let tools = request.tools.as_ref().map(|t| t.join(","));
+        let disallowed = request.disallowed_tools.join(",");
+        self.args
+            .iter()
+            .filter_map(|t| {
+                t.render(|p| match p {
+                    Placeholder::Prompt => Some(prompt),
+                    Placeholder::Model => request.options.model.as_deref(),
+                    Placeholder::Effort => request.options.effort.as_deref(),
+                    Placeholder::AgentType => request.options.agent_type.as_deref(),
+                    Placeholder::SystemPrompt => request.system_prompt.as_deref(),
+                    Placeholder::Schema => schema,
+                    Placeholder::SchemaFile => schema_path,
+                    Placeholder::Tools => tools.as_deref(),
+                    Placeholder::DisallowedTools => Some(disallowed.as_str()),
+                })
+            })
+            .collect()
+    }
+}
+
 #[async_trait]
 impl SubagentProvider for CommandProvider {
     async fn start(
@@ -249,24 +311,7 @@ impl SubagentProvider for CommandProvider {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let id = format!("{}-{n}", self.name);
 
-        let worktree = match request.options.isolation.as_deref() {
-            None => None,
-            Some("worktree") => Some(
-                Worktree::create(&self.cwd, &self.worktree_dir, &id)
-                    .await
-                    .map_err(|m| self.refuse(m))?,
-            ),
-            Some(other) => {
-                return Err(StartRefused {
-                    code: ErrorCode::UnsupportedOption,
-                    message: format!(
-                        "provider {} (command): isolation {other:?} is not supported; the only \
-                         isolation is \"worktree\"",
-                        self.name
-                    ),
-                });
-            }
-        };
+        let worktree = self.isolate(&request, &id).await?;
         let cwd = worktree
             .as_ref()
             .map_or_else(|| self.cwd.clone(), |w| w.run_dir.clone());
@@ -277,9 +322,7 @@ impl SubagentProvider for CommandProvider {
             Some(s) if self.schema_file_in_args => match TempFile::write(&id, s) {
                 Ok(f) => Some(f),
                 Err(e) => {
-                    if let Some(wt) = &worktree {
-                        wt.remove().await;
-                    }
+                    remove_worktree(worktree.as_ref()).await;
                     return Err(self.refuse(format!("cannot write the schema file: {e}")));
                 }
             },
@@ -288,29 +331,9 @@ impl SubagentProvider for CommandProvider {
         let schema_path = schema_file
             .as_ref()
             .map(|f| f.0.to_string_lossy().into_owned());
-        let tools = request.tools.as_ref().map(|t| t.join(","));
-        let disallowed = request.disallowed_tools.join(",");
-        let args: Vec<String> = self
-            .args
-            .iter()
-            .filter_map(|t| {
-                t.render(|p| match p {
-                    Placeholder::Prompt => Some(prompt.as_str()),
-                    Placeholder::Model => request.options.model.as_deref(),
-                    Placeholder::Effort => request.options.effort.as_deref(),
-                    Placeholder::AgentType => request.options.agent_type.as_deref(),
-                    Placeholder::SystemPrompt => request.system_prompt.as_deref(),
-                    Placeholder::Schema => schema.as_deref(),
-                    Placeholder::SchemaFile => schema_path.as_deref(),
-                    Placeholder::Tools => tools.as_deref(),
-                    Placeholder::DisallowedTools => Some(disallowed.as_str()),
-                })
-            })
-            .collect();
+        let args = self.render_args(&request, &prompt, schema.as_deref(), schema_path.as_deref());
         if args.iter().any(|a| a.contains('\0')) {
-            if let Some(wt) = &worktree {
-                wt.remove().await;
-            }
+            remove_worktree(worktree.as_ref()).await;
             // Cannot be an argument: this call fails, the run goes on.
             return Ok(Arc::new(CommandChild::failed(
                 id,
@@ -324,9 +347,7 @@ impl SubagentProvider for CommandProvider {
         // Under the reaper a missing program would only show as its exit
         // status 127: refuse the start the way a direct spawn does.
         if self.reaper.is_some() && not_runnable(&self.program).is_some() {
-            if let Some(wt) = &worktree {
-                wt.remove().await;
-            }
+            remove_worktree(worktree.as_ref()).await;
             return Err(
                 self.spawn_refusal(&cwd, &std::io::Error::from(std::io::ErrorKind::NotFound))
             );
@@ -342,9 +363,7 @@ impl SubagentProvider for CommandProvider {
         let running = match process::spawn(&spec).await {
             Ok(r) => r,
             Err(e) => {
-                if let Some(wt) = &worktree {
-                    wt.remove().await;
-                }
+                remove_worktree(worktree.as_ref()).await;
                 if e.raw_os_error() == Some(libc::E2BIG) {
                     // Too long for the kernel: this call fails, the run goes on.
                     return Ok(Arc::new(CommandChild::failed(

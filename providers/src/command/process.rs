@@ -248,10 +248,12 @@ impl Running {
             err: std::collections::VecDeque::new(),
             err_truncated: false,
         };
-        let mut stdout = self.stdout.take();
-        let mut stderr = self.stderr.take();
-        let mut obuf = vec![0u8; 64 * 1024];
-        let mut ebuf = vec![0u8; 8 * 1024];
+        let mut pipes = Pipes {
+            stdout: self.stdout.take(),
+            stderr: self.stderr.take(),
+            obuf: vec![0u8; 64 * 1024],
+            ebuf: vec![0u8; 8 * 1024],
+        };
         // Boxed so that it (and the pipe it owns) can be dropped early.
         let mut stdin_fut = Box::pin(write_stdin(self.stdin.take(), self.stdin_data.take()));
         let mut stdin_done = false;
@@ -265,56 +267,26 @@ impl Running {
                 _ = self.group.exited() => break,
                 _ = cancel.cancelled() => ending = Some(Ending::Cancelled),
                 _ = sleep_until_opt(deadline) => ending = Some(Ending::TimedOut),
-                r = read_opt(&mut stdout, &mut obuf) => match r {
+                r = read_opt(&mut pipes.stdout, &mut pipes.obuf) => match r {
                     Ok(n) if n > 0 => {
-                        sink.stdout(&obuf[..n]);
+                        sink.stdout(&pipes.obuf[..n]);
                         if sink.overflow {
                             ending = Some(Ending::Overflow);
                         }
                     }
-                    _ => stdout = None,
+                    _ => pipes.stdout = None,
                 },
-                r = read_opt(&mut stderr, &mut ebuf) => match r {
-                    Ok(n) if n > 0 => sink.stderr(&ebuf[..n]),
-                    _ => stderr = None,
+                r = read_opt(&mut pipes.stderr, &mut pipes.ebuf) => match r {
+                    Ok(n) if n > 0 => sink.stderr(&pipes.ebuf[..n]),
+                    _ => pipes.stderr = None,
                 },
                 _ = &mut stdin_fut, if !stdin_done => stdin_done = true,
             }
         }
 
-        // 2. Stopping: SIGTERM to the group, the grace, SIGKILL. The pipes
-        //    keep being drained (a program flushing on SIGTERM must not
-        //    block on a full pipe), stdout no longer kept.
-        let mut leader_exited = ending.is_none();
-        if !leader_exited {
-            sink.keep_out = false;
-            self.group.signal(nix::sys::signal::Signal::SIGTERM);
-            let term_deadline = Instant::now() + limits.grace;
-            let mut killed = false;
-            let mut kill_deadline = None;
-            loop {
-                tokio::select! {
-                    biased;
-                    _ = self.group.exited() => {
-                        leader_exited = true;
-                        break;
-                    }
-                    _ = tokio::time::sleep_until(term_deadline), if !killed => {
-                        self.group.signal(nix::sys::signal::Signal::SIGKILL);
-                        killed = true;
-                        kill_deadline = Some(Instant::now() + KILL_WAIT);
-                    }
-                    _ = sleep_until_opt(kill_deadline), if killed => break,
-                    r = read_opt(&mut stdout, &mut obuf) => if !matches!(r, Ok(n) if n > 0) {
-                        stdout = None;
-                    },
-                    r = read_opt(&mut stderr, &mut ebuf) => match r {
-                        Ok(n) if n > 0 => sink.stderr(&ebuf[..n]),
-                        _ => stderr = None,
-                    },
-                }
-            }
-        }
+        // 2. Stopping (SIGTERM, the grace, SIGKILL) unless it exited.
+        let leader_exited =
+            ending.is_none() || stop(&mut self.group, limits.grace, &mut pipes, &mut sink).await;
         let ending = ending.unwrap_or(Ending::Exited);
 
         // 3. The leader is a zombie (or stuck): nothing of its group may
@@ -324,20 +296,7 @@ impl Running {
         drop(stdin_fut);
 
         // 4. What is left in the pipes, for a bounded time.
-        let drain_deadline = Instant::now() + DRAIN_BOUND;
-        while stdout.is_some() || stderr.is_some() {
-            tokio::select! {
-                _ = tokio::time::sleep_until(drain_deadline) => break,
-                r = read_opt(&mut stdout, &mut obuf) => match r {
-                    Ok(n) if n > 0 => sink.stdout(&obuf[..n]),
-                    _ => stdout = None,
-                },
-                r = read_opt(&mut stderr, &mut ebuf) => match r {
-                    Ok(n) if n > 0 => sink.stderr(&ebuf[..n]),
-                    _ => stderr = None,
-                },
-            }
-        }
+        pipes.drain(&mut sink).await;
         let ending = if ending == Ending::Exited && sink.overflow {
             Ending::Overflow
         } else {
@@ -356,6 +315,72 @@ impl Running {
             stdout: sink.out,
             stderr_tail: sink.err.into_iter().collect(),
             stderr_truncated: sink.err_truncated,
+        }
+    }
+}
+
+/// The program's output pipes (`None` once closed) and a read buffer
+/// for each.
+struct Pipes {
+    stdout: Option<ChildStdout>,
+    stderr: Option<ChildStderr>,
+    obuf: Vec<u8>,
+    ebuf: Vec<u8>,
+}
+
+impl Pipes {
+    /// Reads what is left in both pipes into `sink` until they close, for
+    /// at most [`DRAIN_BOUND`].
+    async fn drain(&mut self, sink: &mut Sink<'_>) {
+        let drain_deadline = Instant::now() + DRAIN_BOUND;
+        while self.stdout.is_some() || self.stderr.is_some() {
+            tokio::select! {
+                _ = tokio::time::sleep_until(drain_deadline) => break,
+                r = read_opt(&mut self.stdout, &mut self.obuf) => match r {
+                    Ok(n) if n > 0 => sink.stdout(&self.obuf[..n]),
+                    _ => self.stdout = None,
+                },
+                r = read_opt(&mut self.stderr, &mut self.ebuf) => match r {
+                    Ok(n) if n > 0 => sink.stderr(&self.ebuf[..n]),
+                    _ => self.stderr = None,
+                },
+            }
+        }
+    }
+}
+
+/// Stops a program that has not exited: SIGTERM to the group, `grace`,
+/// SIGKILL, then at most [`KILL_WAIT`]. The pipes keep being drained (a
+/// program flushing on SIGTERM must not block on a full pipe), stdout no
+/// longer kept. Whether the leader exited.
+async fn stop(
+    group: &mut ProcessGroup,
+    grace: Duration,
+    pipes: &mut Pipes,
+    sink: &mut Sink<'_>,
+) -> bool {
+    sink.keep_out = false;
+    group.signal(nix::sys::signal::Signal::SIGTERM);
+    let term_deadline = Instant::now() + grace;
+    let mut killed = false;
+    let mut kill_deadline = None;
+    loop {
+        tokio::select! {
+            biased;
+            _ = group.exited() => return true,
+            _ = tokio::time::sleep_until(term_deadline), if !killed => {
+                group.signal(nix::sys::signal::Signal::SIGKILL);
+                killed = true;
+                kill_deadline = Some(Instant::now() + KILL_WAIT);
+            }
+            _ = sleep_until_opt(kill_deadline), if killed => return false,
+            r = read_opt(&mut pipes.stdout, &mut pipes.obuf) => if !matches!(r, Ok(n) if n > 0) {
+                pipes.stdout = None;
+            },
+            r = read_opt(&mut pipes.stderr, &mut pipes.ebuf) => match r {
+                Ok(n) if n > 0 => sink.stderr(&pipes.ebuf[..n]),
+                _ => pipes.stderr = None,
+            },
         }
     }
 }

@@ -86,6 +86,17 @@ enum Piece {
     Var(Placeholder),
 }
 
+/// An `argv` element names a placeholder there is none of.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown placeholder {{{name}}}; known: {known} (write {{{{{name}}}}} for the literal text)",
+    known = Placeholder::known_list()
+)]
+pub struct UnknownPlaceholder {
+    /// The name between the braces.
+    pub name: String,
+}
+
 /// One parsed `argv` element.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArgTemplate {
@@ -100,7 +111,7 @@ fn is_ident(s: &str) -> bool {
 
 impl ArgTemplate {
     /// Parses one argument; the error names the unknown placeholder.
-    pub(crate) fn parse(arg: &str) -> Result<ArgTemplate, String> {
+    pub(crate) fn parse(arg: &str) -> Result<ArgTemplate, UnknownPlaceholder> {
         let mut pieces = Vec::new();
         let mut lit = String::new();
         let mut rest = arg;
@@ -127,11 +138,8 @@ impl ArgTemplate {
             match after.find('}') {
                 Some(close) if is_ident(&after[..close]) => {
                     let name = &after[..close];
-                    let p = Placeholder::from_name(name).ok_or_else(|| {
-                        format!(
-                            "unknown placeholder {{{name}}}; known: {} (write {{{{{name}}}}} for the literal text)",
-                            Placeholder::known_list()
-                        )
+                    let p = Placeholder::from_name(name).ok_or_else(|| UnknownPlaceholder {
+                        name: name.to_string(),
                     })?;
                     if !lit.is_empty() {
                         pieces.push(Piece::Lit(std::mem::take(&mut lit)));
@@ -238,6 +246,8 @@ mod tests {
     #[case::embedded("--x={nope}", "{nope}")]
     fn unknown_placeholders_are_errors(#[case] arg: &str, #[case] name: &str) {
         let err = ArgTemplate::parse(arg).expect_err("unknown");
+        assert_eq!(format!("{{{}}}", err.name), name);
+        let err = err.to_string();
         assert!(err.contains(name), "{err}");
         assert!(err.contains("{prompt}, {model}"), "{err}");
     }
