@@ -130,7 +130,7 @@ pub async fn main(args: TestArgs) -> Result<i32, CliError> {
     } else {
         args.paths.clone()
     };
-    let cases = discover(&paths).map_err(CliError::usage)?;
+    let cases = discover(&paths).map_err(|e| CliError::usage(e.to_string()))?;
     if cases.is_empty() {
         let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
         return Err(CliError::usage(format!(
@@ -269,16 +269,14 @@ fn print_report(case: &Case, report: &Report) {
 /// pull request adding `leak.js -> /proc/self/environ` must not get a
 /// file from outside into the test log. Sorted per path, each script once.
 /// A path that does not exist is an error.
-fn discover(paths: &[PathBuf]) -> Result<Vec<Case>, String> {
+fn discover(paths: &[PathBuf]) -> Result<Vec<Case>, CannotRead> {
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     for path in paths {
-        let meta =
-            std::fs::metadata(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let meta = std::fs::metadata(path).map_err(CannotRead::at(path))?;
         let mut found = Vec::new();
         if meta.is_dir() {
-            let root = std::fs::canonicalize(path)
-                .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+            let root = std::fs::canonicalize(path).map_err(CannotRead::at(path))?;
             walk(path, &root, &mut found)?;
             // `dsh workflow test` (or `.`) shows `a/b.ts`, not `./a/b.ts`.
             for f in &mut found {
@@ -313,11 +311,28 @@ fn stays_inside(path: &Path, root: &Path) -> bool {
     }
 }
 
-fn walk(dir: &Path, root: &Path, found: &mut Vec<PathBuf>) -> Result<(), String> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| format!("{}: cannot read: {e}", dir.display()))?;
+/// A path named to `dsh workflow test`, or a directory under it, that
+/// cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: cannot read: {source}", path.display())]
+struct CannotRead {
+    path: PathBuf,
+    source: std::io::Error,
+}
+
+impl CannotRead {
+    fn at(path: &Path) -> impl FnOnce(std::io::Error) -> CannotRead + '_ {
+        move |source| CannotRead {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+fn walk(dir: &Path, root: &Path, found: &mut Vec<PathBuf>) -> Result<(), CannotRead> {
+    let entries = std::fs::read_dir(dir).map_err(CannotRead::at(dir))?;
     for entry in entries {
-        let entry = entry.map_err(|e| format!("{}: cannot read: {e}", dir.display()))?;
+        let entry = entry.map_err(CannotRead::at(dir))?;
         let path = entry.path();
         let Ok(file_type) = entry.file_type() else {
             continue;
@@ -355,7 +370,8 @@ fn walk(dir: &Path, root: &Path, found: &mut Vec<PathBuf>) -> Result<(), String>
 async fn run_case(case: &Case, settings: &Settings) -> Report {
     let request = match request(case, settings) {
         Ok(r) => r,
-        Err(m) => return Report::fail(m),
+        // The case fails with the line the command would have exited with.
+        Err(e) => return Report::fail(format!("error[{}]: {}", e.code, e.message)),
     };
     let expected = if settings.update {
         None
@@ -415,31 +431,28 @@ async fn run_case(case: &Case, settings: &Settings) -> Report {
 
 /// The run request of a case: `dsh workflow run X.ts --fixture
 /// X.fixture.json [--args-file X.args.json]`, under the script's file name.
-fn request(case: &Case, settings: &Settings) -> Result<StartRequest, String> {
+fn request(case: &Case, settings: &Settings) -> Result<StartRequest, CliError> {
     let text = files::read_text(&case.fixture, files::FIXTURE_LIMIT).map_err(|e| {
-        format!(
-            "error[USAGE]: {}: cannot read the fixture: {e}",
+        CliError::usage(format!(
+            "{}: cannot read the fixture: {e}",
             case.fixture.display()
-        )
+        ))
     })?;
     let provider = ScriptedProvider::from_json_text(&case.fixture.display().to_string(), &text)
-        .map_err(|e| format!("error[{}]: {e}", ErrorCode::FixtureInvalid))?;
+        .map_err(|e| CliError::new(ErrorCode::FixtureInvalid, e.to_string()))?;
     let args = match files::read_text(&case.args, files::ARGS_LIMIT) {
-        Ok(text) => {
-            ArgsInput::Json(serde_json::from_str::<Value>(&text).map_err(|e| {
-                format!("error[USAGE]: {}: not valid JSON: {e}", case.args.display())
-            })?)
-        }
+        Ok(text) => ArgsInput::Json(serde_json::from_str::<Value>(&text).map_err(|e| {
+            CliError::usage(format!("{}: not valid JSON: {e}", case.args.display()))
+        })?),
         Err(files::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => ArgsInput::None,
         Err(e) => {
-            return Err(format!(
-                "error[USAGE]: {}: cannot read: {e}",
+            return Err(CliError::usage(format!(
+                "{}: cannot read: {e}",
                 case.args.display()
-            ));
+            )));
         }
     };
-    let mut req = StartRequest::from_path(&case.script, &settings.limits)
-        .map_err(|e| format!("error[{}]: {e}", e.code()))?
+    let mut req = StartRequest::from_path(&case.script, &settings.limits)?
         .with_limits(settings.limits.clone())
         .with_args(args)
         .with_meta_fallback(Meta::default_for(&case.script))

@@ -981,7 +981,7 @@ async fn cc_fanout50(
     );
     match &peer {
         Ok(_) => f.peer_note = Some("Claude Code 2.1.332's Workflow runtime, offline".into()),
-        Err(why) => f.peer_note = Some(why.clone()),
+        Err(why) => f.peer_note = Some(why.to_string()),
     }
     let ratio = f.ratio();
     f.targets.push(Target {
