@@ -309,34 +309,38 @@ impl<'js> Loop<'_, 'js> {
     /// CANCELLED from now on), and the run ended here when nothing else
     /// can settle the body; a second cancel changes nothing.
     fn on_cancel(&self, reason: CancelReason, cancel_reason: &mut Option<CancelReason>) {
-    if cancel_reason.is_some() {
-        return;
-    }
-    self.shared.clock.note_cancel();
-    self.shared.timers.borrow_mut().clear_all();
-    let (code, message) = cancel_text(&reason);
-    *cancel_reason = Some(reason);
-    // Inside the script every hook throws CANCELLED after any
-    // cancel, a wall timeout included (contract §7); the run's
-    // own code (TIMEOUT for the wall budget) is in the End.
-    self.slice(|| {
-        self.internal
-            .cancel
-            .call::<_, ()>((ErrorCode::Cancelled.as_str(), message.as_str()))
-    });
-    // Whatever could still settle the body needed the host or a
-    // timer; both are gone now. End the run here.
-    if !self.shared.ended() && self.shared.clock.fired().is_none() {
-        let _ = self
-            .internal
-            .force_end
-            .call::<_, ()>((code.as_str(), message.as_str()));
-    }
+        if cancel_reason.is_some() {
+            return;
+        }
+        self.shared.clock.note_cancel();
+        self.shared.timers.borrow_mut().clear_all();
+        let (code, message) = cancel_text(&reason);
+        *cancel_reason = Some(reason);
+        // Inside the script every hook throws CANCELLED after any
+        // cancel, a wall timeout included (contract §7); the run's
+        // own code (TIMEOUT for the wall budget) is in the End.
+        self.slice(|| {
+            self.internal
+                .cancel
+                .call::<_, ()>((ErrorCode::Cancelled.as_str(), message.as_str()))
+        });
+        // Whatever could still settle the body needed the host or a
+        // timer; both are gone now. End the run here.
+        if !self.shared.ended() && self.shared.clock.fired().is_none() {
+            let _ = self
+                .internal
+                .force_end
+                .call::<_, ()>((code.as_str(), message.as_str()));
+        }
     }
 
     /// A nested workflow the host prepared: compiled here and handed to
     /// the waiting `workflow()` call, or its rejection.
-    fn on_workflow_loaded(&self, call_id: dsh_protocol::CallId, workflow: dsh_protocol::LoadedWorkflow) {
+    fn on_workflow_loaded(
+        &self,
+        call_id: dsh_protocol::CallId,
+        workflow: dsh_protocol::LoadedWorkflow,
+    ) {
         let d = &self.internal.deliver;
         // The host prepared the child, so its code compiles; if the
         // engine refuses it anyway, workflow() rejects saying so.

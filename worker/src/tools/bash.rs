@@ -170,7 +170,13 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
         Ok(c) => (c.kept.clone(), c.total),
         Err(_) => (Vec::new(), 0),
     };
-    Ok(describe(&kept, total, max, timed_out.then_some(timeout_ms), status))
+    Ok(describe(
+        &kept,
+        total,
+        max,
+        timed_out.then_some(timeout_ms),
+        status,
+    ))
 }
 
 /// Why the shell could not be started.

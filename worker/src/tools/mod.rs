@@ -396,7 +396,10 @@ fn read_request() -> Result<(Request, Tool, PathBuf), Refused> {
             )));
         }
         Err(e) => {
-            return Err(Refused(format!("workspace {}: {e}", req.workspace.display())));
+            return Err(Refused(format!(
+                "workspace {}: {e}",
+                req.workspace.display()
+            )));
         }
     };
     Ok((req, tool, workspace))
