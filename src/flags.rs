@@ -320,7 +320,9 @@ fn dry_run_items(text: &str) -> Result<u32, FlagError> {
 /// (clap prints it after `invalid value … for '--flag'`).
 #[derive(Debug, thiserror::Error)]
 enum FlagError {
-    #[error("{text:?} is not a number of array elements from 0 to {max}; pass e.g. --dry-run-items 3")]
+    #[error(
+        "{text:?} is not a number of array elements from 0 to {max}; pass e.g. --dry-run-items 3"
+    )]
     DryRunItems { text: String, max: u32 },
     #[error("{0:?} is not a positive amount of US dollars; give one such as 2.50")]
     Usd(String),

@@ -322,7 +322,6 @@ fn header(h: &mut String, s: &RunSummary, view: &Value) {
         esc(&crate::runs_cmd::dollars(totals["costUsd"].as_f64())),
         duration(totals["wallMs"].as_u64().unwrap_or(0))
     );
-
 }
 
 /// The timeline: an SVG with a phase title row, then one bar per agent,
