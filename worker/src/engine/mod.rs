@@ -355,22 +355,30 @@ fn init_object<'js>(ctx: &Ctx<'js>, init: &Init) -> rquickjs::Result<Object<'js>
     Ok(o)
 }
 
+/// The engine refused the run's part (an exception, described): the run
+/// fails with `SCRIPT_PARSE`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Rejected(String);
+
 /// The run's part of the engine: the prelude's entry points, `configure`
 /// called with the run's init data, the body compiled.
 fn build<'js>(
     ctx: &Ctx<'js>,
     init: &Init,
     internal: Persistent<Object<'static>>,
-) -> Result<(Internal<'js>, Function<'js>), String> {
-    let internal: Object = internal.restore(ctx).map_err(|e| describe(ctx, e))?;
-    let get = |name: &str| -> Result<Function<'js>, String> {
-        internal.get(name).map_err(|e| describe(ctx, e))
+) -> Result<(Internal<'js>, Function<'js>), Rejected> {
+    let internal: Object = internal
+        .restore(ctx)
+        .map_err(|e| Rejected(describe(ctx, e)))?;
+    let get = |name: &str| -> Result<Function<'js>, Rejected> {
+        internal.get(name).map_err(|e| Rejected(describe(ctx, e)))
     };
     let configure = get("configure")?;
-    let init_obj = init_object(ctx, init).map_err(|e| describe(ctx, e))?;
+    let init_obj = init_object(ctx, init).map_err(|e| Rejected(describe(ctx, e)))?;
     configure
         .call::<_, ()>((init_obj,))
-        .map_err(|e| describe(ctx, e))?;
+        .map_err(|e| Rejected(describe(ctx, e)))?;
     let internal = Internal {
         run: get("run")?,
         deliver: get("deliver")?,
@@ -380,7 +388,7 @@ fn build<'js>(
     };
     let body: Function = ctx
         .eval_with_options(init.script_js.as_str(), eval_opts(&init.script_name))
-        .map_err(|e| describe(ctx, e))?;
+        .map_err(|e| Rejected(describe(ctx, e)))?;
     Ok((internal, body))
 }
 
