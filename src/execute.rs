@@ -5,7 +5,7 @@
 use std::io::{IsTerminal, Write};
 
 use dsh_orchestrator::journal::{Durable, DurableOptions, Finished, JournalMode};
-use dsh_orchestrator::{ErrorCode, RunResult, StartRequest, StopReason};
+use dsh_orchestrator::{ErrorCode, EventStream, RunResult, StartRequest, StopReason, WorkflowRun};
 
 use crate::error::{CliError, exit, print_error, warn};
 use crate::flags::{ColorMode, EventsMode, OutputMode, RunArgs, ShowFlags};
@@ -83,27 +83,7 @@ pub async fn execute(
         Err(e) => return CliError::from(e).exit(),
     };
     print_warnings(durable_run.take_warnings());
-    let terminal =
-        std::io::stderr().is_terminal() && std::env::var_os("TERM").is_none_or(|t| t != "dumb");
-    let color = match show.color {
-        ColorMode::Always => true,
-        ColorMode::Never => false,
-        ColorMode::Auto => terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
-    };
-    let mode = match show.events {
-        EventsMode::Jsonl => progress::Mode::Jsonl,
-        EventsMode::None => progress::Mode::None,
-        EventsMode::Pretty | EventsMode::Lines => progress::Mode::Lines {
-            color,
-            start_note: start_note.clone(),
-        },
-    };
-    // On a terminal the pretty lines scroll above a redrawn status area;
-    // anywhere else (CI, pipes) they are printed exactly as they are.
-    let mut live = (show.events == EventsMode::Pretty && terminal)
-        .then(|| Live::new(color, budget, start_note));
-    let mut ticks = tokio::time::interval(crate::live::FLUSH_EVERY);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let (mode, mut live) = display(show, budget, start_note);
     // `--events-file` naming the run directory's own events file (the
     // recipe from before the run directory kept one): the library writes
     // it already, and two writers would write every event twice.
@@ -126,32 +106,7 @@ pub async fn execute(
             None,
         ))
     });
-    let mut events = run.subscribe();
-    let mut interrupts = 0u32;
-    loop {
-        tokio::select! {
-            ev = events.next() => match ev {
-                Some(ev) => match live.as_mut() {
-                    Some(l) => l.event(&ev),
-                    None => progress::show(&mode, &ev),
-                },
-                None => break,
-            },
-            _ = ticks.tick(), if live.is_some() => {
-                if let Some(l) = live.as_mut() {
-                    l.tick();
-                }
-            }
-            _ = signals.next() => {
-                interrupts += 1;
-                if interrupts == 1 {
-                    run.cancel("interrupted by signal");
-                } else {
-                    run.terminate();
-                }
-            }
-        }
-    }
+    let events = follow(run, &mode, live.as_mut(), &mut signals).await;
     let run_dir = durable_run.run_dir();
     let mut finished = durable_run.finish().await;
     if let Some(l) = live.as_mut() {
@@ -163,21 +118,7 @@ pub async fn execute(
         Some(task) => task.await.map_or((None, 0), |w| (w.error, w.dropped)),
         None => (None, 0),
     };
-    let dropped = events.dropped() + file_dropped;
-    if dropped > 0 {
-        warn(&format!(
-            "{dropped} event(s) were not shown: the event output (stderr{}) was read slower than \
-             the run produced them, and dsh keeps at most {} MiB of them waiting rather than slow the run \
-             or grow without bound; the run itself (result, journal) lost nothing (run {})",
-            if file_dropped > 0 {
-                ", --events-file"
-            } else {
-                ""
-            },
-            dsh_orchestrator::events::SUBSCRIBER_QUEUE_BYTES >> 20,
-            run_id,
-        ));
-    }
+    warn_dropped(events.dropped(), file_dropped, &run_id);
     let mut failed_output = report_journal(&finished);
     if let (Some(e), Some(p)) = (&events_error, &show.events_file) {
         print_error(
@@ -197,6 +138,95 @@ pub async fn execute(
         exit::ERROR
     } else {
         code
+    }
+}
+
+/// How the events are shown: the progress mode, and the live view on a
+/// terminal that asked for pretty events.
+fn display(
+    show: &ShowFlags,
+    budget: Option<u64>,
+    start_note: Option<String>,
+) -> (progress::Mode, Option<Live>) {
+    let terminal =
+        std::io::stderr().is_terminal() && std::env::var_os("TERM").is_none_or(|t| t != "dumb");
+    let color = match show.color {
+        ColorMode::Always => true,
+        ColorMode::Never => false,
+        ColorMode::Auto => terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+    };
+    let mode = match show.events {
+        EventsMode::Jsonl => progress::Mode::Jsonl,
+        EventsMode::None => progress::Mode::None,
+        EventsMode::Pretty | EventsMode::Lines => progress::Mode::Lines {
+            color,
+            start_note: start_note.clone(),
+        },
+    };
+    // On a terminal the pretty lines scroll above a redrawn status area;
+    // anywhere else (CI, pipes) they are printed exactly as they are.
+    let live = (show.events == EventsMode::Pretty && terminal)
+        .then(|| Live::new(color, budget, start_note));
+    (mode, live)
+}
+
+/// Shows the run's events until its last, redraws the live view, and
+/// turns signals into cancel (the first) and terminate (any later one).
+/// Returns the stream, which knows how many events it dropped.
+async fn follow(
+    run: &WorkflowRun,
+    mode: &progress::Mode,
+    mut live: Option<&mut Live>,
+    signals: &mut Signals,
+) -> EventStream {
+    let mut events = run.subscribe();
+    let mut ticks = tokio::time::interval(crate::live::FLUSH_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut interrupts = 0u32;
+    loop {
+        tokio::select! {
+            ev = events.next() => match ev {
+                Some(ev) => match live.as_mut() {
+                    Some(l) => l.event(&ev),
+                    None => progress::show(mode, &ev),
+                },
+                None => break,
+            },
+            _ = ticks.tick(), if live.is_some() => {
+                if let Some(l) = live.as_mut() {
+                    l.tick();
+                }
+            }
+            _ = signals.next() => {
+                interrupts += 1;
+                if interrupts == 1 {
+                    run.cancel("interrupted by signal");
+                } else {
+                    run.terminate();
+                }
+            }
+        }
+    }
+    events
+}
+
+/// Says how many events were not shown (or written to `--events-file`),
+/// if any.
+fn warn_dropped(events_dropped: u64, file_dropped: u64, run_id: &str) {
+    let dropped = events_dropped + file_dropped;
+    if dropped > 0 {
+        warn(&format!(
+            "{dropped} event(s) were not shown: the event output (stderr{}) was read slower than \
+             the run produced them, and dsh keeps at most {} MiB of them waiting rather than slow the run \
+             or grow without bound; the run itself (result, journal) lost nothing (run {})",
+            if file_dropped > 0 {
+                ", --events-file"
+            } else {
+                ""
+            },
+            dsh_orchestrator::events::SUBSCRIBER_QUEUE_BYTES >> 20,
+            run_id,
+        ));
     }
 }
 

@@ -305,14 +305,27 @@ pub struct TestArgs {
 
 /// `--dry-run-items N`: a whole number from 0 to
 /// [`MAX_ITEMS`](dsh_orchestrator::providers::dry_run::MAX_ITEMS).
-fn dry_run_items(text: &str) -> Result<u32, String> {
+fn dry_run_items(text: &str) -> Result<u32, FlagError> {
     let max = dsh_orchestrator::providers::dry_run::MAX_ITEMS;
     match text.trim().parse::<u32>() {
         Ok(n) if n <= max => Ok(n),
-        _ => Err(format!(
-            "{text:?} is not a number of array elements from 0 to {max}; pass e.g. --dry-run-items 3"
-        )),
+        _ => Err(FlagError::DryRunItems {
+            text: text.into(),
+            max,
+        }),
     }
+}
+
+/// A flag value clap hands to one of the parsers here and they refuse
+/// (clap prints it after `invalid value … for '--flag'`).
+#[derive(Debug, thiserror::Error)]
+enum FlagError {
+    #[error(
+        "{text:?} is not a number of array elements from 0 to {max}; pass e.g. --dry-run-items 3"
+    )]
+    DryRunItems { text: String, max: u32 },
+    #[error("{0:?} is not a positive amount of US dollars; give one such as 2.50")]
+    Usd(String),
 }
 
 /// What a command line clap refused (or `--help`) exits with: help and
@@ -335,13 +348,11 @@ pub fn clap_exit(e: &clap::Error) -> i32 {
 }
 
 /// `--budget-usd`: a positive amount of US dollars (`2.5`, `0.10`).
-fn parse_usd(s: &str) -> Result<f64, String> {
+fn parse_usd(s: &str) -> Result<f64, FlagError> {
     let t = s.trim().trim_start_matches('$');
     match t.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => Err(format!(
-            "{s:?} is not a positive amount of US dollars; give one such as 2.50"
-        )),
+        _ => Err(FlagError::Usd(s.into())),
     }
 }
 

@@ -25,6 +25,11 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::progress;
 use crate::terminal::line as esc;
 
+mod summary;
+mod words;
+
+use words::{activity_text, count, cut, gauge, secs, tokens};
+
 /// How often the status area may be redrawn.
 const REDRAW_HZ: u8 = 12;
 /// How often the lines that came meanwhile are printed above the status
@@ -149,19 +154,7 @@ impl Live {
             EventKind::AgentStart {
                 seq, label, phase, ..
             } => {
-                self.running.insert(
-                    *seq,
-                    Running {
-                        label: label.clone(),
-                        phase: phase.clone(),
-                        since: now,
-                        activity: "started".into(),
-                        usage: Usage::default(),
-                    },
-                );
-                let p = self.phase(phase.as_deref());
-                p.started += 1;
-                p.first.get_or_insert(now);
+                self.agent_started(*seq, label, phase, now);
                 // A running agent has its line in the status area; only
                 // its end scrolls.
                 return;
@@ -172,17 +165,7 @@ impl Live {
                 waiting,
                 ..
             } => {
-                // Counted in the header and in its phase's total while it
-                // waits; it leaves with `waiting: false` (its start is
-                // next, or it never starts).
-                if *waiting {
-                    if self.queued.insert(*seq, phase.clone()).is_none() {
-                        self.phase(phase.as_deref()).queued += 1;
-                    }
-                } else if let Some(phase) = self.queued.remove(seq) {
-                    let p = self.phase(phase.as_deref());
-                    p.queued = p.queued.saturating_sub(1);
-                }
+                self.agent_queued(*seq, phase, *waiting);
                 return;
             }
             EventKind::AgentActivity { seq, activity, .. } => {
@@ -203,39 +186,7 @@ impl Live {
                 usage,
                 reason,
                 ..
-            } => {
-                let r = self.running.remove(seq);
-                if *outcome == AgentOutcomeKind::Failed {
-                    self.failures.push(Failure {
-                        seq: *seq,
-                        label: label.clone(),
-                        reason: reason.clone(),
-                    });
-                }
-                match outcome {
-                    AgentOutcomeKind::Completed => self.done += 1,
-                    AgentOutcomeKind::Failed => self.failed += 1,
-                    _ => self.cancelled += 1,
-                }
-                let (i, o) = usage.map_or((0, 0), |u| (u.input, u.output));
-                self.input += i;
-                self.output += o;
-                if let Some(r) = r {
-                    let p = self.phase(r.phase.as_deref());
-                    match outcome {
-                        AgentOutcomeKind::Completed => p.done += 1,
-                        AgentOutcomeKind::Failed => p.failed += 1,
-                        _ => p.cancelled += 1,
-                    }
-                    p.last = Some(now);
-                    p.input += i;
-                    p.output += o;
-                    self.ended.push(Ended {
-                        label: r.label,
-                        took: now.duration_since(r.since),
-                    });
-                }
-            }
+            } => self.agent_ended(*seq, label, *outcome, *usage, reason, now),
             _ => {}
         }
         self.pending.push(progress::with_start_note(
@@ -245,6 +196,82 @@ impl Live {
         ));
         if matches!(ev.kind, EventKind::End { .. }) {
             self.flush();
+        }
+    }
+
+    /// An agent started: its line in the status area, its phase's count.
+    fn agent_started(&mut self, seq: u64, label: &str, phase: &Option<String>, now: Instant) {
+        self.running.insert(
+            seq,
+            Running {
+                label: label.to_owned(),
+                phase: phase.clone(),
+                since: now,
+                activity: "started".into(),
+                usage: Usage::default(),
+            },
+        );
+        let p = self.phase(phase.as_deref());
+        p.started += 1;
+        p.first.get_or_insert(now);
+    }
+
+    /// A call waits for a slot (`waiting`), or stops waiting.
+    fn agent_queued(&mut self, seq: u64, phase: &Option<String>, waiting: bool) {
+        // Counted in the header and in its phase's total while it
+        // waits; it leaves with `waiting: false` (its start is
+        // next, or it never starts).
+        if waiting {
+            if self.queued.insert(seq, phase.clone()).is_none() {
+                self.phase(phase.as_deref()).queued += 1;
+            }
+        } else if let Some(phase) = self.queued.remove(&seq) {
+            let p = self.phase(phase.as_deref());
+            p.queued = p.queued.saturating_sub(1);
+        }
+    }
+
+    /// An agent ended: the run's and its phase's counts and tokens, a
+    /// failure kept for the summary, its time for the slowest list.
+    fn agent_ended(
+        &mut self,
+        seq: u64,
+        label: &str,
+        outcome: AgentOutcomeKind,
+        usage: Option<Usage>,
+        reason: &Option<String>,
+        now: Instant,
+    ) {
+        let r = self.running.remove(&seq);
+        if outcome == AgentOutcomeKind::Failed {
+            self.failures.push(Failure {
+                seq,
+                label: label.to_owned(),
+                reason: reason.clone(),
+            });
+        }
+        match outcome {
+            AgentOutcomeKind::Completed => self.done += 1,
+            AgentOutcomeKind::Failed => self.failed += 1,
+            _ => self.cancelled += 1,
+        }
+        let (i, o) = usage.map_or((0, 0), |u| (u.input, u.output));
+        self.input += i;
+        self.output += o;
+        if let Some(r) = r {
+            let p = self.phase(r.phase.as_deref());
+            match outcome {
+                AgentOutcomeKind::Completed => p.done += 1,
+                AgentOutcomeKind::Failed => p.failed += 1,
+                _ => p.cancelled += 1,
+            }
+            p.last = Some(now);
+            p.input += i;
+            p.output += o;
+            self.ended.push(Ended {
+                label: r.label,
+                took: now.duration_since(r.since),
+            });
         }
     }
 
@@ -384,86 +411,6 @@ impl Live {
         }
         lines.join("\n")
     }
-
-    /// The summary printed when the run settled.
-    fn summary(&self, result: &RunResult, run_id: Option<&str>) -> String {
-        let (bold, red, reset) = if self.color {
-            ("\x1b[1m", "\x1b[31m", "\x1b[0m")
-        } else {
-            ("", "", "")
-        };
-        // The count the end line prints (`workflow/end`'s agentsStarted:
-        // every call admitted), so a cancelled run's end line and summary
-        // agree; calls that never got an agent-start (cancelled while they
-        // waited for a slot, refused at start) are said apart.
-        let ended = self.done + self.failed + self.cancelled;
-        let agents = result.agents_started.max(ended);
-        let unstarted = if agents > ended {
-            format!(" ({} never started)", agents - ended)
-        } else {
-            String::new()
-        };
-        let mut out = format!(
-            "\n{bold}{}{reset} {} in {}: {}{unstarted}, {} failed, {} in / {} out\n",
-            esc(if self.name.is_empty() {
-                "run"
-            } else {
-                &self.name
-            }),
-            result.stop_reason.as_str(),
-            secs(self.started.elapsed()),
-            plural(agents, "agent"),
-            self.failed,
-            tokens(self.input),
-            count(self.output),
-        );
-        for (title, p) in &self.phases {
-            let wall = match (p.first, p.last) {
-                (Some(a), Some(b)) => secs(b.duration_since(a)),
-                _ => "-".into(),
-            };
-            out.push_str(&format!(
-                "  {:<20} {:>4} {:<6} {:>4} failed {:>8} {:>9} {}\n",
-                cut(&esc(title), 20),
-                p.started,
-                noun(p.started, "agent"),
-                p.failed,
-                wall,
-                count(p.input + p.output),
-                noun(p.input + p.output, "token"),
-            ));
-        }
-        let mut slow: Vec<&Ended> = self.ended.iter().collect();
-        slow.sort_by_key(|e| std::cmp::Reverse(e.took));
-        if !slow.is_empty() {
-            out.push_str("  slowest:");
-            for e in slow.iter().take(SLOWEST) {
-                out.push_str(&format!(
-                    " {} {}",
-                    cut(&esc(&e.label), LABEL_CHARS),
-                    secs(e.took)
-                ));
-            }
-            out.push('\n');
-        }
-        for f in &self.failures {
-            let why = f
-                .reason
-                .as_deref()
-                .map(|r| format!(" — {}", esc(&progress::reason_line(r))))
-                .unwrap_or_default();
-            out.push_str(&format!(
-                "  {red}FAILED{reset} #{} {}{why}\n",
-                f.seq,
-                cut(&esc(&f.label), LABEL_CHARS)
-            ));
-        }
-        if let Some(id) = run_id {
-            out.push_str(&format!("  show:   dsh workflow show {id}\n"));
-            out.push_str(&format!("  resume: dsh workflow resume {id}\n"));
-        }
-        out
-    }
 }
 
 impl Drop for Live {
@@ -491,82 +438,6 @@ fn console_rows() -> usize {
     let (rows, _) = console::Term::stderr().size();
     usize::from(rows).max(4)
 }
-
-/// An activity as a few words for a status line.
-fn activity_text(a: &Activity) -> String {
-    match a {
-        Activity::Turn { turn } => format!("turn {turn}"),
-        Activity::Tokens { usage } => tokens(usage.input + usage.output),
-        Activity::ToolCall { tool, detail } => format!("{tool} {detail}"),
-        Activity::ToolEnd { tool, status, .. } if status != "ok" => format!("{tool} {status}"),
-        Activity::ToolEnd { tool, .. } => format!("{tool} done"),
-        Activity::Retry { attempt, .. } => format!("retrying (attempt {attempt})"),
-        Activity::Held { .. } => "waiting for a cached prompt".into(),
-        Activity::Released { .. } => "queued".into(),
-        Activity::Concurrency { limit, .. } => format!("provider concurrency {limit}"),
-    }
-}
-
-/// `12.3s`, `4m05s`.
-fn secs(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s < 60.0 {
-        format!("{s:.1}s")
-    } else {
-        format!("{}m{:02}s", d.as_secs() / 60, d.as_secs() % 60)
-    }
-}
-
-/// `980`, `12.3k`, `4.5M`.
-fn count(n: u64) -> String {
-    match n {
-        0..1_000 => n.to_string(),
-        1_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
-        _ => format!("{:.1}M", n as f64 / 1e6),
-    }
-}
-
-/// `word` or `words` for `n` of them (`word` + "s": every noun the view
-/// counts is regular).
-fn noun(n: u64, word: &str) -> String {
-    if n == 1 {
-        word.to_string()
-    } else {
-        format!("{word}s")
-    }
-}
-
-/// `1 agent`, `3 agents`.
-fn plural(n: u64, word: &str) -> String {
-    format!("{n} {}", noun(n, word))
-}
-
-/// `1 token`, `12.3k tokens`.
-fn tokens(n: u64) -> String {
-    format!("{} {}", count(n), noun(n, "token"))
-}
-
-/// A bar of `width` cells, `done` of `total` filled.
-fn gauge(done: u64, total: u64, width: usize) -> String {
-    let filled = if total == 0 {
-        0
-    } else {
-        ((done as f64 / total as f64) * width as f64).round() as usize
-    }
-    .min(width);
-    format!("{}{}", "█".repeat(filled), "░".repeat(width - filled))
-}
-
-/// `s` cut to `max` characters, with `…` when longer.
-fn cut(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;

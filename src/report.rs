@@ -248,15 +248,45 @@ fn render(s: &RunSummary, logs: &Logs) -> String {
     let view = show_json(s);
     let origin = origin_of(s);
     let span = end_of(s, origin).saturating_sub(origin).max(1);
-    let desc = s.info.meta.get("description").and_then(Value::as_str);
+    let mut h = String::with_capacity(64 * 1024 + s.calls.len() * 600);
+    header(&mut h, s, &view);
+    timeline(&mut h, s, origin, span);
+    h.push_str(
+        "<h2>Details</h2><div id=\"details\"><p class=\"hint\">Click a bar in the timeline.</p></div>",
+    );
+
     let result = s
         .result
         .as_ref()
         .map_or(Value::Null, |r| r["result"].clone());
+    let _ = write!(
+        h,
+        "<h2>Result</h2><pre class=\"result\">{}</pre>",
+        esc(&serde_json::to_string_pretty(&result).unwrap_or_else(|_| "null".into()))
+    );
+    let notes = logs.notes();
+    if !logs.lines.is_empty() || !notes.is_empty() {
+        h.push_str("<h2>Logs</h2>");
+        for n in &notes {
+            let _ = write!(h, "<p class=\"hint\">{}</p>", esc(n));
+        }
+        h.push_str("<pre class=\"logs\">");
+        for l in &logs.lines {
+            h.push_str(&esc(l));
+            h.push('\n');
+        }
+        h.push_str("</pre>");
+    }
+
+    details_data(&mut h, s, &view);
+    h
+}
+
+/// The head, the title, the run's description and status, its totals.
+fn header(h: &mut String, s: &RunSummary, view: &Value) {
+    let desc = s.info.meta.get("description").and_then(Value::as_str);
     let stop = view["stopReason"].as_str().unwrap_or("-");
     let totals = &view["totals"];
-
-    let mut h = String::with_capacity(64 * 1024 + s.calls.len() * 600);
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">");
     let _ = write!(
         h,
@@ -292,7 +322,11 @@ fn render(s: &RunSummary, logs: &Logs) -> String {
         esc(&crate::runs_cmd::dollars(totals["costUsd"].as_f64())),
         duration(totals["wallMs"].as_u64().unwrap_or(0))
     );
+}
 
+/// The timeline: an SVG with a phase title row, then one bar per agent,
+/// on an axis from `origin` over `span` milliseconds.
+fn timeline(h: &mut String, s: &RunSummary, origin: u64, span: u64) {
     // The timeline: a phase title row, then one row per agent.
     let groups = by_phase(&s.calls);
     let rows = groups.iter().map(|(_, c)| c.len() as u64 + 1).sum::<u64>();
@@ -371,31 +405,12 @@ fn render(s: &RunSummary, logs: &Logs) -> String {
         }
     }
     h.push_str("</svg></div>");
-    h.push_str(
-        "<h2>Details</h2><div id=\"details\"><p class=\"hint\">Click a bar in the timeline.</p></div>",
-    );
+}
 
-    let _ = write!(
-        h,
-        "<h2>Result</h2><pre class=\"result\">{}</pre>",
-        esc(&serde_json::to_string_pretty(&result).unwrap_or_else(|_| "null".into()))
-    );
-    let notes = logs.notes();
-    if !logs.lines.is_empty() || !notes.is_empty() {
-        h.push_str("<h2>Logs</h2>");
-        for n in &notes {
-            let _ = write!(h, "<p class=\"hint\">{}</p>", esc(n));
-        }
-        h.push_str("<pre class=\"logs\">");
-        for l in &logs.lines {
-            h.push_str(&esc(l));
-            h.push('\n');
-        }
-        h.push_str("</pre>");
-    }
-
-    // The details panel's data: the `show --json` agent plus prompt and
-    // answer, keyed by seq.
+/// The details panel's data (a JSON script element) and the script that
+/// shows it.
+fn details_data(h: &mut String, s: &RunSummary, view: &Value) {
+    // The `show --json` agent plus prompt and answer, keyed by seq.
     let agents: Vec<Value> = s
         .calls
         .iter()
@@ -412,7 +427,6 @@ fn render(s: &RunSummary, logs: &Logs) -> String {
         "<script type=\"application/json\" id=\"agents\">{}</script><script>{JS}</script></body></html>",
         script_json(&Value::Array(agents))
     );
-    h
 }
 
 const CSS: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;max-width:1200px}\

@@ -156,50 +156,7 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
     // A replayed call's outcome column says `replayed`: its answer was
     // given (and counted) in an earlier attempt.
     for c in &s.calls {
-        // An answer the script got but the journal lost reads `running` in
-        // the journal; say what happened instead.
-        // A replayed call says so here; how the attempt that answered it
-        // ended, when not completed, leads its reason.
-        let state = if s.unjournaled.contains(&c.seq) {
-            "unjournaled"
-        } else if c.replayed {
-            "replayed"
-        } else {
-            c.word()
-        };
-        let tokens = c
-            .usage
-            .map_or_else(|| "-".to_string(), |u| format!("{}/{}", u.input, u.output));
-        // The worktree and the reason come last and uncut in width: they
-        // matter more than alignment, and the reason is already bounded.
-        let mut tail = Vec::new();
-        if let Some(w) = &c.worktree {
-            tail.push(format!("worktree {}", esc(w)));
-        }
-        if let Some(id) = &c.session {
-            tail.push(format!("session {}", esc(id)));
-        }
-        if let Some(r) = &c.reason {
-            let r = esc(&one_line(&cut(r, REASON_CHARS))).into_owned();
-            tail.push(if c.replayed {
-                format!("{}: {r}", c.word())
-            } else {
-                r
-            });
-        }
-        let row = format!(
-            "  #{:<4} {:<12} {:<LABEL_COLS$} {:<PHASE_COLS$} {:>7} {:>7} {:>13} {:>9}  {}",
-            c.seq,
-            state,
-            cut(&esc(&c.label), LABEL_COLS - 1),
-            cut(&esc(c.phase.as_deref().unwrap_or("-")), PHASE_COLS - 1),
-            format!("+{}", duration(c.started_at.saturating_sub(origin))),
-            c.duration_ms().map_or_else(|| "-".to_string(), duration),
-            tokens,
-            dollars(c.usage.and_then(|u| u.cost_usd)),
-            tail.join("  ")
-        );
-        let _ = writeln!(out, "{}", row.trim_end());
+        let _ = writeln!(out, "{}", call_row(&s, c, origin).trim_end());
     }
     for seq in &s.unjournaled {
         if !s.calls.iter().any(|c| c.seq == *seq) {
@@ -235,6 +192,53 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
         serde_json::to_string_pretty(&result).unwrap_or_else(|_| "null".into())
     );
     Ok(exit::COMPLETED)
+}
+
+/// One call's row of `show`'s table (trailing spaces not yet trimmed).
+fn call_row(s: &RunSummary, c: &CallSummary, origin: u64) -> String {
+    // An answer the script got but the journal lost reads `running` in
+    // the journal; say what happened instead.
+    // A replayed call says so here; how the attempt that answered it
+    // ended, when not completed, leads its reason.
+    let state = if s.unjournaled.contains(&c.seq) {
+        "unjournaled"
+    } else if c.replayed {
+        "replayed"
+    } else {
+        c.word()
+    };
+    let tokens = c
+        .usage
+        .map_or_else(|| "-".to_string(), |u| format!("{}/{}", u.input, u.output));
+    // The worktree and the reason come last and uncut in width: they
+    // matter more than alignment, and the reason is already bounded.
+    let mut tail = Vec::new();
+    if let Some(w) = &c.worktree {
+        tail.push(format!("worktree {}", esc(w)));
+    }
+    if let Some(id) = &c.session {
+        tail.push(format!("session {}", esc(id)));
+    }
+    if let Some(r) = &c.reason {
+        let r = esc(&one_line(&cut(r, REASON_CHARS))).into_owned();
+        tail.push(if c.replayed {
+            format!("{}: {r}", c.word())
+        } else {
+            r
+        });
+    }
+    format!(
+        "  #{:<4} {:<12} {:<LABEL_COLS$} {:<PHASE_COLS$} {:>7} {:>7} {:>13} {:>9}  {}",
+        c.seq,
+        state,
+        cut(&esc(&c.label), LABEL_COLS - 1),
+        cut(&esc(c.phase.as_deref().unwrap_or("-")), PHASE_COLS - 1),
+        format!("+{}", duration(c.started_at.saturating_sub(origin))),
+        c.duration_ms().map_or_else(|| "-".to_string(), duration),
+        tokens,
+        dollars(c.usage.and_then(|u| u.cost_usd)),
+        tail.join("  ")
+    )
 }
 
 /// `s` on one line: a reason may hold a program's stderr, and a table

@@ -12,9 +12,10 @@
 //! the directory the tests were started from.
 
 mod diff;
+mod discover;
 mod expected;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{CliError, exit, print_error};
 use crate::flags::TestArgs;
+use discover::discover;
 use expected::{Actual, Expected, json_eq};
 
 /// Lines of unchanged context around each change in a diff.
@@ -130,7 +132,7 @@ pub async fn main(args: TestArgs) -> Result<i32, CliError> {
     } else {
         args.paths.clone()
     };
-    let cases = discover(&paths).map_err(CliError::usage)?;
+    let cases = discover(&paths).map_err(|e| CliError::usage(e.to_string()))?;
     if cases.is_empty() {
         let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
         return Err(CliError::usage(format!(
@@ -257,105 +259,14 @@ fn print_report(case: &Case, report: &Report) {
 }
 
 // ---------------------------------------------------------------------------
-// Discovery
-// ---------------------------------------------------------------------------
-
-/// The cases under `paths`: a file is a case when it is a script with a
-/// sibling fixture; a directory is searched recursively (hidden
-/// directories, `node_modules`, directories tagged as caches with a
-/// `CACHEDIR.TAG` such as Cargo's `target/`, and symlinked directories are
-/// skipped), and a symlink (to a script, or a fixture, args or expected
-/// file beside one) counts only when it stays inside the searched tree: a
-/// pull request adding `leak.js -> /proc/self/environ` must not get a
-/// file from outside into the test log. Sorted per path, each script once.
-/// A path that does not exist is an error.
-fn discover(paths: &[PathBuf]) -> Result<Vec<Case>, String> {
-    let mut out = Vec::new();
-    let mut seen = HashSet::new();
-    for path in paths {
-        let meta =
-            std::fs::metadata(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        let mut found = Vec::new();
-        if meta.is_dir() {
-            let root = std::fs::canonicalize(path)
-                .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-            walk(path, &root, &mut found)?;
-            // `dsh workflow test` (or `.`) shows `a/b.ts`, not `./a/b.ts`.
-            for f in &mut found {
-                if let Ok(rest) = f.strip_prefix(".") {
-                    *f = rest.to_path_buf();
-                }
-            }
-            found.sort();
-        } else {
-            found.push(path.clone());
-        }
-        for script in found {
-            let Some(case) = Case::of(&script) else {
-                continue;
-            };
-            let key = std::fs::canonicalize(&script).unwrap_or_else(|_| script.clone());
-            if seen.insert(key) {
-                out.push(case);
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// Whether `path` (a symlink or not) resolves to a place under `root`. A
-/// sibling that does not exist is fine (it is optional or reported later).
-fn stays_inside(path: &Path, root: &Path) -> bool {
-    match std::fs::symlink_metadata(path) {
-        Err(_) => true,
-        Ok(m) if !m.file_type().is_symlink() => true,
-        Ok(_) => std::fs::canonicalize(path).is_ok_and(|real| real.starts_with(root)),
-    }
-}
-
-fn walk(dir: &Path, root: &Path, found: &mut Vec<PathBuf>) -> Result<(), String> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| format!("{}: cannot read: {e}", dir.display()))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| format!("{}: cannot read: {e}", dir.display()))?;
-        let path = entry.path();
-        let Ok(file_type) = entry.file_type() else {
-            continue;
-        };
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if file_type.is_dir() {
-            if name.starts_with('.') || name == "node_modules" || path.join("CACHEDIR.TAG").exists()
-            {
-                continue;
-            }
-            walk(&path, root, found)?;
-        } else if ScriptKind::from_path(&path).is_some() && path.is_file() {
-            // is_file follows a symlink to a script file; one that leaves
-            // the tree is skipped, as is a script whose fixture, args or
-            // expected file does.
-            let Some(case) = Case::of(&path) else {
-                continue;
-            };
-            if [&case.script, &case.fixture, &case.args, &case.expected]
-                .into_iter()
-                .all(|p| stays_inside(p, root))
-            {
-                found.push(path);
-            }
-        }
-    }
-    Ok(())
-}
-
-// ---------------------------------------------------------------------------
 // One workflow
 // ---------------------------------------------------------------------------
 
 async fn run_case(case: &Case, settings: &Settings) -> Report {
     let request = match request(case, settings) {
         Ok(r) => r,
-        Err(m) => return Report::fail(m),
+        // The case fails with the line the command would have exited with.
+        Err(e) => return Report::fail(format!("error[{}]: {}", e.code, e.message)),
     };
     let expected = if settings.update {
         None
@@ -415,31 +326,28 @@ async fn run_case(case: &Case, settings: &Settings) -> Report {
 
 /// The run request of a case: `dsh workflow run X.ts --fixture
 /// X.fixture.json [--args-file X.args.json]`, under the script's file name.
-fn request(case: &Case, settings: &Settings) -> Result<StartRequest, String> {
+fn request(case: &Case, settings: &Settings) -> Result<StartRequest, CliError> {
     let text = files::read_text(&case.fixture, files::FIXTURE_LIMIT).map_err(|e| {
-        format!(
-            "error[USAGE]: {}: cannot read the fixture: {e}",
+        CliError::usage(format!(
+            "{}: cannot read the fixture: {e}",
             case.fixture.display()
-        )
+        ))
     })?;
     let provider = ScriptedProvider::from_json_text(&case.fixture.display().to_string(), &text)
-        .map_err(|e| format!("error[{}]: {e}", ErrorCode::FixtureInvalid))?;
+        .map_err(|e| CliError::new(ErrorCode::FixtureInvalid, e.to_string()))?;
     let args = match files::read_text(&case.args, files::ARGS_LIMIT) {
-        Ok(text) => {
-            ArgsInput::Json(serde_json::from_str::<Value>(&text).map_err(|e| {
-                format!("error[USAGE]: {}: not valid JSON: {e}", case.args.display())
-            })?)
-        }
+        Ok(text) => ArgsInput::Json(serde_json::from_str::<Value>(&text).map_err(|e| {
+            CliError::usage(format!("{}: not valid JSON: {e}", case.args.display()))
+        })?),
         Err(files::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => ArgsInput::None,
         Err(e) => {
-            return Err(format!(
-                "error[USAGE]: {}: cannot read: {e}",
+            return Err(CliError::usage(format!(
+                "{}: cannot read: {e}",
                 case.args.display()
-            ));
+            )));
         }
     };
-    let mut req = StartRequest::from_path(&case.script, &settings.limits)
-        .map_err(|e| format!("error[{}]: {e}", e.code()))?
+    let mut req = StartRequest::from_path(&case.script, &settings.limits)?
         .with_limits(settings.limits.clone())
         .with_args(args)
         .with_meta_fallback(Meta::default_for(&case.script))

@@ -29,6 +29,20 @@ pub fn script() -> String {
     )
 }
 
+/// Why the Claude Code side is not run (the figure's peer note).
+#[derive(Debug, thiserror::Error)]
+pub enum NotRun {
+    #[error("not run: {} is missing (set DSH_CCREF to the ccref folder)", .0.display())]
+    NoRunner(PathBuf),
+    #[error(
+        "not run: Claude Code is not installed (npm install --prefix \
+                        ~/.cache/ccref @anthropic-ai/claude-code@2.1.332, or set CCREF_CLAUDE)"
+    )]
+    NoClaude,
+    #[error("not run: {0}")]
+    Script(std::io::Error),
+}
+
 /// Where Claude Code and the ccref runner are, or why they are not.
 pub struct CcPeer {
     runner: PathBuf,
@@ -39,16 +53,13 @@ pub struct CcPeer {
 impl CcPeer {
     /// Looks for the runner beside the repository (`../shared/ccref`) and
     /// for `claude`; `Err` says what is missing.
-    pub fn find(repo: &Path, scratch: &Path) -> Result<CcPeer, String> {
+    pub fn find(repo: &Path, scratch: &Path) -> Result<CcPeer, NotRun> {
         let runner = std::env::var_os("DSH_CCREF")
             .map(PathBuf::from)
             .unwrap_or_else(|| repo.join("../shared/ccref"))
             .join("run_cc_workflow.py");
         if !runner.is_file() {
-            return Err(format!(
-                "not run: {} is missing (set DSH_CCREF to the ccref folder)",
-                runner.display()
-            ));
+            return Err(NotRun::NoRunner(runner));
         }
         let home = std::env::var_os("HOME")
             .map(PathBuf::from)
@@ -61,14 +72,10 @@ impl CcPeer {
             )),
         ];
         let Some(claude) = candidates.into_iter().flatten().find(|p| p.is_file()) else {
-            return Err(
-                "not run: Claude Code is not installed (npm install --prefix \
-                        ~/.cache/ccref @anthropic-ai/claude-code@2.1.332, or set CCREF_CLAUDE)"
-                    .into(),
-            );
+            return Err(NotRun::NoClaude);
         };
         let script = scratch.join("fanout50.js");
-        std::fs::write(&script, self::script()).map_err(|e| format!("not run: {e}"))?;
+        std::fs::write(&script, self::script()).map_err(NotRun::Script)?;
         Ok(CcPeer {
             runner,
             claude,

@@ -10,6 +10,8 @@
 //!
 //! Run it with `bench/run` (builds the release `dsh` and this bench first);
 //! see docs/performance.md.
+//!
+//! Over 500 lines because it holds one short function per figure group, beside the `GROUPS` table that orders them.
 
 mod ccpeer;
 mod cheap;
@@ -248,6 +250,30 @@ async fn run(args: &Args) -> Result<Report> {
         figures: Vec::new(),
     };
 
+    let total = run_groups(&mut bench, &repo, tmp.path()).await?;
+    if let Some(p) = bench.peer.take() {
+        p.close().await;
+    }
+    evaluate_targets(&mut bench.figures);
+
+    Ok(report(
+        args,
+        &machine,
+        &dsh,
+        &peer_dir,
+        peer_version,
+        bench,
+        total,
+    ))
+}
+
+/// Runs the selected groups in order, saying on stderr what each is and
+/// how long it took; the time they took together.
+async fn run_groups(
+    bench: &mut Bench<'_>,
+    repo: &std::path::Path,
+    scratch: &std::path::Path,
+) -> Result<Duration> {
     let started = Instant::now();
     for (group, what) in GROUPS {
         if !bench.selected(group) {
@@ -264,21 +290,21 @@ async fn run(args: &Args) -> Result<Report> {
         );
         let t = Instant::now();
         match *group {
-            "trivial" => trivial(&mut bench, n, warm).await?,
-            "breakdown" => breakdown(&mut bench, n, warm).await?,
-            "pool" => pool(&mut bench, n, warm).await?,
-            "burst100" => burst(&mut bench, n, warm).await?,
-            "fanout200" => fanout(&mut bench, n, warm).await?,
-            "agent_seq" => agent_seq(&mut bench, n, warm).await?,
-            "agent16" => agent16(&mut bench, n, warm).await?,
-            "memory" => memory(&mut bench, n, warm).await?,
-            "cancel_hang" => cancel_hang(&mut bench, n, warm).await?,
-            "cancel_spin" => cancel_spin(&mut bench, n, warm).await?,
-            "cancel_stopped" => cancel_stopped(&mut bench, n, warm).await?,
-            "cli" => cli(&mut bench, n, warm).await?,
-            "cache16" => cache16(&mut bench, n, warm).await?,
-            "cc_fanout50" => cc_fanout50(&mut bench, n, warm, &repo, tmp.path()).await?,
-            "ratelimit200" => ratelimit200(&mut bench, n, warm).await?,
+            "trivial" => trivial(bench, n, warm).await?,
+            "breakdown" => breakdown(bench, n, warm).await?,
+            "pool" => pool(bench, n, warm).await?,
+            "burst100" => burst(bench, n, warm).await?,
+            "fanout200" => fanout(bench, n, warm).await?,
+            "agent_seq" => agent_seq(bench, n, warm).await?,
+            "agent16" => agent16(bench, n, warm).await?,
+            "memory" => memory(bench, n, warm).await?,
+            "cancel_hang" => cancel_hang(bench, n, warm).await?,
+            "cancel_spin" => cancel_spin(bench, n, warm).await?,
+            "cancel_stopped" => cancel_stopped(bench, n, warm).await?,
+            "cli" => cli(bench, n, warm).await?,
+            "cache16" => cache16(bench, n, warm).await?,
+            "cc_fanout50" => cc_fanout50(bench, n, warm, repo, scratch).await?,
+            "ratelimit200" => ratelimit200(bench, n, warm).await?,
             _ => {}
         }
         eprintln!(
@@ -286,12 +312,20 @@ async fn run(args: &Args) -> Result<Report> {
             t.elapsed().as_secs_f64()
         );
     }
-    let total = started.elapsed();
-    if let Some(p) = bench.peer.take() {
-        p.close().await;
-    }
-    evaluate_targets(&mut bench.figures);
+    Ok(started.elapsed())
+}
 
+/// The report: the machine, the versions and the run's settings, as lines
+/// and as JSON, and the figures.
+fn report(
+    args: &Args,
+    machine: &Machine,
+    dsh: &std::path::Path,
+    peer_dir: &std::path::Path,
+    peer_version: Option<String>,
+    bench: Bench<'_>,
+    total: Duration,
+) -> Report {
     let load_after = machine::load_average();
     let mut header = vec![
         (
@@ -358,11 +392,11 @@ async fn run(args: &Args) -> Result<Report> {
         obj.insert("quick".into(), args.quick.into());
         obj.insert("seconds".into(), total.as_secs_f64().into());
     }
-    Ok(Report {
+    Report {
         header,
         figures: bench.figures,
         header_json,
-    })
+    }
 }
 
 /// Collects one side's samples, skipping the warm-up ones.
@@ -678,6 +712,7 @@ async fn agent16(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
     Ok(())
 }
 
+// Long because: one sampling loop feeds seven figures, each a flat definition.
 async fn memory(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
     let mut pss = Samples::default();
     let mut rss = Samples::default();
@@ -981,7 +1016,7 @@ async fn cc_fanout50(
     );
     match &peer {
         Ok(_) => f.peer_note = Some("Claude Code 2.1.332's Workflow runtime, offline".into()),
-        Err(why) => f.peer_note = Some(why.clone()),
+        Err(why) => f.peer_note = Some(why.to_string()),
     }
     let ratio = f.ratio();
     f.targets.push(Target {
@@ -1123,6 +1158,8 @@ async fn ratelimit200(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
     Ok(())
 }
 
+// Long because: a flat table, one entry per target of the performance issue.
+/// The performance issue's targets, met or not, on the figures they judge.
 fn evaluate_targets(figs: &mut [Figure]) {
     let trivial = median_of(figs, "trivial", false);
     let trivial_peer = median_of(figs, "trivial", true);

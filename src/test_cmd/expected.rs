@@ -24,6 +24,28 @@ use dsh_orchestrator::events::{Event, EventKind};
 /// The parts of `events` an expected file may hold, in the order written.
 const EVENT_PARTS: [&str; 3] = ["agents", "logs", "phases"];
 
+/// What is wrong with an expected file (without its name: the caller
+/// prefixes it).
+#[derive(Debug, thiserror::Error)]
+pub enum ExpectedError {
+    #[error("{line}:{column}: not valid JSON: {0}", line = .0.line(), column = .0.column())]
+    NotJson(serde_json::Error),
+    #[error("an expected file must be a JSON object {{\"result\": {{…}}, \"events\": {{…}}}}")]
+    NotAnObject,
+    #[error("unknown key {0:?} at the top level (expected \"result\" and optionally \"events\")")]
+    UnknownKey(String),
+    #[error("result: must be the result object {{\"value\": …, \"stopReason\": …, …}}, got {0}")]
+    ResultNotAnObject(Value),
+    #[error("missing \"result\"")]
+    MissingResult,
+    #[error("events: unknown key {0:?}; supported: {parts}", parts = EVENT_PARTS.join(", "))]
+    UnknownPart(String),
+    #[error("events.{part}: must be an array, got {got}")]
+    PartNotAnArray { part: &'static str, got: Value },
+    #[error("events: must be an object, got {0}")]
+    EventsNotAnObject(Value),
+}
+
 /// A parsed expected file: the `result`, and the event parts it lists.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Expected {
@@ -35,51 +57,38 @@ pub struct Expected {
 impl Expected {
     /// Parses the text of an expected file; the error says what is wrong
     /// (the caller prefixes the file name).
-    pub fn parse(text: &str) -> Result<Expected, String> {
-        let root: Value = serde_json::from_str(text)
-            .map_err(|e| format!("{}:{}: not valid JSON: {e}", e.line(), e.column()))?;
-        let obj = root
-            .as_object()
-            .ok_or("an expected file must be a JSON object {\"result\": {…}, \"events\": {…}}")?;
-        for k in obj.keys() {
-            if k != "result" && k != "events" {
-                return Err(format!(
-                    "unknown key {k:?} at the top level (expected \"result\" and optionally \"events\")"
-                ));
-            }
+    pub fn parse(text: &str) -> Result<Expected, ExpectedError> {
+        let root: Value = serde_json::from_str(text).map_err(ExpectedError::NotJson)?;
+        let obj = root.as_object().ok_or(ExpectedError::NotAnObject)?;
+        if let Some(k) = obj.keys().find(|k| *k != "result" && *k != "events") {
+            return Err(ExpectedError::UnknownKey(k.clone()));
         }
         let result = match obj.get("result") {
             Some(r @ Value::Object(_)) => r.clone(),
-            Some(other) => {
-                return Err(format!(
-                    "result: must be the result object {{\"value\": …, \"stopReason\": …, …}}, got {other}"
-                ));
-            }
-            None => return Err("missing \"result\"".into()),
+            Some(other) => return Err(ExpectedError::ResultNotAnObject(other.clone())),
+            None => return Err(ExpectedError::MissingResult),
         };
         let mut events = Vec::new();
         match obj.get("events") {
             None => {}
             Some(Value::Object(parts)) => {
-                for k in parts.keys() {
-                    if !EVENT_PARTS.contains(&k.as_str()) {
-                        return Err(format!(
-                            "events: unknown key {k:?}; supported: {}",
-                            EVENT_PARTS.join(", ")
-                        ));
-                    }
+                if let Some(k) = parts.keys().find(|k| !EVENT_PARTS.contains(&k.as_str())) {
+                    return Err(ExpectedError::UnknownPart(k.clone()));
                 }
                 for part in EVENT_PARTS {
                     match parts.get(part) {
                         None => {}
                         Some(v @ Value::Array(_)) => events.push((part, v.clone())),
                         Some(other) => {
-                            return Err(format!("events.{part}: must be an array, got {other}"));
+                            return Err(ExpectedError::PartNotAnArray {
+                                part,
+                                got: other.clone(),
+                            });
                         }
                     }
                 }
             }
-            Some(other) => return Err(format!("events: must be an object, got {other}")),
+            Some(other) => return Err(ExpectedError::EventsNotAnObject(other.clone())),
         }
         Ok(Expected { result, events })
     }
@@ -247,7 +256,7 @@ mod tests {
         "events.logs: must be an array"
     )]
     fn invalid_expected_files(#[case] text: &str, #[case] message: &str) {
-        let err = Expected::parse(text).expect_err("invalid");
+        let err = Expected::parse(text).expect_err("invalid").to_string();
         assert!(err.contains(message), "{err} should contain {message}");
     }
 

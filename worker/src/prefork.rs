@@ -235,26 +235,38 @@ fn wipe_environment() {
     }
 }
 
+/// What is wrong with the policy line the host sent.
+#[derive(Debug, thiserror::Error)]
+enum PolicyLineError {
+    #[error("the host closed the socket in the middle of the policy")]
+    Cut,
+    #[error("the policy line is too long")]
+    TooLong,
+    #[error("reading the policy line: {0}")]
+    Read(std::io::Error),
+    #[error("the policy line is not UTF-8")]
+    NotUtf8,
+    #[error("the policy line: {0}")]
+    Unknown(#[from] dsh_protocol::UnknownSandboxPolicy),
+}
+
 /// Reads the policy line; `None` at end of stream before any byte.
-fn read_policy(stream: &mut UnixStream) -> Result<Option<SandboxPolicy>, String> {
+fn read_policy(stream: &mut UnixStream) -> Result<Option<SandboxPolicy>, PolicyLineError> {
     let mut line = Vec::with_capacity(16);
     let mut byte = [0u8; 1];
     loop {
         match stream.read(&mut byte) {
             Ok(0) if line.is_empty() => return Ok(None),
-            Ok(0) => return Err("the host closed the socket in the middle of the policy".into()),
+            Ok(0) => return Err(PolicyLineError::Cut),
             Ok(_) if byte[0] == b'\n' => break,
             Ok(_) if line.len() < POLICY_LINE_MAX => line.push(byte[0]),
-            Ok(_) => return Err("the policy line is too long".into()),
+            Ok(_) => return Err(PolicyLineError::TooLong),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(format!("reading the policy line: {e}")),
+            Err(e) => return Err(PolicyLineError::Read(e)),
         }
     }
-    let text =
-        std::str::from_utf8(&line).map_err(|_| "the policy line is not UTF-8".to_string())?;
-    text.parse::<SandboxPolicy>()
-        .map(Some)
-        .map_err(|e| format!("the policy line: {e}"))
+    let text = std::str::from_utf8(&line).map_err(|_| PolicyLineError::NotUtf8)?;
+    Ok(Some(text.parse::<SandboxPolicy>()?))
 }
 
 #[cfg(test)]
@@ -266,7 +278,7 @@ mod tests {
     fn the_policy_line_is_read_up_to_its_newline_and_no_further() {
         let (mut a, mut b) = UnixStream::pair().expect("pair");
         a.write_all(b"off\nrest").expect("write");
-        assert_eq!(read_policy(&mut b), Ok(Some(SandboxPolicy::Off)));
+        assert_eq!(read_policy(&mut b).ok(), Some(Some(SandboxPolicy::Off)));
         let mut rest = [0u8; 4];
         b.read_exact(&mut rest).expect("rest");
         assert_eq!(&rest, b"rest");
@@ -276,16 +288,16 @@ mod tests {
     fn a_closed_socket_before_the_line_is_no_run_and_a_bad_line_an_error() {
         let (a, mut b) = UnixStream::pair().expect("pair");
         drop(a);
-        assert_eq!(read_policy(&mut b), Ok(None));
+        assert_eq!(read_policy(&mut b).ok(), Some(None));
         let (mut a, mut b) = UnixStream::pair().expect("pair");
         a.write_all(b"nonsense\n").expect("write");
-        assert!(read_policy(&mut b).is_err_and(|e| e.contains("policy")));
+        assert!(read_policy(&mut b).is_err_and(|e| e.to_string().contains("policy")));
         let (mut a, mut b) = UnixStream::pair().expect("pair");
         a.write_all(&[b'x'; 100]).expect("write");
-        assert!(read_policy(&mut b).is_err_and(|e| e.contains("too long")));
+        assert!(read_policy(&mut b).is_err_and(|e| e.to_string().contains("too long")));
         let (mut a, mut b) = UnixStream::pair().expect("pair");
         a.write_all(b"of").expect("write");
         drop(a);
-        assert!(read_policy(&mut b).is_err_and(|e| e.contains("middle")));
+        assert!(read_policy(&mut b).is_err_and(|e| e.to_string().contains("middle")));
     }
 }

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::*;
 
+// Long because: one arm per kind of error the crate reports, each its own sentence.
 /// The message for one error; `prefix` is the path its instance paths are
 /// under (used to place the reasons of `oneOf`/`anyOf` branches).
 pub(super) fn message(error: &ValidationError<'_>, prefix: &str) -> String {

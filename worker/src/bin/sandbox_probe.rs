@@ -50,7 +50,22 @@ mod linux {
         spin: bool,
     }
 
-    fn parse() -> Result<Opts, String> {
+    /// What is wrong with the command line (exit 2).
+    #[derive(Debug, thiserror::Error)]
+    enum UsageError {
+        #[error("{0} needs a value")]
+        NeedsValue(String),
+        #[error("--policy: {0}")]
+        Policy(#[from] dsh_protocol::UnknownSandboxPolicy),
+        #[error("--only: unknown layer {0:?}")]
+        UnknownLayer(String),
+        #[error("{flag}: not a number: {value:?}")]
+        NotANumber { flag: String, value: String },
+        #[error("unknown argument {0:?}")]
+        UnknownArgument(String),
+    }
+
+    fn parse() -> Result<Opts, UsageError> {
         let mut o = Opts {
             inputs: Inputs {
                 memory_bytes: 256 << 20,
@@ -60,14 +75,12 @@ mod linux {
         };
         let mut it = std::env::args().skip(1);
         while let Some(a) = it.next() {
-            let mut val = || it.next().ok_or_else(|| format!("{a} needs a value"));
+            let mut val = || it.next().ok_or_else(|| UsageError::NeedsValue(a.clone()));
             match a.as_str() {
-                "--policy" => {
-                    o.policy = Some(val()?.parse().map_err(|e| format!("--policy: {e}"))?)
-                }
+                "--policy" => o.policy = Some(val()?.parse()?),
                 "--only" => match val()?.as_str() {
                     "landlock" => o.only_landlock = true,
-                    other => return Err(format!("--only: unknown layer {other:?}")),
+                    other => return Err(UsageError::UnknownLayer(other.into())),
                 },
                 "--landlock-abi" => {
                     o.inputs.landlock_abi_override = Some(num(&a, &val()?)?);
@@ -80,15 +93,17 @@ mod linux {
                 "--allocate" => o.allocate = Some(num(&a, &val()?)?),
                 "--compute-ms" => o.inputs.compute_ms = Some(num(&a, &val()?)?),
                 "--spin" => o.spin = true,
-                other => return Err(format!("unknown argument {other:?}")),
+                other => return Err(UsageError::UnknownArgument(other.into())),
             }
         }
         Ok(o)
     }
 
-    fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
-        v.parse()
-            .map_err(|_| format!("{flag}: not a number: {v:?}"))
+    fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, UsageError> {
+        v.parse().map_err(|_| UsageError::NotANumber {
+            flag: flag.into(),
+            value: v.into(),
+        })
     }
 
     fn say(probe: &str, outcome: Result<String, std::io::Error>) {
@@ -123,9 +138,19 @@ mod linux {
     /// Each attempt undoes itself when it succeeds (the sandbox-off test
     /// runs them for real), so nothing outlives the probe.
     fn item_nine() {
-        // Every `unsafe` below is a raw system call with integer arguments
-        // or pointers to live constants (NUL-terminated where a string);
-        // each resource a successful call creates is released right after.
+        keys();
+        sysv_ipc();
+        memory();
+        escapes();
+    }
+
+    // Every `unsafe` in the four functions below is a raw system call with
+    // integer arguments or pointers to live constants (NUL-terminated where
+    // a string); each resource a successful call creates is released right
+    // after.
+
+    /// The user keyring and a new key.
+    fn keys() {
         say("read the user keyring", {
             // keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_USER_KEYRING, create = 0)
             // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
@@ -149,6 +174,10 @@ mod linux {
             };
             raw(rc, |id| format!("added key {id}"))
         });
+    }
+
+    /// SysV shared memory, message queues and semaphores.
+    fn sysv_ipc() {
         say("SysV shared memory", {
             // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
             let rc = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o600) };
@@ -176,6 +205,10 @@ mod linux {
                 format!("semaphore set {id}")
             })
         });
+    }
+
+    /// Shared, executable and file-less memory.
+    fn memory() {
         say("map 256 MiB of shared memory", {
             let len = 256usize << 20;
             // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
@@ -229,6 +262,11 @@ mod linux {
                 "created".into()
             })
         });
+    }
+
+    /// Ways out of the worker's place under the host: the parent-death
+    /// signal, a pidfd on the host, new namespaces.
+    fn escapes() {
         say("clear the parent-death signal", {
             // SAFETY: a raw call with integer arguments or pointers to live constants; see above.
             let rc = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, 0) };
@@ -266,6 +304,52 @@ mod linux {
         // Another process of the same user (the one that started the probe),
         // for the prlimit() attempt below.
         let parent = std::os::unix::process::parent_id() as i32;
+        if let Err(code) = apply_sandbox(&o) {
+            return code;
+        }
+        files_and_processes(&o);
+        sockets_and_signals(&o, parent);
+        if o.spin {
+            // Burn CPU until the kernel's CPU limit stops the process.
+            let mut x = 0u64;
+            loop {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        }
+        say("io_uring_setup()", {
+            // struct io_uring_params is 120 bytes; zeroed asks for defaults.
+            let mut params = [0u8; 120];
+            // SAFETY: io_uring_setup writes into the params buffer it is given.
+            let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, 1u32, params.as_mut_ptr()) };
+            if let Ok(fd) = i32::try_from(fd)
+                && fd >= 0
+            {
+                // SAFETY: io_uring_setup just returned this descriptor, and
+                // nothing else owns it; dropping it closes it.
+                drop(unsafe { OwnedFd::from_raw_fd(fd) });
+                Ok("created an io_uring".into())
+            } else {
+                Err(last_err())
+            }
+        });
+        if let Some(n) = o.allocate {
+            let v = vec![1u8; n];
+            say("allocate", Ok(format!("allocated {} bytes", v.len())));
+        }
+        item_nine();
+        // Last, because success replaces this process.
+        say("execute /bin/true", {
+            let path = c"/bin/true";
+            let env: [&std::ffi::CStr; 0] = [];
+            let Err(e) = execve(path, &[path], &env);
+            Err::<String, _>(e.into())
+        });
+        0
+    }
+
+    /// Applies the sandbox the flags ask for and prints what it reached;
+    /// `Err` is the exit code when the sandbox is refused.
+    fn apply_sandbox(o: &Opts) -> Result<(), i32> {
         if o.only_landlock {
             // Landlock alone (with the no_new_privs it needs), to show that
             // its network and scope rules bite without seccomp's help.
@@ -290,11 +374,15 @@ mod linux {
                 ),
                 Err(refused) => {
                     println!("{}", json!({"unavailable": refused.to_string()}));
-                    return 3;
+                    return Err(3);
                 }
             }
         }
+        Ok(())
+    }
 
+    /// Files, and a new process.
+    fn files_and_processes(o: &Opts) {
         say("read /etc/passwd", {
             std::fs::File::open("/etc/passwd").and_then(|mut f| {
                 let mut s = String::new();
@@ -324,6 +412,11 @@ mod linux {
                 }
             }
         });
+    }
+
+    /// The network, another process's signals and limits (`parent`: the
+    /// process that started the probe).
+    fn sockets_and_signals(o: &Opts, parent: i32) {
         if let Some(port) = o.tcp_port {
             say(
                 "TCP connect to 127.0.0.1",
@@ -371,41 +464,5 @@ mod linux {
                 Err(last_err())
             }
         });
-        if o.spin {
-            // Burn CPU until the kernel's CPU limit stops the process.
-            let mut x = 0u64;
-            loop {
-                x = std::hint::black_box(x.wrapping_add(1));
-            }
-        }
-        say("io_uring_setup()", {
-            // struct io_uring_params is 120 bytes; zeroed asks for defaults.
-            let mut params = [0u8; 120];
-            // SAFETY: io_uring_setup writes into the params buffer it is given.
-            let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, 1u32, params.as_mut_ptr()) };
-            if let Ok(fd) = i32::try_from(fd)
-                && fd >= 0
-            {
-                // SAFETY: io_uring_setup just returned this descriptor, and
-                // nothing else owns it; dropping it closes it.
-                drop(unsafe { OwnedFd::from_raw_fd(fd) });
-                Ok("created an io_uring".into())
-            } else {
-                Err(last_err())
-            }
-        });
-        if let Some(n) = o.allocate {
-            let v = vec![1u8; n];
-            say("allocate", Ok(format!("allocated {} bytes", v.len())));
-        }
-        item_nine();
-        // Last, because success replaces this process.
-        say("execute /bin/true", {
-            let path = c"/bin/true";
-            let env: [&std::ffi::CStr; 0] = [];
-            let Err(e) = execve(path, &[path], &env);
-            Err::<String, _>(e.into())
-        });
-        0
     }
 }

@@ -4,10 +4,24 @@
 
 use rquickjs::{Ctx, Value, qjs};
 
+/// What the engine said when it refused to compile or load the prelude
+/// (an exception's message). Written by hand rather than with `thiserror`:
+/// build.rs includes this file and has no dependency but the engine.
+#[derive(Debug)]
+pub struct BytecodeError(pub String);
+
+impl std::fmt::Display for BytecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BytecodeError {}
+
 /// Compiles `source` as a global script into bytecode.
-pub fn compile(ctx: &Ctx<'_>, source: &str, filename: &str) -> Result<Vec<u8>, String> {
-    let src = std::ffi::CString::new(source).map_err(|e| e.to_string())?;
-    let name = std::ffi::CString::new(filename).map_err(|e| e.to_string())?;
+pub fn compile(ctx: &Ctx<'_>, source: &str, filename: &str) -> Result<Vec<u8>, BytecodeError> {
+    let src = std::ffi::CString::new(source).map_err(|e| BytecodeError(e.to_string()))?;
+    let name = std::ffi::CString::new(filename).map_err(|e| BytecodeError(e.to_string()))?;
     let raw = ctx.as_raw().as_ptr();
     // SAFETY: `raw` is the live context of `ctx`; the strings are
     // NUL-terminated and outlive the call; the returned value is owned by us
@@ -46,7 +60,7 @@ pub fn compile(ctx: &Ctx<'_>, source: &str, filename: &str) -> Result<Vec<u8>, S
 
 /// Loads bytecode produced by [`compile`] with the same engine and runs it,
 /// returning the script's completion value.
-pub fn eval<'js>(ctx: &Ctx<'js>, bytes: &[u8]) -> Result<Value<'js>, String> {
+pub fn eval<'js>(ctx: &Ctx<'js>, bytes: &[u8]) -> Result<Value<'js>, BytecodeError> {
     let raw = ctx.as_raw().as_ptr();
     // SAFETY: the bytes come from `compile` with the same QuickJS build
     // (embedded at build time from this crate's own engine); ReadObject
@@ -72,9 +86,11 @@ pub fn eval<'js>(ctx: &Ctx<'js>, bytes: &[u8]) -> Result<Value<'js>, String> {
     }
 }
 
-fn describe(ctx: &Ctx<'_>) -> String {
+fn describe(ctx: &Ctx<'_>) -> BytecodeError {
     let e = ctx.catch();
-    e.as_exception()
-        .and_then(|x| x.message())
-        .unwrap_or_else(|| format!("{e:?}"))
+    BytecodeError(
+        e.as_exception()
+            .and_then(|x| x.message())
+            .unwrap_or_else(|| format!("{e:?}")),
+    )
 }

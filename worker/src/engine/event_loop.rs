@@ -252,31 +252,7 @@ impl<'js> Loop<'_, 'js> {
     fn handle(&self, msg: HostMsg, cancel_reason: &mut Option<CancelReason>) {
         let d = &self.internal.deliver;
         match msg {
-            HostMsg::Cancel { reason } => {
-                if cancel_reason.is_some() {
-                    return;
-                }
-                self.shared.clock.note_cancel();
-                self.shared.timers.borrow_mut().clear_all();
-                let (code, message) = cancel_text(&reason);
-                *cancel_reason = Some(reason);
-                // Inside the script every hook throws CANCELLED after any
-                // cancel, a wall timeout included (contract §7); the run's
-                // own code (TIMEOUT for the wall budget) is in the End.
-                self.slice(|| {
-                    self.internal
-                        .cancel
-                        .call::<_, ()>((ErrorCode::Cancelled.as_str(), message.as_str()))
-                });
-                // Whatever could still settle the body needed the host or a
-                // timer; both are gone now. End the run here.
-                if !self.shared.ended() && self.shared.clock.fired().is_none() {
-                    let _ = self
-                        .internal
-                        .force_end
-                        .call::<_, ()>((code.as_str(), message.as_str()));
-                }
-            }
+            HostMsg::Cancel { reason } => self.on_cancel(reason, cancel_reason),
             // Nothing in the script can see that a child started (its id
             // is in the host's events, not in `agent()`'s promise), so no
             // JavaScript runs for it: one slice fewer per call.
@@ -308,42 +284,7 @@ impl<'js> Loop<'_, 'js> {
                 self.slice(|| d.call::<_, ()>((deliver::FAILED, call_id as f64, message)));
             }
             HostMsg::WorkflowLoaded { call_id, workflow } => {
-                // The host prepared the child, so its code compiles; if the
-                // engine refuses it anyway, workflow() rejects saying so.
-                let compiled: rquickjs::Result<rquickjs::Value> = self.ctx.eval_with_options(
-                    workflow.script_js.as_str(),
-                    eval_opts(&workflow.script_name),
-                );
-                match compiled {
-                    Ok(outer) => self.slice(|| {
-                        d.call::<_, ()>((
-                            deliver::WORKFLOW_LOADED,
-                            call_id as f64,
-                            outer,
-                            workflow.name,
-                            workflow.script_name,
-                        ))
-                    }),
-                    Err(_) => {
-                        let why = self.ctx.catch();
-                        let why = why
-                            .as_exception()
-                            .and_then(|e| e.message())
-                            .unwrap_or_else(|| "the engine refused it".into());
-                        let message = format!(
-                            "workflow(): {}: the engine rejected the prepared script: {why}",
-                            workflow.script_name
-                        );
-                        self.slice(|| {
-                            d.call::<_, ()>((
-                                deliver::WORKFLOW_ERROR,
-                                call_id as f64,
-                                ErrorCode::ScriptParse.as_str(),
-                                message,
-                            ))
-                        });
-                    }
-                }
+                self.on_workflow_loaded(call_id, workflow);
             }
             HostMsg::WorkflowLoadError {
                 call_id,
@@ -361,6 +302,81 @@ impl<'js> Loop<'_, 'js> {
             }
             // Out of place here; a confused host is not a reason to crash.
             HostMsg::Init(_) | HostMsg::Go => {}
+        }
+    }
+
+    /// The first cancel: timers cleared, every hook told (they throw
+    /// CANCELLED from now on), and the run ended here when nothing else
+    /// can settle the body; a second cancel changes nothing.
+    fn on_cancel(&self, reason: CancelReason, cancel_reason: &mut Option<CancelReason>) {
+        if cancel_reason.is_some() {
+            return;
+        }
+        self.shared.clock.note_cancel();
+        self.shared.timers.borrow_mut().clear_all();
+        let (code, message) = cancel_text(&reason);
+        *cancel_reason = Some(reason);
+        // Inside the script every hook throws CANCELLED after any
+        // cancel, a wall timeout included (contract §7); the run's
+        // own code (TIMEOUT for the wall budget) is in the End.
+        self.slice(|| {
+            self.internal
+                .cancel
+                .call::<_, ()>((ErrorCode::Cancelled.as_str(), message.as_str()))
+        });
+        // Whatever could still settle the body needed the host or a
+        // timer; both are gone now. End the run here.
+        if !self.shared.ended() && self.shared.clock.fired().is_none() {
+            let _ = self
+                .internal
+                .force_end
+                .call::<_, ()>((code.as_str(), message.as_str()));
+        }
+    }
+
+    /// A nested workflow the host prepared: compiled here and handed to
+    /// the waiting `workflow()` call, or its rejection.
+    fn on_workflow_loaded(
+        &self,
+        call_id: dsh_protocol::CallId,
+        workflow: dsh_protocol::LoadedWorkflow,
+    ) {
+        let d = &self.internal.deliver;
+        // The host prepared the child, so its code compiles; if the
+        // engine refuses it anyway, workflow() rejects saying so.
+        let compiled: rquickjs::Result<rquickjs::Value> = self.ctx.eval_with_options(
+            workflow.script_js.as_str(),
+            eval_opts(&workflow.script_name),
+        );
+        match compiled {
+            Ok(outer) => self.slice(|| {
+                d.call::<_, ()>((
+                    deliver::WORKFLOW_LOADED,
+                    call_id as f64,
+                    outer,
+                    workflow.name,
+                    workflow.script_name,
+                ))
+            }),
+            Err(_) => {
+                let why = self.ctx.catch();
+                let why = why
+                    .as_exception()
+                    .and_then(|e| e.message())
+                    .unwrap_or_else(|| "the engine refused it".into());
+                let message = format!(
+                    "workflow(): {}: the engine rejected the prepared script: {why}",
+                    workflow.script_name
+                );
+                self.slice(|| {
+                    d.call::<_, ()>((
+                        deliver::WORKFLOW_ERROR,
+                        call_id as f64,
+                        ErrorCode::ScriptParse.as_str(),
+                        message,
+                    ))
+                });
+            }
         }
     }
 }

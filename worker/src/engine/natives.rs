@@ -103,9 +103,19 @@ fn start_child(
     Ok(())
 }
 
+/// The object of natives the prelude gets (`N`), by kind.
 pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<Object<'js>> {
     let n = Object::new(ctx.clone())?;
+    messages(ctx, &n, shared)?;
+    calls(ctx, &n, shared)?;
+    checks(ctx, &n, shared)?;
+    timers(ctx, &n, shared)?;
+    ends(ctx, &n, shared)?;
+    Ok(n)
+}
 
+/// `phase`, `log`, `warn`: frames to the host, nothing back.
+fn messages<'js>(ctx: &Ctx<'js>, n: &Object<'js>, shared: &Rc<Shared>) -> rquickjs::Result<()> {
     let s = shared.clone();
     n.set(
         "phase",
@@ -140,7 +150,11 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
             });
         })?,
     )?;
+    Ok(())
+}
 
+/// `agent()` and `workflow()` calls: admitted, queued, started, loaded.
+fn calls<'js>(ctx: &Ctx<'js>, n: &Object<'js>, shared: &Rc<Shared>) -> rquickjs::Result<()> {
     // An agent() call that waits for a slot: admitted (counted) now, its
     // promise made here (see `call_promise`), started later by
     // `childStart`. The host hears that it waits (`ChildQueued`), so the
@@ -228,7 +242,11 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
             });
         })?,
     )?;
+    Ok(())
+}
 
+/// Questions the prelude asks: memory, sizes, schemas, promises.
+fn checks<'js>(ctx: &Ctx<'js>, n: &Object<'js>, shared: &Rc<Shared>) -> rquickjs::Result<()> {
     let s = shared.clone();
     n.set(
         "heapNearLimit",
@@ -282,7 +300,11 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
             v.is_promise()
         })?,
     )?;
+    Ok(())
+}
 
+/// `setTimeout` and `clearTimeout`: deadlines kept by the event loop.
+fn timers<'js>(ctx: &Ctx<'js>, n: &Object<'js>, shared: &Rc<Shared>) -> rquickjs::Result<()> {
     let s = shared.clone();
     n.set(
         "setTimer",
@@ -301,7 +323,11 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
             s.timers.borrow_mut().clear(id as u64);
         })?,
     )?;
+    Ok(())
+}
 
+/// How the body settled (`endCompleted`, `endFailed`, `endCancelled`).
+fn ends<'js>(ctx: &Ctx<'js>, n: &Object<'js>, shared: &Rc<Shared>) -> rquickjs::Result<()> {
     // How the body settled: one native per outcome, so the only thing
     // that crosses from the prelude as text is the error code.
     let s = shared.clone();
@@ -327,8 +353,7 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
             s.set_end(EndOutcome::cancelled(code_from_prelude(&code.0), message.0));
         })?,
     )?;
-
-    Ok(n)
+    Ok(())
 }
 
 /// An error code the prelude names: one of its own constants, one the host

@@ -31,7 +31,6 @@
 use std::io::Read as _;
 use std::os::fd::AsRawFd as _;
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
@@ -44,6 +43,12 @@ use nix::unistd::Pid;
 use serde::Deserialize;
 
 use super::{Ctx, Done, Status, ToolError, cap_output, input};
+
+mod sentinel;
+mod tmp;
+
+use sentinel::start_sentinel;
+pub(crate) use tmp::{make_tmp_dir, remove_tmp_dir};
 
 /// How long the group has between SIGTERM and SIGKILL after a timeout.
 pub const KILL_GRACE: Duration = Duration::from_millis(300);
@@ -101,284 +106,12 @@ extern "C" fn on_sigterm(_: libc::c_int) {
     }
 }
 
-/// One more than the highest signal number (see [`dsh_exec::NSIG`]).
-const NSIG: libc::c_int = dsh_exec::NSIG;
-
-/// In the shell's forked child, right after its `setsid`: starts the
-/// call's sentinel, a process in the shell's new group whose only job is
-/// to SIGKILL that group once the tool process is gone, however it went.
-///
-/// The tool process kills the group itself when the shell ends, on a
-/// timeout and on SIGTERM; but a SIGKILLed tool process (the host's grace
-/// ran out, or the host died and the parent-death signal fired) runs no
-/// code, and the shell's parent-death signal kills the shell alone: its
-/// background jobs lived on until their CPU limit, which an idle job never
-/// reaches. The sentinel blocks reading `watch`, a pipe whose only write
-/// end the tool process holds; the kernel closes it when that process
-/// dies, the read returns, and the sentinel kills its group (itself
-/// included). Under the sandbox nothing the command starts can leave the
-/// group, so that is everything. It is forked twice so that it is not the
-/// shell's child (a program waiting for "any child" would wait for it),
-/// ignores every signal but SIGKILL (a `kill 0` in a test suite does not
-/// disarm it), and keeps no descriptor but `watch` (a copy of the output
-/// pipe would keep its reader waiting; one of the temporary directory's
-/// lock would keep the directory marked in use).
-///
-/// Async-signal-safe: fork, waitpid, sigaction, close_range/close, read,
-/// kill, _exit; nothing is allocated.
-fn start_sentinel(watch: libc::c_int) -> std::io::Result<()> {
-    // SAFETY: see above; every call is a plain system call on values owned
-    // by this frame, and the forked children end with _exit.
-    unsafe {
-        match libc::fork() {
-            -1 => Err(std::io::Error::last_os_error()),
-            0 => {
-                if libc::fork() == 0 {
-                    sentinel(watch);
-                }
-                libc::_exit(0);
-            }
-            middle => {
-                let mut status = 0;
-                while libc::waitpid(middle, &mut status, 0) == -1
-                    && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
-                {
-                }
-                Ok(())
-            }
-        }
-    }
-}
-
-/// The sentinel's body (see [`start_sentinel`]); never returns.
-fn sentinel(watch: libc::c_int) -> ! {
-    // SAFETY: plain system calls on this process's own descriptors,
-    // signals and group, in a forked child that never returns to Rust
-    // code of the parent's.
-    unsafe {
-        let mut ign: libc::sigaction = std::mem::zeroed();
-        ign.sa_sigaction = libc::SIG_IGN;
-        libc::sigemptyset(&mut ign.sa_mask);
-        for sig in 1..NSIG {
-            libc::sigaction(sig, &ign, std::ptr::null_mut());
-        }
-        close_all_but(watch);
-        let mut byte = 0u8;
-        loop {
-            let n = libc::read(watch, (&raw mut byte).cast(), 1);
-            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            // End of file (the tool process is gone), or an error: either
-            // way nothing is left to watch.
-            break;
-        }
-        libc::kill(0, libc::SIGKILL);
-        libc::_exit(0)
-    }
-}
-
-/// Closes every descriptor but `keep` (≥ 0): `close_range`, or one by one
-/// up to the descriptor limit where the kernel lacks it (before 5.9).
-/// Async-signal-safe.
-fn close_all_but(keep: libc::c_int) {
-    // SAFETY: closing descriptors of this (forked, single-threaded)
-    // process; the numbers need not be open.
-    unsafe {
-        #[cfg(target_os = "linux")]
-        {
-            let keep = keep as libc::c_uint;
-            let low = if keep == 0 {
-                0
-            } else {
-                libc::syscall(
-                    libc::SYS_close_range,
-                    0 as libc::c_uint,
-                    keep - 1,
-                    0 as libc::c_uint,
-                )
-            };
-            let high = libc::syscall(
-                libc::SYS_close_range,
-                keep + 1,
-                libc::c_uint::MAX,
-                0 as libc::c_uint,
-            );
-            if low == 0 && high == 0 {
-                return;
-            }
-        }
-        let mut lim: libc::rlimit = std::mem::zeroed();
-        let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-            libc::c_int::try_from(lim.rlim_cur)
-                .unwrap_or(libc::c_int::MAX)
-                .min(1 << 16)
-        } else {
-            1024
-        };
-        for fd in 0..max {
-            if fd != keep {
-                libc::close(fd);
-            }
-        }
-    }
-}
-
 #[derive(Deserialize)]
 struct BashInput {
     command: String,
     timeout: Option<u64>,
     #[allow(dead_code)] // For the transcript only; part of the input shape.
     description: Option<String>,
-}
-
-/// The call's private temporary directory, and the lock that says it is
-/// in use.
-pub(crate) struct TmpDir {
-    pub path: PathBuf,
-    /// An exclusive `flock` on the directory itself, held as long as this
-    /// process lives (close-on-exec, so the shell does not inherit it; the
-    /// Bash sentinel closes it too). The kernel drops it however the
-    /// process ends, SIGKILL included: an unlocked `call-*` directory is
-    /// one whose owner is gone, which [`reclaim_stale`] removes.
-    _lock: std::fs::File,
-}
-
-/// A staging directory younger than this is left alone by
-/// [`reclaim_stale`]: it may be one a live call has just made and not yet
-/// locked.
-const STAGING_MIN_AGE: Duration = Duration::from_secs(60);
-/// At most this many entries of the parent are looked at per call, so a
-/// parent flooded with entries cannot make every call slow.
-const RECLAIM_SCAN_MAX: usize = 256;
-
-/// Makes the call's private temporary directory, before the sandbox so
-/// that Landlock can grant it: `$TMPDIR/dsh-tool-tmp-UID/call-PID-NANOS`,
-/// both levels mode 0700. The shared parent exists so that the call's
-/// directory can be removed afterwards under Landlock, which is granted
-/// only the right to remove directories beneath the parent (the system's
-/// `/tmp` itself stays out of reach). A parent that is not a real
-/// directory of ours, private to us (something another user planted), is
-/// not used. `None` when it cannot be made: then `TMPDIR` is not set and
-/// temporary files fail under the sandbox.
-///
-/// The directory is made as `.new-PID-NANOS`, locked, and only then
-/// renamed to `call-…`, so that every `call-…` directory is locked from the
-/// moment it has that name. Before making its own, the call removes the
-/// directories of calls whose process is gone ([`reclaim_stale`]): a
-/// cancelled or killed call cannot always remove its own.
-pub(crate) fn make_tmp_dir() -> Option<TmpDir> {
-    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
-    // SAFETY: getuid takes no arguments and cannot fail (nix's wrapper
-    // needs a feature the workspace does not enable).
-    let uid = unsafe { libc::getuid() };
-    let parent = std::env::temp_dir().join(format!("dsh-tool-tmp-{uid}"));
-    let _ = std::fs::DirBuilder::new().mode(0o700).create(&parent);
-    let meta = std::fs::symlink_metadata(&parent).ok()?;
-    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
-        return None;
-    }
-    reclaim_stale(&parent, uid);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let id = format!("{}-{nanos}", std::process::id());
-    let staging = parent.join(format!(".new-{id}"));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&staging)
-        .ok()?;
-    let Some(lock) = lock_dir(&staging) else {
-        let _ = std::fs::remove_dir(&staging);
-        return None;
-    };
-    let dir = parent.join(format!("call-{id}"));
-    if std::fs::rename(&staging, &dir).is_err() {
-        let _ = std::fs::remove_dir(&staging);
-        return None;
-    }
-    Some(TmpDir {
-        path: dir,
-        _lock: lock,
-    })
-}
-
-/// Opens `dir` (a real directory, never through a symlink) and takes an
-/// exclusive lock on it without waiting; `None` when it is not a directory
-/// or someone holds the lock.
-fn lock_dir(dir: &std::path::Path) -> Option<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
-        .open(dir)
-        .ok()?;
-    f.try_lock().ok()?;
-    Some(f)
-}
-
-/// Whether `name` is one dsh gives a call's directory: `call-PID-NANOS`
-/// (`staging` false) or `.new-PID-NANOS` (`staging` true).
-fn call_dir_name(name: &str) -> Option<bool> {
-    let (staging, id) = match (name.strip_prefix("call-"), name.strip_prefix(".new-")) {
-        (Some(id), _) => (false, id),
-        (_, Some(id)) => (true, id),
-        _ => return None,
-    };
-    let (pid, nanos) = id.split_once('-')?;
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    (digits(pid) && digits(nanos)).then_some(staging)
-}
-
-/// Removes the directories of calls whose process is gone: only entries
-/// named as dsh names them, real directories (a symlink is never
-/// followed, nor removed), owned by `uid`, and not locked — a live call
-/// holds its lock until it exits. A staging directory must also be older
-/// than [`STAGING_MIN_AGE`] (its owner locks it a moment after making it).
-/// Best effort: whatever fails is left for the next call.
-fn reclaim_stale(parent: &std::path::Path, uid: u32) {
-    use std::os::unix::fs::MetadataExt as _;
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.take(RECLAIM_SCAN_MAX).flatten() {
-        let name = entry.file_name();
-        let Some(staging) = name.to_str().and_then(call_dir_name) else {
-            continue;
-        };
-        let path = entry.path();
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if !meta.is_dir() || meta.uid() != uid {
-            continue;
-        }
-        if staging
-            && meta
-                .modified()
-                .ok()
-                .and_then(|m| m.elapsed().ok())
-                .is_none_or(|age| age < STAGING_MIN_AGE)
-        {
-            continue;
-        }
-        // Held across the removal, so a second call reclaiming at the
-        // same time skips it.
-        let Some(_lock) = lock_dir(&path) else {
-            continue;
-        };
-        // Does not follow symlinks inside (std removes them as links).
-        let _ = std::fs::remove_dir_all(&path);
-    }
-}
-
-pub(crate) fn remove_tmp_dir(dir: Option<TmpDir>) {
-    if let Some(dir) = dir {
-        // Best effort: what is left is reclaimed by a later call once this
-        // process (and its lock) is gone.
-        let _ = std::fs::remove_dir_all(&dir.path);
-    }
 }
 
 fn shell() -> &'static str {
@@ -406,9 +139,61 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
         .timeout
         .filter(|t| *t > 0)
         .map_or(ctx.bash_timeout_ms, |t| t.min(ctx.bash_timeout_ms));
-    let start_err =
-        |e: std::io::Error| ToolError::error(format!("Bash: cannot start the shell: {e}"));
-    let (mut reader, writer) = std::io::pipe().map_err(start_err)?;
+    let (reader, writer) = std::io::pipe().map_err(start_err)?;
+    // The sentinel's pipe (see `start_sentinel`): this process keeps the
+    // write end until the call is over; both ends are close-on-exec, so
+    // the shell holds neither.
+    let (watch_r, watch_w) = std::io::pipe().map_err(start_err)?;
+    let cmd = shell_command(ctx, &inp.command, writer, watch_r.as_raw_fd())?;
+    let (mut child, pid) = spawn_held(cmd, watch_r)?;
+    let max = ctx.max_output_bytes;
+    let (collected, eof_rx) = collect_output(reader, max);
+
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+    let timed_out = !wait_exit(pid, deadline);
+    if timed_out {
+        let _ = killpg(pid, Signal::SIGTERM);
+        wait_exit(pid, Instant::now() + KILL_GRACE);
+    }
+    // Always, and while the shell is an unreaped zombie (so its pid, the
+    // group's id, cannot have been reused): whatever it left running in
+    // the background dies with the call.
+    let _ = killpg(pid, Signal::SIGKILL);
+    // The group is gone (the sentinel with it); once the shell is reaped
+    // its id may be reused, so a later SIGTERM must not signal it.
+    GROUP.store(0, Ordering::SeqCst);
+    drop(watch_w);
+    let status = child.wait().ok();
+    let _ = eof_rx.recv_timeout(DRAIN_WAIT);
+
+    let (kept, total) = match collected.lock() {
+        Ok(c) => (c.kept.clone(), c.total),
+        Err(_) => (Vec::new(), 0),
+    };
+    Ok(describe(
+        &kept,
+        total,
+        max,
+        timed_out.then_some(timeout_ms),
+        status,
+    ))
+}
+
+/// Why the shell could not be started.
+fn start_err(e: std::io::Error) -> ToolError {
+    ToolError::error(format!("Bash: cannot start the shell: {e}"))
+}
+
+/// The shell running `command`: fixed environment, output into `writer`
+/// (stdout and stderr alike), its own session and group, its sentinel
+/// watching `watch`, and under the sandbox the filter that keeps it in its
+/// group.
+fn shell_command(
+    ctx: &Ctx,
+    command: &str,
+    writer: std::io::PipeWriter,
+    watch: std::os::fd::RawFd,
+) -> Result<Command, ToolError> {
     let writer2 = writer.try_clone().map_err(start_err)?;
     #[cfg(target_os = "linux")]
     let group_filter = if ctx.sandboxed {
@@ -420,7 +205,7 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
     };
     let mut cmd = Command::new(shell());
     cmd.arg("-c")
-        .arg(&inp.command)
+        .arg(command)
         .current_dir(&ctx.workspace)
         .env_clear()
         .env("PATH", PATH)
@@ -440,11 +225,6 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
     if let Some(tmp) = &ctx.tmp_dir {
         cmd.env("TMPDIR", tmp);
     }
-    // The sentinel's pipe (see `start_sentinel`): this process keeps the
-    // write end until the call is over; both ends are close-on-exec, so
-    // the shell holds neither.
-    let (watch_r, watch_w) = std::io::pipe().map_err(start_err)?;
-    let watch = watch_r.as_raw_fd();
     // SAFETY: the closure runs in the child between fork and exec, and
     // makes only async-signal-safe system calls (rt_sigaction,
     // rt_sigprocmask, close_range/fcntl, setsid, fork, waitpid, prctl,
@@ -474,6 +254,15 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
             Ok(())
         });
     }
+    Ok(cmd)
+}
+
+/// Spawns the shell with SIGTERM held until [`stop_group_on_sigterm`]
+/// knows its group; the shell's pid is its group's id.
+fn spawn_held(
+    mut cmd: Command,
+    watch_r: std::io::PipeReader,
+) -> Result<(std::process::Child, Pid), ToolError> {
     // SIGTERM is held from before the spawn until the handler knows the
     // shell's group: a cancel that came between the two used to end this
     // process by the default action, and the shell's background children
@@ -489,7 +278,7 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
     // reader would never see the end of the output.
     drop(cmd);
     drop(watch_r);
-    let mut child = match spawned {
+    let child = match spawned {
         Ok(child) => child,
         Err(e) => {
             let _ = term.thread_unblock();
@@ -500,10 +289,18 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
     stop_group_on_sigterm(pid);
     // A SIGTERM that arrived meanwhile is handled now, by the handler.
     let _ = term.thread_unblock();
+    Ok((child, pid))
+}
 
+/// Reads the shell's output to its end on a thread of its own (so the
+/// command never blocks on a full pipe), keeping the first `max` bytes and
+/// counting the rest; the channel says when the end was reached.
+fn collect_output(
+    mut reader: std::io::PipeReader,
+    max: usize,
+) -> (Arc<Mutex<Collected>>, mpsc::Receiver<()>) {
     let collected = Arc::new(Mutex::new(Collected::default()));
     let (eof_tx, eof_rx) = mpsc::channel::<()>();
-    let max = ctx.max_output_bytes;
     {
         let collected = Arc::clone(&collected);
         std::thread::spawn(move || {
@@ -525,29 +322,20 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
             let _ = eof_tx.send(());
         });
     }
+    (collected, eof_rx)
+}
 
-    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
-    let timed_out = !wait_exit(pid, deadline);
-    if timed_out {
-        let _ = killpg(pid, Signal::SIGTERM);
-        wait_exit(pid, Instant::now() + KILL_GRACE);
-    }
-    // Always, and while the shell is an unreaped zombie (so its pid, the
-    // group's id, cannot have been reused): whatever it left running in
-    // the background dies with the call.
-    let _ = killpg(pid, Signal::SIGKILL);
-    // The group is gone (the sentinel with it); once the shell is reaped
-    // its id may be reused, so a later SIGTERM must not signal it.
-    GROUP.store(0, Ordering::SeqCst);
-    drop(watch_w);
-    let status = child.wait().ok();
-    let _ = eof_rx.recv_timeout(DRAIN_WAIT);
-
-    let (kept, total) = match collected.lock() {
-        Ok(c) => (c.kept.clone(), c.total),
-        Err(_) => (Vec::new(), 0),
-    };
-    let mut out = String::from_utf8_lossy(&kept).into_owned();
+/// The call's answer: the output kept (cut to `max`, with a line for what
+/// was not kept), then how the shell ended — timed out (`timed_out`: the
+/// timeout in milliseconds), killed by a signal, or a nonzero exit code.
+fn describe(
+    kept: &[u8],
+    total: u64,
+    max: usize,
+    timed_out: Option<u64>,
+    status: Option<std::process::ExitStatus>,
+) -> Done {
+    let mut out = String::from_utf8_lossy(kept).into_owned();
     cap_output(&mut out, max, String::new);
     if total > kept.len() as u64 {
         if !out.ends_with('\n') {
@@ -557,14 +345,14 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
             "[output truncated: the command printed {total} bytes; showing the first {max}]"
         ));
     }
-    if timed_out {
+    if let Some(timeout_ms) = timed_out {
         out.push_str(&format!(
             "\n[timed out after {timeout_ms} ms: the command and everything it started were killed]"
         ));
-        return Ok(Done {
+        return Done {
             status: Status::Timeout,
             output: out,
-        });
+        };
     }
     match status {
         Some(s) => {
@@ -580,7 +368,7 @@ pub(crate) fn run(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError>
     if out.is_empty() {
         out.push_str("(no output)");
     }
-    Ok(Done::ok(out))
+    Done::ok(out)
 }
 
 /// Waits until the process `pid` has exited (without reaping it, so its

@@ -286,60 +286,9 @@ fn unsandboxed() -> SandboxReport {
 }
 
 fn run(landlock_abi_override: Option<u32>) -> Response {
-    let mut raw = Vec::new();
-    if let Err(e) = std::io::stdin()
-        .take(MAX_REQUEST_BYTES + 1)
-        .read_to_end(&mut raw)
-    {
-        return refusal(Status::Error, format!("cannot read the request: {e}"));
-    }
-    if raw.len() as u64 > MAX_REQUEST_BYTES {
-        return refusal(
-            Status::Error,
-            format!("the request is larger than {MAX_REQUEST_BYTES} bytes"),
-        );
-    }
-    let req: Request = match serde_json::from_slice(&raw) {
-        Ok(r) => r,
-        Err(e) => return refusal(Status::Error, format!("invalid tool request: {e}")),
-    };
-    drop(raw);
-    let Some(tool) = Tool::parse(&req.tool) else {
-        let known: Vec<&str> = Tool::ALL.iter().map(|(n, _)| *n).collect();
-        return refusal(
-            Status::Error,
-            format!(
-                "unknown tool {:?}: expected one of {}",
-                req.tool,
-                known.join(", ")
-            ),
-        );
-    };
-    if !req.workspace.is_absolute() {
-        return refusal(
-            Status::Error,
-            format!(
-                "invalid tool request: workspace {} is not an absolute path",
-                req.workspace.display()
-            ),
-        );
-    }
-    // Canonical once, here: every path check compares canonical paths
-    // against it (`paths::resolve`, `paths::writable`).
-    let workspace = match std::fs::canonicalize(&req.workspace) {
-        Ok(w) if w.is_dir() => w,
-        Ok(_) => {
-            return refusal(
-                Status::Error,
-                format!("workspace {} is not a directory", req.workspace.display()),
-            );
-        }
-        Err(e) => {
-            return refusal(
-                Status::Error,
-                format!("workspace {}: {e}", req.workspace.display()),
-            );
-        }
+    let (req, tool, workspace) = match read_request() {
+        Ok(checked) => checked,
+        Err(Refused(message)) => return refusal(Status::Error, message),
     };
     // Held (with its lock) until the call is over.
     let tmp = if tool == Tool::Bash {
@@ -395,6 +344,65 @@ fn run(landlock_abi_override: Option<u32>) -> Response {
             sandbox,
         },
     }
+}
+
+/// Why a request was refused before anything ran (`Status::Error`).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Refused(String);
+
+/// The request on stdin, read (bounded), parsed and checked: its tool, and
+/// its workspace made canonical.
+fn read_request() -> Result<(Request, Tool, PathBuf), Refused> {
+    let mut raw = Vec::new();
+    if let Err(e) = std::io::stdin()
+        .take(MAX_REQUEST_BYTES + 1)
+        .read_to_end(&mut raw)
+    {
+        return Err(Refused(format!("cannot read the request: {e}")));
+    }
+    if raw.len() as u64 > MAX_REQUEST_BYTES {
+        return Err(Refused(format!(
+            "the request is larger than {MAX_REQUEST_BYTES} bytes"
+        )));
+    }
+    let req: Request = match serde_json::from_slice(&raw) {
+        Ok(r) => r,
+        Err(e) => return Err(Refused(format!("invalid tool request: {e}"))),
+    };
+    drop(raw);
+    let Some(tool) = Tool::parse(&req.tool) else {
+        let known: Vec<&str> = Tool::ALL.iter().map(|(n, _)| *n).collect();
+        return Err(Refused(format!(
+            "unknown tool {:?}: expected one of {}",
+            req.tool,
+            known.join(", ")
+        )));
+    };
+    if !req.workspace.is_absolute() {
+        return Err(Refused(format!(
+            "invalid tool request: workspace {} is not an absolute path",
+            req.workspace.display()
+        )));
+    }
+    // Canonical once, here: every path check compares canonical paths
+    // against it (`paths::resolve`, `paths::writable`).
+    let workspace = match std::fs::canonicalize(&req.workspace) {
+        Ok(w) if w.is_dir() => w,
+        Ok(_) => {
+            return Err(Refused(format!(
+                "workspace {} is not a directory",
+                req.workspace.display()
+            )));
+        }
+        Err(e) => {
+            return Err(Refused(format!(
+                "workspace {}: {e}",
+                req.workspace.display()
+            )));
+        }
+    };
+    Ok((req, tool, workspace))
 }
 
 /// Applies the tool profile under `policy`: `Err` carries the report of

@@ -153,42 +153,22 @@ pub(crate) fn grep(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError
             ))
         })?;
     let root = resolve(&ctx.workspace, "Grep", inp.path.as_deref().unwrap_or("."))?;
-    // A pattern without `/` filters file names (`*.rs`), one with `/` the
-    // path relative to the search root (`src/**/*.rs`).
-    let name_filter = match &inp.glob {
-        Some(g) => Some((
-            globset::Glob::new(g)
-                .map_err(|e| ToolError::error(format!("Grep: invalid input: glob {g:?}: {e}")))?
-                .compile_matcher(),
-            g.contains('/'),
-        )),
-        None => None,
-    };
-    let types =
-        match &inp.file_type {
-            Some(t) => {
-                let mut b = ignore::types::TypesBuilder::new();
-                b.add_defaults();
-                b.select(t);
-                Some(b.build().map_err(|e| {
-                    ToolError::error(format!("Grep: invalid input: type {t:?}: {e}"))
-                })?)
-            }
-            None => None,
-        };
+    let name_filter = name_filter(inp.glob.as_deref())?;
+    let types = file_types(inp.file_type.as_deref())?;
     let mut paths = files(&root, types);
     paths.sort();
-    let line_numbers = inp.line_numbers.unwrap_or(true);
-    let before = inp.before.or(inp.context).unwrap_or(0);
-    let after = inp.after.or(inp.context).unwrap_or(0);
-    let limit = inp.head_limit.filter(|n| *n > 0).unwrap_or(usize::MAX);
-    let mut entries: Vec<String> = Vec::new();
-    // What the entries would print; past the output cap nothing more is
-    // collected (a pattern like "." over a big tree must not fill memory
-    // with lines that would be cut anyway).
-    let mut bytes = 0usize;
-    let full = |bytes: usize| bytes > ctx.max_output_bytes;
-    'files: for path in paths {
+    let lines = Lines {
+        numbers: inp.line_numbers.unwrap_or(true),
+        before: inp.before.or(inp.context).unwrap_or(0),
+        after: inp.after.or(inp.context).unwrap_or(0),
+    };
+    let mut entries = Entries {
+        list: Vec::new(),
+        bytes: 0,
+        limit: inp.head_limit.filter(|n| *n > 0).unwrap_or(usize::MAX),
+        max_bytes: ctx.max_output_bytes,
+    };
+    for path in paths {
         if let Some((m, whole)) = &name_filter {
             let subject = if *whole {
                 path.strip_prefix(&root).unwrap_or(&path)
@@ -206,68 +186,139 @@ pub(crate) fn grep(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError
         match mode {
             Mode::Files => {
                 if re.is_match(&text) {
-                    bytes += name.len() + 1;
                     entries.push(name);
                 }
             }
             Mode::Count => {
                 let n = text.lines().filter(|l| re.is_match(l)).count();
                 if n > 0 {
-                    let entry = format!("{name}:{n}");
-                    bytes += entry.len() + 1;
-                    entries.push(entry);
+                    entries.push(format!("{name}:{n}"));
                 }
             }
-            Mode::Content => {
-                let lines: Vec<&str> = text.lines().collect();
-                let hits: Vec<usize> = (0..lines.len())
-                    .filter(|i| re.is_match(lines[*i]))
-                    .collect();
-                let mut last_shown: Option<usize> = None;
-                for &hit in &hits {
-                    let from = hit.saturating_sub(before);
-                    let to = hit.saturating_add(after).min(lines.len().saturating_sub(1));
-                    let start = match last_shown {
-                        Some(l) if l + 1 >= from => l + 1,
-                        Some(_) => {
-                            entries.push("--".into());
-                            from
-                        }
-                        None => from,
-                    };
-                    for (i, line) in lines.iter().enumerate().take(to + 1).skip(start) {
-                        let sep = if hits.binary_search(&i).is_ok() {
-                            ':'
-                        } else {
-                            '-'
-                        };
-                        let line = cut_line(line, GREP_LINE_CHARS);
-                        let entry = if line_numbers {
-                            format!("{name}{sep}{}{sep}{line}", i + 1)
-                        } else {
-                            format!("{name}{sep}{line}")
-                        };
-                        bytes += entry.len() + 1;
-                        entries.push(entry);
-                        if entries.len() >= limit || full(bytes) {
-                            break 'files;
-                        }
-                    }
-                    last_shown = Some(to.max(last_shown.unwrap_or(0)));
-                }
-            }
+            Mode::Content => content(&text, &re, &name, &lines, &mut entries),
         }
-        if entries.len() >= limit || full(bytes) {
+        if entries.full() {
             break;
         }
     }
+    Ok(answer(ctx, mode, entries))
+}
+
+/// `glob`: a pattern without `/` filters file names (`*.rs`), one with
+/// `/` the path relative to the search root (`src/**/*.rs`); the flag says
+/// which.
+fn name_filter(glob: Option<&str>) -> Result<Option<(globset::GlobMatcher, bool)>, ToolError> {
+    let Some(g) = glob else {
+        return Ok(None);
+    };
+    let matcher = globset::Glob::new(g)
+        .map_err(|e| ToolError::error(format!("Grep: invalid input: glob {g:?}: {e}")))?
+        .compile_matcher();
+    Ok(Some((matcher, g.contains('/'))))
+}
+
+/// `type`: ripgrep's file types (`rust`, `py`, …).
+fn file_types(file_type: Option<&str>) -> Result<Option<ignore::types::Types>, ToolError> {
+    let Some(t) = file_type else {
+        return Ok(None);
+    };
+    let mut b = ignore::types::TypesBuilder::new();
+    b.add_defaults();
+    b.select(t);
+    let types = b
+        .build()
+        .map_err(|e| ToolError::error(format!("Grep: invalid input: type {t:?}: {e}")))?;
+    Ok(Some(types))
+}
+
+/// How content mode shows a match: line numbers, and lines of context.
+struct Lines {
+    numbers: bool,
+    before: usize,
+    after: usize,
+}
+
+/// The entries found so far, and what they would print. Past the output
+/// cap nothing more is collected (a pattern like "." over a big tree must
+/// not fill memory with lines that would be cut anyway).
+struct Entries {
+    list: Vec<String>,
+    bytes: usize,
+    /// `head_limit` (no limit: `usize::MAX`).
+    limit: usize,
+    max_bytes: usize,
+}
+
+impl Entries {
+    fn push(&mut self, entry: String) {
+        self.bytes += entry.len() + 1;
+        self.list.push(entry);
+    }
+
+    /// At `head_limit`, or past the output cap: the search stops.
+    fn full(&self) -> bool {
+        self.list.len() >= self.limit || self.bytes > self.max_bytes
+    }
+}
+
+/// Content mode for one file: each matching line (`name:N:line`) with its
+/// context (`name-N-line`), `--` between groups that do not touch; stops
+/// as soon as `entries` is full.
+fn content(text: &str, re: &regex::Regex, name: &str, opts: &Lines, entries: &mut Entries) {
+    let lines: Vec<&str> = text.lines().collect();
+    let hits: Vec<usize> = (0..lines.len())
+        .filter(|i| re.is_match(lines[*i]))
+        .collect();
+    let mut last_shown: Option<usize> = None;
+    for &hit in &hits {
+        let from = hit.saturating_sub(opts.before);
+        let to = hit
+            .saturating_add(opts.after)
+            .min(lines.len().saturating_sub(1));
+        let start = match last_shown {
+            Some(l) if l + 1 >= from => l + 1,
+            Some(_) => {
+                // Not counted in the bytes, as it never was.
+                entries.list.push("--".into());
+                from
+            }
+            None => from,
+        };
+        for (i, line) in lines.iter().enumerate().take(to + 1).skip(start) {
+            let sep = if hits.binary_search(&i).is_ok() {
+                ':'
+            } else {
+                '-'
+            };
+            let line = cut_line(line, GREP_LINE_CHARS);
+            entries.push(if opts.numbers {
+                format!("{name}{sep}{}{sep}{line}", i + 1)
+            } else {
+                format!("{name}{sep}{line}")
+            });
+            if entries.full() {
+                return;
+            }
+        }
+        last_shown = Some(to.max(last_shown.unwrap_or(0)));
+    }
+}
+
+/// What Grep answers: the entries up to `head_limit` and a line when it
+/// stopped there, cut to the output cap; or that nothing was found.
+fn answer(ctx: &Ctx, mode: Mode, entries: Entries) -> Done {
+    let Entries {
+        list: mut entries,
+        limit,
+        ..
+    } = entries;
     entries.truncate(limit);
     if entries.is_empty() {
-        return Ok(Done::ok(if mode == Mode::Files {
+        return Done::ok(if mode == Mode::Files {
             "No files found"
         } else {
             "No matches found"
-        }));
+        });
     }
     let mut out = entries.join("\n");
     out.push('\n');
@@ -280,7 +331,7 @@ pub(crate) fn grep(ctx: &Ctx, raw: &serde_json::Value) -> Result<Done, ToolError
             ctx.max_output_bytes
         )
     });
-    Ok(Done::ok(out))
+    Done::ok(out)
 }
 
 /// A file's text, or None when it is not worth searching: unreadable,
