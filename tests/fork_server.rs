@@ -149,10 +149,7 @@ async fn a_dead_server_means_spawned_workers_not_failed_runs() {
 async fn another_worker_command_is_spawned_and_dropping_the_server_ends_it() {
     let server = ForkServer::start(&dsh()).expect("server");
     let server_pid = server.pid().expect("serving");
-    let other = WorkerCommand {
-        program: DSH.into(),
-        args: vec!["__worker".into(), "--landlock-abi".into(), "0".into()],
-    };
+    let other = common::testing_worker("landlock-abi=0");
     let run =
         start(request("return await agent(\"x\");", &server).with_worker(other)).expect("start");
     let worker = run.worker_pid();
@@ -207,13 +204,9 @@ fn zombie_forked_workers() -> Vec<u32> {
 async fn a_child_forked_by_a_server_that_died_before_answering_is_reaped() {
     // The server forks, then exits without the pid: the child is this
     // process's (CLONE_PARENT), and only its Hello can name it.
-    let dying = WorkerCommand {
-        program: DSH.into(),
-        args: vec!["__worker".into(), "--test-server-dies-after-fork".into()],
-    };
+    let dying = common::testing_worker("server-dies-after-fork");
     let server = ForkServer::start(&dying).expect("server");
-    let run = start(request("return await agent(\"x\");", &server).with_worker(dying.clone()))
-        .expect("start");
+    let run = start(request("return await agent(\"x\");", &server)).expect("start");
     assert_eq!(
         result(&run).await.value,
         json!("echoed"),
@@ -361,7 +354,7 @@ async fn never_and_a_command_with_extra_arguments_spawn_every_worker() {
     let worker = own_command(&dir);
     let first = start_held(held(&worker)).await;
     let never = start_held(
-        held(&worker).with_shared_fork_server(dsh_orchestrator::SharedForkServer::Never),
+        held(&worker).with_worker_source(dsh_orchestrator::WorkerSource::Spawn(worker.clone())),
     )
     .await;
     // Extra arguments: the program may not serve --fork-server.

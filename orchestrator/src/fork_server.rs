@@ -15,8 +15,8 @@
 //! runs no script and is not sandboxed (it must be able to fork).
 //!
 //! A host can hold one of its own ([`ForkServer::start`], then
-//! [`crate::StartRequest::with_fork_server`] on each run); without one,
-//! runs that overlap share one started for them (`fork_server/shared.rs`).
+//! [`crate::WorkerSource::ForkServer`] on each run); without one, runs that
+//! overlap share one started for them (`fork_server/shared.rs`).
 //! A run whose worker command differs from the server's, or a server that
 //! has died, means a spawned worker as usual (never a failed start). Dropping the
 //! last handle closes the control socket and SIGKILLs the server.
@@ -38,12 +38,10 @@ use dsh_protocol::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, SandboxPolicy, WorkerMs
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 
 use crate::process::{ProcessGroup, spawner};
-use crate::run::worker::{ForkedWorker, Spawned};
-use crate::run::{StartError, WorkerCommand};
+use crate::run::error::StartError;
+use crate::run::worker::{ForkedWorker, Spawned, WorkerCommand};
 
 pub(crate) mod shared;
-
-pub use shared::SharedForkServer;
 
 /// How long the server may take to answer one request.
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);

@@ -35,7 +35,6 @@ pub mod fork_server;
 pub mod journal;
 pub mod limits;
 pub mod outcome;
-pub mod pool;
 pub mod process;
 pub mod provider;
 pub mod providers;
@@ -46,10 +45,9 @@ pub mod units;
 
 pub use dsh_protocol::{ErrorCode, SandboxLevel, SandboxPolicy, SandboxReport, StopReason, Usage};
 pub use events::{AgentOutcomeKind, Event, EventKind, EventStream};
-pub use fork_server::{ForkServer, SharedForkServer};
+pub use fork_server::ForkServer;
 pub use limits::Limits;
 pub use outcome::CallOutcome;
-pub use pool::WorkerPool;
 pub use provider::{
     Activity, AgentOptions, AgentRequest, CallLimit, CallLimits, ChildOrigin, ChildOutcome,
     ChildResult, KeptWorktree, Progress, ResultFault, StartRefused, Subagent, SubagentProvider,
@@ -57,6 +55,6 @@ pub use provider::{
 pub use result::{RunError, RunResult};
 pub use run::{
     ArgsInput, ForkedWorker, SpawnedWorker, StartError, StartRequest, WorkerCommand, WorkerMissing,
-    WorkflowRun, prepare, start,
+    WorkerSource, WorkflowRun, prepare, start,
 };
 pub use script::Meta;
