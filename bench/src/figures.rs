@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use dsh_orchestrator::{
-    EventKind, ForkServer, Limits, RunResult, SandboxPolicy, SandboxReport, StartRequest,
-    StopReason, SubagentProvider, WorkerCommand, WorkerSource, WorkflowRun, start,
+    EventKind, Limits, RunResult, SandboxPolicy, SandboxReport, StartRequest, StopReason,
+    SubagentProvider, WorkerCommand, WorkerSource, WorkflowRun, start,
 };
 use serde_json::json;
 
@@ -194,25 +194,22 @@ pub fn exec_dsh(ctx: &Ctx) -> Result<Duration> {
 }
 
 /// How the burst's runs get their workers.
-pub enum Workers<'a> {
+pub enum Workers {
     /// As a host that asks for nothing: the default, which forks from the
     /// fork server overlapping runs share.
     Default,
     /// Every worker spawned (`WorkerSource::Spawn`).
     Spawned,
-    /// Forked from the host's own `ForkServer`.
-    Server(&'a Arc<ForkServer>),
 }
 
 /// 100 runs started at once → every result.
-pub async fn burst(ctx: &Ctx, workers: Workers<'_>) -> Result<Duration> {
+pub async fn burst(ctx: &Ctx, workers: Workers) -> Result<Duration> {
     let reqs: Vec<StartRequest> = (0..BURST)
         .map(|_| {
             let req = ctx.request(TRIVIAL);
             match workers {
                 Workers::Default => req,
                 Workers::Spawned => req.with_worker_source(WorkerSource::Spawn(ctx.worker.clone())),
-                Workers::Server(s) => req.with_fork_server(s.clone()),
             }
         })
         .collect();

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
-use dsh_orchestrator::{ForkServer, SandboxPolicy};
+use dsh_orchestrator::SandboxPolicy;
 
 use figures::{Ctx, Workers};
 use machine::{Baseline, Machine};
@@ -512,28 +512,15 @@ where
 }
 
 async fn burst(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
-    // Interleaved: the default, spawned workers, the host's own fork
-    // server, the peer.
-    let server = ForkServer::start(&b.ctx.worker).context("starting the fork server")?;
-    let (mut d, mut ds, mut df, mut p) = (
-        Samples::default(),
-        Samples::default(),
-        Samples::default(),
-        Samples::default(),
-    );
+    // Interleaved: the default, spawned workers, the peer.
+    let (mut d, mut ds, mut p) = (Samples::default(), Samples::default(), Samples::default());
     for i in 0..warm + n {
         d.add(i, warm, ms(figures::burst(&b.ctx, Workers::Default).await?));
         ds.add(i, warm, ms(figures::burst(&b.ctx, Workers::Spawned).await?));
-        df.add(
-            i,
-            warm,
-            ms(figures::burst(&b.ctx, Workers::Server(&server)).await?),
-        );
         if let Some(peer) = b.peer.as_mut() {
             p.add(i, warm, peer.number("burst100", "ms").await?);
         }
     }
-    drop(server);
     for (id, how, dsh) in [
         (
             "burst100",
@@ -544,11 +531,6 @@ async fn burst(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
             "burst100_spawn",
             "every worker spawned, WorkerSource::Spawn",
             ds,
-        ),
-        (
-            "burst100_fork",
-            "workers forked from the host's own ForkServer",
-            df,
         ),
     ] {
         let mut f = Figure::new(
@@ -1128,10 +1110,6 @@ fn evaluate_targets(figs: &mut [Figure]) {
             "burst100_spawn",
             "100 runs at once ≤ 1/15 of the Node peer (every worker spawned)",
         ),
-        (
-            "burst100_fork",
-            "100 runs at once ≤ 1/15 of the Node peer (the host's own ForkServer)",
-        ),
     ] {
         set(
             id,
@@ -1144,7 +1122,8 @@ fn evaluate_targets(figs: &mut [Figure]) {
             ),
         );
     }
-    for (id, rss_id, which) in [("memory_pss", "memory_rss", "a run's worker idle in agent()")] {
+    {
+        let (id, rss_id, which) = ("memory_pss", "memory_rss", "a run's worker idle in agent()");
         let pss = median_of(figs, id, false);
         set(
             id,

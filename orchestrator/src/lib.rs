@@ -31,7 +31,7 @@ pub mod config;
 pub mod events;
 pub mod events_file;
 pub mod files;
-pub mod fork_server;
+mod fork_server;
 pub mod journal;
 pub mod limits;
 pub mod outcome;
@@ -45,7 +45,6 @@ pub mod units;
 
 pub use dsh_protocol::{ErrorCode, SandboxLevel, SandboxPolicy, SandboxReport, StopReason, Usage};
 pub use events::{AgentOutcomeKind, Event, EventKind, EventStream};
-pub use fork_server::ForkServer;
 pub use limits::Limits;
 pub use outcome::CallOutcome;
 pub use provider::{

@@ -666,26 +666,14 @@ pub mod lib {
     }
 
     /// A request for `script` (TypeScript), run by the `dsh` binary as its
-    /// own worker, with test meta and a short grace.
-    ///
-    /// With `DSH_TEST_FORK_SERVER` set, the worker is forked from a fork
-    /// server of its own: the suite then proves a forked worker's run
-    /// behaves exactly like a spawned one's.
+    /// own worker, with test meta and a short grace. (Runs of the suites
+    /// overlap, so many of their workers are forked from the shared fork
+    /// server, the rest spawned: both kinds run every test.)
     pub fn request(script: &str) -> StartRequest {
-        let req = StartRequest::new("e2e.ts", script)
+        StartRequest::new("e2e.ts", script)
             .with_meta(meta())
             .with_limits(limits())
-            .with_worker(WorkerCommand::dsh(super::DSH));
-        if std::env::var_os("DSH_TEST_FORK_SERVER").is_some()
-            && tokio::runtime::Handle::try_current().is_ok()
-        {
-            // A server of its own: it forks this run's worker, and exits
-            // once start() has dropped the request.
-            let server = dsh_orchestrator::ForkServer::start(&WorkerCommand::dsh(super::DSH))
-                .expect("a fork server");
-            return req.with_fork_server(server);
-        }
-        req
+            .with_worker(WorkerCommand::dsh(super::DSH))
     }
 
     /// Every event of the run as JSON (waits, bounded, for `workflow/end`).

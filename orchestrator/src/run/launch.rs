@@ -12,7 +12,6 @@
 //! - forked from the fork server that overlapping runs of one stock
 //!   command share (`fork_server/shared.rs`): [`WorkerSource::Resolve`]
 //!   and [`WorkerSource::Command`] do this while another such run is live;
-//! - forked from a fork server the host holds ([`WorkerSource::ForkServer`]);
 //! - spawned, or forked by the embedding program, ahead of the run
 //!   ([`WorkerSource::Ahead`]: what `dsh workflow run` does).
 //!
@@ -20,8 +19,6 @@
 //! `fork_server.rs`, `fork_server/shared.rs`, `run/error.rs`) and nothing
 //! above it: `start()` (`run/mod.rs`) calls [`launch`], and the supervisor
 //! holds the [`Lease`] it returns.
-
-use std::sync::Arc;
 
 use dsh_protocol::SandboxPolicy;
 
@@ -32,7 +29,11 @@ use crate::fork_server::shared::{self, Lease};
 
 /// Where a run's worker comes from. Set with
 /// [`crate::StartRequest::with_worker_source`] (or the shorthands
-/// `with_worker`, `with_spawned_worker`, `with_fork_server`).
+/// `with_worker`, `with_spawned_worker`).
+///
+/// A fork server a host holds for its own runs was a source too; it went
+/// when 100 runs at once forked from it took as long as from the shared
+/// one (docs/performance.md).
 #[derive(Clone, Debug, Default)]
 pub enum WorkerSource {
     /// The worker program [`WorkerCommand::resolve`] finds, started as
@@ -52,9 +53,6 @@ pub enum WorkerSource {
     /// one it was made for starts its command as [`WorkerSource::Command`]
     /// does, and the worker made ahead is killed.
     Ahead(SpawnedWorker),
-    /// Forked from the host's own fork server ([`ForkServer::start`]);
-    /// spawned when the server is gone.
-    ForkServer(Arc<ForkServer>),
 }
 
 /// A run's worker, started.
@@ -89,14 +87,6 @@ pub(crate) fn launch(
             Some(spawned) => Ok(launched(spawned, ahead.worker().clone(), None)),
             None => shared_or_spawned(ahead.worker().clone(), sandbox, handle),
         },
-        WorkerSource::ForkServer(server) => {
-            let command = server.worker().clone();
-            let spawned = match fork(server, sandbox) {
-                Some(spawned) => spawned,
-                None => spawn(&command, sandbox, handle)?,
-            };
-            Ok(launched(spawned, command, None))
-        }
     }
 }
 

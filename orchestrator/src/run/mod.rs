@@ -183,12 +183,6 @@ impl StartRequest {
         self
     }
 
-    /// Forks the worker from `server` rather than spawning it
-    /// ([`WorkerSource::ForkServer`]; docs/performance.md).
-    pub fn with_fork_server(self, server: Arc<crate::fork_server::ForkServer>) -> Self {
-        self.with_worker_source(WorkerSource::ForkServer(server))
-    }
-
     /// Runs in `worker`, spawned ahead of time ([`WorkerSource::Ahead`]),
     /// when it was made for this request's sandbox policy.
     pub fn with_spawned_worker(self, worker: SpawnedWorker) -> Self {
