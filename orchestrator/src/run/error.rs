@@ -23,11 +23,11 @@ pub enum StartError {
         "{name}: the script is {bytes} bytes, over the limit of {limit} bytes (maxScriptBytes)"
     )]
     TooLarge {
-        /// The script's name, as in [`StartRequest::script_name`].
+        /// The script's name, as in [`crate::StartRequest::script_name`].
         name: String,
         /// The script's size in bytes.
         bytes: u64,
-        /// The limit in bytes ([`Limits::max_script_bytes`]).
+        /// The limit in bytes ([`crate::Limits::max_script_bytes`]).
         limit: usize,
     },
     /// Neither the file, the request nor the fallback gives a meta
@@ -36,7 +36,7 @@ pub enum StartError {
         "{name}: the script has no `export const meta` and the request gives none; add meta to the file or pass it with StartRequest::with_meta"
     )]
     MissingMeta {
-        /// The script's name, as in [`StartRequest::script_name`].
+        /// The script's name, as in [`crate::StartRequest::script_name`].
         name: String,
     },
     /// A limit is invalid (`USAGE`).
@@ -61,7 +61,7 @@ pub enum StartError {
         #[source]
         source: std::io::Error,
     },
-    /// [`start`] was called outside a tokio runtime (`WORKER_EXITED`).
+    /// [`crate::start`] was called outside a tokio runtime (`WORKER_EXITED`).
     #[error("start() must be called inside a tokio runtime")]
     NoRuntime,
 }
