@@ -79,16 +79,15 @@ pub fn build(a: &RunArgs) -> Result<Built, CliError> {
         .map(|a| a.0)
         .or(config.workflow.sandbox)
         .unwrap_or(SandboxPolicy::BestEffort);
-    // The worker is spawned now, so that its exec, sandbox and engine
-    // build run beside the rest of this preparation, the run directory
-    // and the script's parse (docs/performance.md). Should this spawn
-    // fail, start() spawns again and reports why.
+    // The worker `main` forked gets its policy now, so that its sandbox
+    // and engine build run beside the rest of this preparation, the run
+    // directory and the script's parse. Without one (`resume`, a
+    // `DSH_WORKER` program, a fork that failed) start() spawns the worker:
+    // spawning it here ahead made no difference beyond the noise
+    // (docs/performance.md).
     let worker = worker()?;
-    let ahead = match take_preforked() {
-        Some(forked) => SpawnedWorker::adopt(forked, &worker, sandbox),
-        None => SpawnedWorker::spawn(&worker, sandbox),
-    }
-    .ok();
+    let ahead =
+        take_preforked().and_then(|forked| SpawnedWorker::adopt(forked, &worker, sandbox).ok());
     let limits = limits(a, config.workflow.limits())?;
     let args = args(a)?;
 

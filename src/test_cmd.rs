@@ -29,7 +29,7 @@ use dsh_orchestrator::providers::router::AgentTypeLayer;
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::script::ScriptKind;
 use dsh_orchestrator::{
-    ArgsInput, ErrorCode, ForkServer, Limits, Meta, RunResult, StartRequest, WorkerCommand, start,
+    ArgsInput, ErrorCode, Limits, Meta, RunResult, StartRequest, WorkerCommand, start,
 };
 use dsh_seam::Stack;
 use serde_json::Value;
@@ -99,9 +99,6 @@ impl Report {
 /// What all workflows share.
 struct Settings {
     worker: WorkerCommand,
-    /// Forks every case's worker (more than one case, and `dsh` its own
-    /// worker); `None`: each case spawns its worker.
-    fork_server: Option<Arc<ForkServer>>,
     update: bool,
     /// The default limits, with `--timeout`.
     limits: Limits,
@@ -140,18 +137,11 @@ pub async fn main(args: TestArgs) -> Result<i32, CliError> {
             names.join(", ")
         )));
     }
+    // `dsh` itself (a stock command): cases that overlap fork their
+    // workers from the fork server runs share (docs/performance.md).
     let worker = crate::request::worker()?;
-    // One exec for all the cases' workers (docs/performance.md, round 9).
-    // Not for a `DSH_WORKER` program, which may not be a fork server; a
-    // server that fails to start or dies means spawned workers.
-    let fork_server = if cases.len() > 1 && std::env::var_os("DSH_WORKER").is_none() {
-        ForkServer::start(&worker).ok()
-    } else {
-        None
-    };
     let settings = Arc::new(Settings {
         worker,
-        fork_server,
         update: args.update,
         limits,
         stop: CancellationToken::new(),
@@ -358,9 +348,6 @@ fn request(case: &Case, settings: &Settings) -> Result<StartRequest, CliError> {
                 .provider(Arc::new(provider)),
         )
         .with_catalog(test_catalog(&case.script));
-    if let Some(server) = &settings.fork_server {
-        req = req.with_fork_server(server.clone());
-    }
     if let Some(name) = case.script.file_name() {
         req.script_name = name.to_string_lossy().into_owned();
     }

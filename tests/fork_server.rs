@@ -1,10 +1,11 @@
-//! The fork server: workers forked from one `dsh __worker --fork-server`
-//! are the host's own children (not the server's), one per run, each in a
-//! process group of its own, with nothing of the host's environment and
-//! the run's sandbox; many runs at once all complete; a dead server means
-//! spawned workers, not failed runs, and a stalled one delays one start;
-//! dropping the server ends it. (The library suites also run with every
-//! worker forked from a server: `DSH_TEST_FORK_SERVER=1` in CI.)
+//! The fork server runs share: workers forked from one
+//! `dsh __worker --fork-server` are the host's own children (not the
+//! server's), one per run, each in a process group of its own, with
+//! nothing of the host's environment and the run's sandbox; many runs at
+//! once all complete; a dead server means spawned workers, not failed
+//! runs, a stalled one delays one start and is killed, and a child forked
+//! by a server that died before answering is reaped; the server ends with
+//! the last run.
 
 // A test stops with a message where something it set up fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -16,14 +17,12 @@ use std::sync::Arc;
 use common::lib::{limits, meta, result};
 use common::{DSH, assert_process_gone_async, process_alive};
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
-use dsh_orchestrator::{ForkServer, StartRequest, StopReason, WorkerCommand, start};
+use dsh_orchestrator::{StartRequest, StopReason, WorkerCommand, start};
 use serde_json::json;
 
-fn dsh() -> WorkerCommand {
-    WorkerCommand::dsh(DSH)
-}
-
-fn request(script: &str, server: &Arc<ForkServer>) -> StartRequest {
+/// A run of `worker` whose agent calls are answered `echoed` (or hang,
+/// for the label `hang`).
+fn request(script: &str, worker: &WorkerCommand) -> StartRequest {
     let fixture = common::fixture(json!([
         { "match": { "label": "hang" }, "hang": true },
         { "match": {}, "text": "echoed" }
@@ -31,11 +30,10 @@ fn request(script: &str, server: &Arc<ForkServer>) -> StartRequest {
     StartRequest::new("fork.ts", script)
         .with_meta(meta())
         .with_limits(limits())
-        .with_worker(dsh())
+        .with_worker(worker.clone())
         .with_provider(Arc::new(
             ScriptedProvider::from_json_text("fork.json", &fixture.to_string()).expect("fixture"),
         ))
-        .with_fork_server(server.clone())
 }
 
 /// `/proc/PID/<file>` as text.
@@ -49,13 +47,43 @@ fn parent_and_group(pid: u32) -> (u32, u32) {
     (ppid, pgrp)
 }
 
+/// A stock worker command of the test's own that sets the worker's
+/// testing `switches` (`DSH_WORKER_TESTING`): a script named `dsh-worker`
+/// in `dir` that execs `dsh __worker`. Its name makes it stock, so its
+/// runs share a fork server, and the script is what the server runs too.
+fn own_testing_command(dir: &tempfile::TempDir, switches: &str) -> WorkerCommand {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.path().join("dsh-worker");
+    std::fs::write(
+        &path,
+        format!("#!/bin/sh\nDSH_WORKER_TESTING={switches} exec '{DSH}' __worker \"$@\"\n"),
+    )
+    .expect("the script");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let cmd = WorkerCommand::new(path);
+    assert!(cmd.is_stock());
+    cmd
+}
+
+/// A run of `worker` started while another is live, so that it forks from
+/// the shared server: the first run (held) and the server's pid.
+async fn with_a_shared_server(worker: &WorkerCommand) -> (dsh_orchestrator::WorkflowRun, u32) {
+    let first = start_held(held(worker)).await;
+    let second = start_held(held(worker)).await;
+    let servers = fork_servers(worker, &[first.worker_pid(), second.worker_pid()]);
+    assert_eq!(servers.len(), 1, "one shared server: {servers:?}");
+    end_all(&[second]).await;
+    (first, servers[0])
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forked_worker_is_the_hosts_own_child_and_confined() {
-    let server = ForkServer::start(&dsh()).expect("server");
-    let server_pid = server.pid().expect("serving");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let worker = own_command(&dir);
+    let first = start_held(held(&worker)).await;
     let run = start(request(
         "return await agent(\"x\", { label: \"hang\" });",
-        &server,
+        &worker,
     ))
     .expect("start");
     let mut events = run.subscribe();
@@ -63,60 +91,72 @@ async fn a_forked_worker_is_the_hosts_own_child_and_confined() {
         e["type"] == "workflow/agent-start"
     })
     .await;
-    let worker = run.worker_pid();
-    assert_ne!(worker, server_pid);
+    let worker_pid = run.worker_pid();
+    let servers = fork_servers(&worker, &[first.worker_pid(), worker_pid]);
+    assert_eq!(servers.len(), 1, "one shared server: {servers:?}");
+    assert_ne!(worker_pid, servers[0]);
     assert_eq!(
-        proc_text(worker, "comm").trim(),
+        proc_text(worker_pid, "comm").trim(),
         "dsh-worker",
         "forked by the server, not spawned"
     );
-    let (ppid, pgrp) = parent_and_group(worker);
+    let (ppid, pgrp) = parent_and_group(worker_pid);
     assert_eq!(
         ppid,
         std::process::id(),
         "the host's child, not the server's"
     );
-    assert_eq!(pgrp, worker, "a process group of its own");
-    let environ = std::fs::read(format!("/proc/{worker}/environ")).unwrap_or_default();
+    assert_eq!(pgrp, worker_pid, "a process group of its own");
+    let environ = std::fs::read(format!("/proc/{worker_pid}/environ")).unwrap_or_default();
     assert!(
         environ.iter().all(|b| *b == 0),
         "an empty environment: {:?}",
         String::from_utf8_lossy(&environ)
     );
     assert_eq!(
-        std::fs::read_link(format!("/proc/{worker}/cwd")).expect("cwd"),
+        std::fs::read_link(format!("/proc/{worker_pid}/cwd")).expect("cwd"),
         std::path::PathBuf::from("/")
     );
-    let status = proc_text(worker, "status");
+    let status = proc_text(worker_pid, "status");
     assert!(status.contains("NoNewPrivs:\t1"), "sandboxed: {status}");
 
     run.cancel("done looking");
     let r = result(&run).await;
     assert_eq!(r.stop_reason, StopReason::Cancelled);
     run.dispose().await;
-    assert_process_gone_async(worker).await;
-    assert!(process_alive(server_pid), "the server outlives the run");
+    assert_process_gone_async(worker_pid).await;
+    assert!(
+        process_alive(servers[0]),
+        "the server outlives the run while another is live"
+    );
+    end_all(&[first]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_runs_at_once_each_get_a_fresh_worker() {
-    let server = ForkServer::start(&dsh()).expect("server");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let worker = own_command(&dir);
     let runs: Vec<_> = (0..24)
         .map(|i| {
             start(request(
                 &format!("return (await agent(\"n{i}\")) + {i};"),
-                &server,
+                &worker,
             ))
         })
         .collect::<Result<_, _>>()
         .expect("start");
     let mut pids = std::collections::BTreeSet::new();
+    let mut forked = 0;
     for (i, run) in runs.iter().enumerate() {
+        if proc_text(run.worker_pid(), "comm").trim() == "dsh-worker" {
+            forked += 1;
+        }
         let r = result(run).await;
         assert_eq!(r.value, json!(format!("echoed{i}")), "run {i}");
         pids.insert(run.worker_pid());
     }
     assert_eq!(pids.len(), runs.len(), "one worker per run: {pids:?}");
+    assert!(forked > 0, "the burst forked from the shared server");
     for run in &runs {
         run.dispose().await;
     }
@@ -127,66 +167,49 @@ async fn many_runs_at_once_each_get_a_fresh_worker() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_server_means_spawned_workers_not_failed_runs() {
-    let server = ForkServer::start(&dsh()).expect("server");
-    let server_pid = server.pid().expect("serving");
-    // SAFETY: plain syscall on the server this test started.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let worker = own_command(&dir);
+    let (first, server_pid) = with_a_shared_server(&worker).await;
+    // SAFETY: plain syscall on the server this test's runs started.
     unsafe { libc::kill(server_pid.cast_signed(), libc::SIGKILL) };
     assert_process_gone_async(server_pid).await;
-    let run = start(request("return await agent(\"x\");", &server)).expect("start");
-    let worker = run.worker_pid();
+    let run = start(request("return await agent(\"x\");", &worker)).expect("start");
+    let worker_pid = run.worker_pid();
     let r = result(&run).await;
     assert_eq!(r.value, json!("echoed"));
-    assert_eq!(server.pid(), None, "the server is known to be gone");
     assert_ne!(
-        proc_text(worker, "comm").trim(),
+        proc_text(worker_pid, "comm").trim(),
         "dsh-worker",
         "a spawned worker (its comm is the program's name)"
     );
     run.dispose().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn another_worker_command_is_spawned_and_dropping_the_server_ends_it() {
-    let server = ForkServer::start(&dsh()).expect("server");
-    let server_pid = server.pid().expect("serving");
-    let other = WorkerCommand {
-        program: DSH.into(),
-        args: vec!["__worker".into(), "--landlock-abi".into(), "0".into()],
-    };
-    let run =
-        start(request("return await agent(\"x\");", &server).with_worker(other)).expect("start");
-    let worker = run.worker_pid();
-    let comm = proc_text(worker, "comm");
-    let r = result(&run).await;
-    assert_eq!(r.value, json!("echoed"));
-    assert_ne!(
-        comm.trim(),
-        "dsh-worker",
-        "not forked by a server for another command"
-    );
-    run.dispose().await;
-    drop(server);
-    assert_process_gone_async(server_pid).await;
+    end_all(&[first]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_server_delays_one_start_and_is_then_killed() {
-    let server = ForkServer::start(&dsh()).expect("server");
-    let server_pid = server.pid().expect("serving");
-    // SAFETY: plain syscall on the server this test started.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let worker = own_command(&dir);
+    let (first, server_pid) = with_a_shared_server(&worker).await;
+    // SAFETY: plain syscall on the server this test's runs started.
     unsafe { libc::kill(server_pid.cast_signed(), libc::SIGSTOP) };
     // The request goes unanswered (the server's 5 s bound), then the run
     // spawns its worker; the stopped server is killed, not left behind.
-    let run = start(request("return await agent(\"x\");", &server)).expect("start");
+    let run = start(request("return await agent(\"x\");", &worker)).expect("start");
     let r = result(&run).await;
     assert_eq!(r.value, json!("echoed"));
-    assert_eq!(server.pid(), None, "taken for gone");
     run.dispose().await;
     assert_process_gone_async(server_pid).await;
-    // And the next run does not ask it again.
-    let run = start(request("return await agent(\"y\");", &server)).expect("start");
+    // And the next run does not ask it again: it starts at once.
+    let t = std::time::Instant::now();
+    let run = start(request("return await agent(\"y\");", &worker)).expect("start");
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(4),
+        "asked the stalled server again"
+    );
     assert_eq!(result(&run).await.value, json!("echoed"));
     run.dispose().await;
+    end_all(&[first]).await;
 }
 
 /// Zombie children of this process whose name is `dsh-worker` (forked
@@ -207,20 +230,22 @@ fn zombie_forked_workers() -> Vec<u32> {
 async fn a_child_forked_by_a_server_that_died_before_answering_is_reaped() {
     // The server forks, then exits without the pid: the child is this
     // process's (CLONE_PARENT), and only its Hello can name it.
-    let dying = WorkerCommand {
-        program: DSH.into(),
-        args: vec!["__worker".into(), "--test-server-dies-after-fork".into()],
-    };
-    let server = ForkServer::start(&dying).expect("server");
-    let run = start(request("return await agent(\"x\");", &server).with_worker(dying.clone()))
-        .expect("start");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dying = own_testing_command(&dir, "server-dies-after-fork");
+    let first = start_held(held(&dying)).await;
+    let run = start(request("return await agent(\"x\");", &dying)).expect("start");
     assert_eq!(
         result(&run).await.value,
         json!("echoed"),
         "a spawned worker"
     );
-    assert_eq!(server.pid(), None, "taken for gone");
+    assert_ne!(
+        proc_text(run.worker_pid(), "comm").trim(),
+        "dsh-worker",
+        "spawned, not forked"
+    );
     run.dispose().await;
+    end_all(&[first]).await;
     // Other tests' workers are zombies for a moment too; a leaked one
     // stays one for good.
     let deadline = std::time::Instant::now() + common::WAIT_BOUND;
@@ -361,7 +386,7 @@ async fn never_and_a_command_with_extra_arguments_spawn_every_worker() {
     let worker = own_command(&dir);
     let first = start_held(held(&worker)).await;
     let never = start_held(
-        held(&worker).with_shared_fork_server(dsh_orchestrator::SharedForkServer::Never),
+        held(&worker).with_worker_source(dsh_orchestrator::WorkerSource::Spawn(worker.clone())),
     )
     .await;
     // Extra arguments: the program may not serve --fork-server.

@@ -686,10 +686,7 @@ async fn provider_usage_exhausts_the_budget() {
 async fn strict_sandbox_settles_sandbox_unavailable_without_running_the_body() {
     let provider = TestProvider::new(Behaviour::Answer("x".into(), None));
     // The worker's testing switch: behave as if the kernel had no Landlock.
-    let worker = WorkerCommand {
-        program: common::DSH.into(),
-        args: vec!["__worker".into(), "--landlock-abi".into(), "0".into()],
-    };
+    let worker = common::testing_worker("landlock-abi=0");
     let req = with_provider(
         "log(\"ran\");\nawait agent(\"x\");\nreturn 1;",
         provider.clone(),

@@ -1,7 +1,7 @@
 //! The sandbox through `dsh` and real workers: the level a run reached is
 //! in `--output result` and in `--verbose`; `strict` fails closed before
 //! the body runs when Landlock is missing (pretended with the worker's
-//! testing switch `--landlock-abi 0`); the kernel's backstops (the data
+//! testing switch `DSH_WORKER_TESTING=landlock-abi=0`); the kernel's backstops (the data
 //! and CPU rlimits) read as `MEMORY` and `TIMEOUT`, not as a mystery exit.
 //!
 //! What each sandbox rule denies is tried one by one in
@@ -57,7 +57,7 @@ fn with_worker_script(ws: Workspace, body: &str) -> Workspace {
 fn without_landlock(ws: Workspace) -> Workspace {
     with_worker_script(
         ws,
-        &format!("exec '{DSH}' __worker --landlock-abi 0 \"$@\""),
+        &format!("DSH_WORKER_TESTING=landlock-abi=0 exec '{DSH}' __worker \"$@\""),
     )
 }
 

@@ -27,9 +27,15 @@ async fn main() -> anyhow::Result<()> {
         ),
         (
             "best-effort, no Landlock",
+            // The worker's testing switch (an environment variable, not
+            // an argument), set by a shell the host execs.
             WorkerCommand {
-                program: dsh.clone(),
-                args: vec!["__worker".into(), "--landlock-abi".into(), "0".into()],
+                program: "/bin/sh".into(),
+                args: vec![
+                    "-c".into(),
+                    "DSH_WORKER_TESTING=landlock-abi=0 exec \"$0\" __worker \"$@\"".into(),
+                    dsh.display().to_string(),
+                ],
             },
             SandboxPolicy::BestEffort,
         ),

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use dsh_orchestrator::{
-    EventKind, ForkServer, Limits, RunResult, SandboxPolicy, SandboxReport, SharedForkServer,
-    StartRequest, StopReason, SubagentProvider, WorkerCommand, WorkerPool, WorkflowRun, start,
+    EventKind, Limits, RunResult, SandboxPolicy, SandboxReport, StartRequest, StopReason,
+    SubagentProvider, WorkerCommand, WorkerSource, WorkflowRun, start,
 };
 use serde_json::json;
 
@@ -194,25 +194,22 @@ pub fn exec_dsh(ctx: &Ctx) -> Result<Duration> {
 }
 
 /// How the burst's runs get their workers.
-pub enum Workers<'a> {
+pub enum Workers {
     /// As a host that asks for nothing: the default, which forks from the
     /// fork server overlapping runs share.
     Default,
-    /// Every worker spawned (`SharedForkServer::Never`).
+    /// Every worker spawned (`WorkerSource::Spawn`).
     Spawned,
-    /// Forked from the host's own `ForkServer`.
-    Server(&'a Arc<ForkServer>),
 }
 
 /// 100 runs started at once → every result.
-pub async fn burst(ctx: &Ctx, workers: Workers<'_>) -> Result<Duration> {
+pub async fn burst(ctx: &Ctx, workers: Workers) -> Result<Duration> {
     let reqs: Vec<StartRequest> = (0..BURST)
         .map(|_| {
             let req = ctx.request(TRIVIAL);
             match workers {
                 Workers::Default => req,
-                Workers::Spawned => req.with_shared_fork_server(SharedForkServer::Never),
-                Workers::Server(s) => req.with_fork_server(s.clone()),
+                Workers::Spawned => req.with_worker_source(WorkerSource::Spawn(ctx.worker.clone())),
             }
         })
         .collect();
@@ -305,7 +302,7 @@ pub async fn memory(ctx: &Ctx) -> Result<MemorySample> {
         .map(|_| {
             start(
                 ctx.request(HOLD)
-                    .with_shared_fork_server(SharedForkServer::Never),
+                    .with_worker_source(WorkerSource::Spawn(ctx.worker.clone())),
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -437,50 +434,4 @@ pub fn cli(ctx: &Ctx, journal: bool) -> Result<Duration> {
         );
     }
     Ok(elapsed)
-}
-
-/// The warm-pool figure: a trivial run started on a warm
-/// [`WorkerPool`] that is full (every sample waits, untimed and bounded,
-/// until the pool has refilled, so each one takes a warm worker).
-pub async fn trivial_on_warm_pool(
-    ctx: &Ctx,
-    pool: &Arc<WorkerPool>,
-    size: usize,
-) -> Result<Duration> {
-    wait_pool_full(pool, size).await?;
-    let req = ctx.request(TRIVIAL).with_pool(pool.clone());
-    let t = Instant::now();
-    let run = start(req)?;
-    let r = bounded_result(&run, "trivial on a warm pool").await?;
-    let elapsed = t.elapsed();
-    run.dispose().await;
-    expect_value(&r, json!(1), "trivial on a warm pool")?;
-    Ok(elapsed)
-}
-
-/// Waits (bounded) until the pool holds `size` idle workers.
-pub async fn wait_pool_full(pool: &WorkerPool, size: usize) -> Result<()> {
-    let deadline = Instant::now() + BOUND;
-    while pool.idle() < size {
-        if Instant::now() > deadline {
-            bail!("the worker pool did not refill to {size} within {BOUND:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    Ok(())
-}
-
-/// Memory of idle pool workers: spawned, past `Hello`, waiting for `Init`
-/// (no engine built yet).
-pub async fn pool_idle_memory(ctx: &Ctx) -> Result<Vec<ProcMemory>> {
-    let pool = WorkerPool::new(ctx.worker.clone(), IDLE_WORKERS);
-    wait_pool_full(&pool, IDLE_WORKERS).await?;
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    let mem = pool
-        .idle_pids()
-        .into_iter()
-        .map(proc_memory)
-        .collect::<Result<Vec<_>>>();
-    drop(pool);
-    mem
 }

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, ValueEnum};
-use dsh_orchestrator::{ForkServer, SandboxPolicy, WorkerPool};
+use dsh_orchestrator::SandboxPolicy;
 
 use figures::{Ctx, Workers};
 use machine::{Baseline, Machine};
@@ -47,7 +47,6 @@ const GROUPS: &[(&str, &str)] = &[
         "breakdown",
         "where a trivial run's time goes: sandbox off, host-side prepare, exec of dsh",
     ),
-    ("pool", "trivial run on a warm worker pool"),
     ("burst100", "100 runs started at once → all results"),
     ("fanout200", "a 200-agent parallel() fan-out"),
     ("agent_seq", "sequential agent() round trip"),
@@ -121,7 +120,7 @@ struct Args {
 /// Default iterations (full, quick) and warm-up samples per group.
 fn counts(group: &str) -> (usize, usize, usize) {
     match group {
-        "trivial" | "pool" | "breakdown" => (100, 5, 3),
+        "trivial" | "breakdown" => (100, 5, 3),
         "burst100" => (10, 2, 1),
         "fanout200" => (30, 3, 2),
         "agent_seq" | "agent16" => (20, 3, 2),
@@ -292,7 +291,6 @@ async fn run_groups(
         match *group {
             "trivial" => trivial(bench, n, warm).await?,
             "breakdown" => breakdown(bench, n, warm).await?,
-            "pool" => pool(bench, n, warm).await?,
             "burst100" => burst(bench, n, warm).await?,
             "fanout200" => fanout(bench, n, warm).await?,
             "agent_seq" => agent_seq(bench, n, warm).await?,
@@ -525,36 +523,6 @@ async fn breakdown(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
     Ok(())
 }
 
-async fn pool(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
-    const POOL_SIZE: usize = 4;
-    let pool = WorkerPool::new(b.ctx.worker.clone(), POOL_SIZE);
-    let (mut d, mut p) = (Samples::default(), Samples::default());
-    for i in 0..warm + n {
-        d.add(
-            i,
-            warm,
-            ms(figures::trivial_on_warm_pool(&b.ctx, &pool, POOL_SIZE).await?),
-        );
-        if let Some(peer) = b.peer.as_mut() {
-            p.add(i, warm, peer.number("trivial", "ms").await?);
-        }
-    }
-    drop(pool);
-    let mut f = Figure::new(
-        "trivial_pool",
-        format!("trivial run start → result on a warm pool (WorkerPool of {POOL_SIZE})"),
-        "ms",
-        Kind::Time,
-    );
-    f.dsh = d.stats();
-    f.peer = p.stats();
-    f.peer_note = Some("the peer has no pool: new Worker → result".into());
-    f.notes
-        .push("before each sample the bench waits (untimed) until the pool is full again".into());
-    b.push(f);
-    Ok(())
-}
-
 /// The common shape: one dsh sample, then one node sample of `peer_fig`.
 async fn simple<F>(
     b: &mut Bench<'_>,
@@ -578,28 +546,15 @@ where
 }
 
 async fn burst(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
-    // Interleaved: the default, spawned workers, the host's own fork
-    // server, the peer.
-    let server = ForkServer::start(&b.ctx.worker).context("starting the fork server")?;
-    let (mut d, mut ds, mut df, mut p) = (
-        Samples::default(),
-        Samples::default(),
-        Samples::default(),
-        Samples::default(),
-    );
+    // Interleaved: the default, spawned workers, the peer.
+    let (mut d, mut ds, mut p) = (Samples::default(), Samples::default(), Samples::default());
     for i in 0..warm + n {
         d.add(i, warm, ms(figures::burst(&b.ctx, Workers::Default).await?));
         ds.add(i, warm, ms(figures::burst(&b.ctx, Workers::Spawned).await?));
-        df.add(
-            i,
-            warm,
-            ms(figures::burst(&b.ctx, Workers::Server(&server)).await?),
-        );
         if let Some(peer) = b.peer.as_mut() {
             p.add(i, warm, peer.number("burst100", "ms").await?);
         }
     }
-    drop(server);
     for (id, how, dsh) in [
         (
             "burst100",
@@ -608,13 +563,8 @@ async fn burst(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
         ),
         (
             "burst100_spawn",
-            "every worker spawned, SharedForkServer::Never",
+            "every worker spawned, WorkerSource::Spawn",
             ds,
-        ),
-        (
-            "burst100_fork",
-            "workers forked from the host's own ForkServer",
-            df,
         ),
     ] {
         let mut f = Figure::new(
@@ -720,13 +670,7 @@ async fn memory(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
     let mut host = Samples::default();
     let mut total = Samples::default();
     let mut p_rss = Samples::default();
-    let mut pool_pss = Samples::default();
-    let mut pool_rss = Samples::default();
     for i in 0..warm + n {
-        for w in figures::pool_idle_memory(&b.ctx).await? {
-            pool_pss.add(i, warm, w.pss_kib);
-            pool_rss.add(i, warm, w.rss_kib);
-        }
         let s = figures::memory(&b.ctx).await?;
         for w in &s.workers {
             pss.add(i, warm, w.pss_kib);
@@ -775,29 +719,6 @@ async fn memory(b: &mut Bench<'_>, n: usize, warm: usize) -> Result<()> {
          figure is only the growth (the stricter measure is dsh's)"
             .into(),
     );
-    b.push(f);
-
-    let mut f = Figure::new(
-        "memory_pool_pss",
-        format!("PSS per idle pool worker ({live} in a WorkerPool, waiting for Init)"),
-        "KiB",
-        Kind::Memory,
-    );
-    f.dsh = pool_pss.stats();
-    f.peer_note = Some("no pool".into());
-    b.push(f);
-
-    let mut f = Figure::new(
-        "memory_pool_rss",
-        format!("RSS per idle pool worker ({live} in a WorkerPool)"),
-        "KiB",
-        Kind::Memory,
-    );
-    f.dsh = pool_rss.stats();
-    f.peer = p_rss.stats();
-    f.peer_note = Some(format!(
-        "process RSS growth ÷ {live} with {live} idle Workers (each idle in agent())"
-    ));
     b.push(f);
 
     let mut f = Figure::new(
@@ -1217,18 +1138,6 @@ fn evaluate_targets(figs: &mut [Figure]) {
             },
         },
     );
-    let pool = median_of(figs, "trivial_pool", false);
-    let pool_peer = median_of(figs, "trivial_pool", true).or(trivial_peer);
-    set(
-        "trivial_pool",
-        ratio_target(
-            "trivial run on a warm pool ≤ 1/40 of the Node peer",
-            pool,
-            pool_peer,
-            "ms",
-            &|r| r <= 1.0 / 40.0,
-        ),
-    );
     for (id, text) in [
         (
             "burst100",
@@ -1237,10 +1146,6 @@ fn evaluate_targets(figs: &mut [Figure]) {
         (
             "burst100_spawn",
             "100 runs at once ≤ 1/15 of the Node peer (every worker spawned)",
-        ),
-        (
-            "burst100_fork",
-            "100 runs at once ≤ 1/15 of the Node peer (the host's own ForkServer)",
         ),
     ] {
         set(
@@ -1254,10 +1159,8 @@ fn evaluate_targets(figs: &mut [Figure]) {
             ),
         );
     }
-    for (id, rss_id, which) in [
-        ("memory_pss", "memory_rss", "a run's worker idle in agent()"),
-        ("memory_pool_pss", "memory_pool_rss", "an idle pool worker"),
-    ] {
+    {
+        let (id, rss_id, which) = ("memory_pss", "memory_rss", "a run's worker idle in agent()");
         let pss = median_of(figs, id, false);
         set(
             id,

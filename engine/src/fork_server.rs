@@ -14,9 +14,9 @@
 //! after `Hello`, at the same point a spawned worker does. The server
 //! runs no script and is not sandboxed (it must be able to fork).
 //!
-//! A host can hold one of its own ([`ForkServer::start`], then
-//! [`crate::StartRequest::with_fork_server`] on each run); without one,
-//! runs that overlap share one started for them (`fork_server/shared.rs`).
+//! Runs that overlap share one started for them (`fork_server/shared.rs`;
+//! a host's own server, given to its runs, went in issue 34: it was no
+//! faster than the shared one).
 //! A run whose worker command differs from the server's, or a server that
 //! has died, means a spawned worker as usual (never a failed start). Dropping the
 //! last handle closes the control socket and SIGKILLs the server.
@@ -37,13 +37,12 @@ use std::sync::{Arc, Mutex};
 use dsh_protocol::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, SandboxPolicy, WorkerMsg};
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 
+use crate::run::error::StartError;
 use crate::run::worker::{ForkedWorker, Spawned};
-use crate::run::{StartError, WorkerCommand};
+use dsh_exec::WorkerCommand;
 use dsh_exec::process::{ProcessGroup, spawner};
 
 pub(crate) mod shared;
-
-pub use shared::SharedForkServer;
 
 /// How long the server may take to answer one request.
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -55,7 +54,7 @@ const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 const UNANSWERED_HELLO: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A running fork server; see the module docs.
-pub struct ForkServer {
+pub(crate) struct ForkServer {
     worker: WorkerCommand,
     state: Mutex<State>,
 }
@@ -77,7 +76,7 @@ impl ForkServer {
     /// Spawns the fork server for `worker` (a `dsh-worker`, or `dsh` with
     /// `__worker`) and returns once it is spawned. Must be called inside a
     /// tokio runtime: the server's exit is watched there.
-    pub fn start(worker: &WorkerCommand) -> Result<Arc<ForkServer>, StartError> {
+    pub(crate) fn start(worker: &WorkerCommand) -> Result<Arc<ForkServer>, StartError> {
         let handle = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
         let spawn_error = |e| StartError::spawn(worker, e);
         // The server's socket stays blocking: a request is one short
@@ -111,13 +110,8 @@ impl ForkServer {
         }))
     }
 
-    /// The worker command the server forks.
-    pub fn worker(&self) -> &WorkerCommand {
-        &self.worker
-    }
-
     /// The server's pid, while it serves.
-    pub fn pid(&self) -> Option<u32> {
+    pub(crate) fn pid(&self) -> Option<u32> {
         match &*self.state.lock().ok()? {
             State::Serving { process, .. } => Some(process.pid()),
             State::Gone => None,

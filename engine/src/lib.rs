@@ -20,21 +20,18 @@ pub mod catalog;
 pub mod cost;
 pub mod events;
 pub mod events_file;
-pub mod fork_server;
+mod fork_server;
 pub mod limits;
-pub mod pool;
 pub mod result;
 pub mod run;
 pub mod script;
 
 pub use dsh_seam::{CallOutcome, SubagentProvider};
 pub use events::{Event, EventKind, EventStream};
-pub use fork_server::{ForkServer, SharedForkServer};
 pub use limits::Limits;
-pub use pool::WorkerPool;
 pub use result::{RunError, RunResult};
 pub use run::{
     ArgsInput, ForkedWorker, SpawnedWorker, StartError, StartRequest, WorkerCommand, WorkerMissing,
-    WorkflowRun, prepare, start,
+    WorkerSource, WorkflowRun, prepare, start,
 };
 pub use script::Meta;

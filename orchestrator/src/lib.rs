@@ -34,9 +34,7 @@ pub mod agent_types;
 pub mod config;
 pub mod router;
 
-pub use dsh_engine::{
-    catalog, cost, events, events_file, fork_server, limits, pool, result, run, script,
-};
+pub use dsh_engine::{catalog, cost, events, events_file, limits, result, run, script};
 pub use dsh_exec::{files, process};
 pub use dsh_journal as journal;
 pub use dsh_seam::{outcome, provider, units};
@@ -52,10 +50,8 @@ pub mod providers {
 pub use dsh_protocol::{ErrorCode, SandboxLevel, SandboxPolicy, SandboxReport, StopReason, Usage};
 pub use dsh_seam::{ChildHook, HookedChild, Layer, Stack};
 pub use events::{AgentOutcomeKind, Event, EventKind, EventStream};
-pub use fork_server::{ForkServer, SharedForkServer};
 pub use limits::Limits;
 pub use outcome::CallOutcome;
-pub use pool::WorkerPool;
 pub use provider::{
     Activity, AgentOptions, AgentRequest, CallLimit, CallLimits, ChildOrigin, ChildOutcome,
     ChildResult, FailureKind, KeptWorktree, Progress, ProviderError, ResultFault, RetryCause,
@@ -64,6 +60,6 @@ pub use provider::{
 pub use result::{RunError, RunResult};
 pub use run::{
     ArgsInput, ForkedWorker, SpawnedWorker, StartError, StartRequest, WorkerCommand, WorkerMissing,
-    WorkflowRun, prepare, start,
+    WorkerSource, WorkflowRun, prepare, start,
 };
 pub use script::Meta;

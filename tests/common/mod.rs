@@ -80,6 +80,21 @@ impl Output {
     }
 }
 
+/// `dsh` as its own worker with the worker's testing switches set
+/// (`DSH_WORKER_TESTING`, e.g. `landlock-abi=0`; they are not worker
+/// arguments): a shell that sets the variable and execs `dsh __worker`
+/// with the host's arguments (the host clears a worker's environment).
+pub fn testing_worker(switches: &str) -> dsh_orchestrator::WorkerCommand {
+    dsh_orchestrator::WorkerCommand {
+        program: "/bin/sh".into(),
+        args: vec![
+            "-c".into(),
+            format!("DSH_WORKER_TESTING={switches} exec \"$0\" __worker \"$@\""),
+            DSH.into(),
+        ],
+    }
+}
+
 /// Events of one `type`.
 pub fn events_of<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == ty).collect()
@@ -651,35 +666,14 @@ pub mod lib {
     }
 
     /// A request for `script` (TypeScript), run by the `dsh` binary as its
-    /// own worker, with test meta and a short grace.
-    ///
-    /// With `DSH_TEST_WARM_POOL` set, the worker comes from a warm pool
-    /// (prefilled, so this run certainly takes a pool worker): the suite
-    /// then proves a pool run behaves exactly like a cold one. With
-    /// `DSH_TEST_FORK_SERVER` set, it is forked from a fork server, with
-    /// the same purpose.
+    /// own worker, with test meta and a short grace. (Runs of the suites
+    /// overlap, so many of their workers are forked from the shared fork
+    /// server, the rest spawned: both kinds run every test.)
     pub fn request(script: &str) -> StartRequest {
-        let req = StartRequest::new("e2e.ts", script)
+        StartRequest::new("e2e.ts", script)
             .with_meta(meta())
             .with_limits(limits())
-            .with_worker(WorkerCommand::dsh(super::DSH));
-        if std::env::var_os("DSH_TEST_WARM_POOL").is_some()
-            && tokio::runtime::Handle::try_current().is_ok()
-        {
-            let pool = dsh_orchestrator::WorkerPool::prefilled(WorkerCommand::dsh(super::DSH), 1)
-                .expect("a warm pool");
-            return req.with_pool(pool);
-        }
-        if std::env::var_os("DSH_TEST_FORK_SERVER").is_some()
-            && tokio::runtime::Handle::try_current().is_ok()
-        {
-            // A server of its own: it forks this run's worker, and exits
-            // once start() has dropped the request.
-            let server = dsh_orchestrator::ForkServer::start(&WorkerCommand::dsh(super::DSH))
-                .expect("a fork server");
-            return req.with_fork_server(server);
-        }
-        req
+            .with_worker(WorkerCommand::dsh(super::DSH))
     }
 
     /// Every event of the run as JSON (waits, bounded, for `workflow/end`).

@@ -89,7 +89,7 @@ fn glibc_at_least(_major: u32, _minor: u32) -> bool {
 }
 
 /// What the server does once it has forked (testing: a server that dies
-/// between a fork and its answer, `--test-server-dies-after-fork`).
+/// between a fork and its answer, `DSH_WORKER_TESTING=server-dies-after-fork`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AfterFork {
     /// Answers with the pid (always, outside tests).

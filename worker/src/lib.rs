@@ -68,10 +68,18 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
     }
     let mut fd: Option<i32> = None;
     let mut parent: Option<Option<i32>> = None;
-    let mut landlock_abi_override: Option<u32> = None;
     let mut early_policy = SandboxPolicy::Off;
     let mut role = Role::Worker;
-    let mut server_dies = fork_server::AfterFork::Answer;
+    let Testing {
+        landlock_abi_override,
+        server_dies,
+    } = match Testing::from_env() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("dsh-worker: {TESTING_VAR}: {e}");
+            return EXIT_USAGE;
+        }
+    };
     while let Some(a) = it.next() {
         match a.as_str() {
             // Fork workers for the host instead of being one (see
@@ -79,17 +87,6 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
             "--fork-server" => role = Role::ForkServer,
             "--fd" => fd = it.next().and_then(|v| v.parse().ok()),
             "--parent" => parent = Some(it.next().and_then(|v| v.parse().ok())),
-            // Testing only: a fork server that exits right after its
-            // first fork, without answering (a server dying mid-request).
-            "--test-server-dies-after-fork" => server_dies = fork_server::AfterFork::Die,
-            // Testing only: pretend the kernel's Landlock ABI is N.
-            "--landlock-abi" => match it.next().and_then(|v| v.parse().ok()) {
-                Some(n) => landlock_abi_override = Some(n),
-                None => {
-                    eprintln!("dsh-worker: --landlock-abi needs a number");
-                    return EXIT_USAGE;
-                }
-            },
             // The run's sandbox policy, applied before `Init` (see
             // `sandbox::early`); without it, all of it after `Init`.
             "--sandbox" => match it.next().map(|v| v.parse::<SandboxPolicy>()) {
@@ -149,6 +146,49 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
             eprintln!("dsh-worker: --fork-server needs --parent PID");
             EXIT_USAGE
         }
+    }
+}
+
+/// The environment variable of the testing switches ([`Testing`]).
+const TESTING_VAR: &str = "DSH_WORKER_TESTING";
+
+/// Switches only tests use, kept out of the worker's arguments: read from
+/// `DSH_WORKER_TESTING`, comma-separated. The host starts every worker
+/// with an empty environment, so only a test's wrapper script (a
+/// `WorkerCommand` running `sh -c 'DSH_WORKER_TESTING=… exec dsh __worker
+/// "$@"'`) can set it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Testing {
+    /// `landlock-abi=N`: pretend the kernel's Landlock ABI is N.
+    landlock_abi_override: Option<u32>,
+    /// `server-dies-after-fork`: a fork server exits right after its
+    /// first fork, without answering (a server dying mid-request).
+    server_dies: fork_server::AfterFork,
+}
+
+impl Testing {
+    fn from_env() -> Result<Testing, String> {
+        Testing::parse(&std::env::var(TESTING_VAR).unwrap_or_default())
+    }
+
+    fn parse(value: &str) -> Result<Testing, String> {
+        let mut t = Testing {
+            landlock_abi_override: None,
+            server_dies: fork_server::AfterFork::Answer,
+        };
+        for switch in value.split(',').filter(|s| !s.is_empty()) {
+            match switch.split_once('=') {
+                Some(("landlock-abi", n)) => match n.parse() {
+                    Ok(n) => t.landlock_abi_override = Some(n),
+                    Err(_) => return Err(format!("landlock-abi needs a number, not {n:?}")),
+                },
+                None if switch == "server-dies-after-fork" => {
+                    t.server_dies = fork_server::AfterFork::Die;
+                }
+                _ => return Err(format!("unknown switch {switch:?}")),
+            }
+        }
+        Ok(t)
     }
 }
 
@@ -254,4 +294,31 @@ fn serve(
         }
     };
     engine::run(engine, *init, sandbox)
+}
+
+#[cfg(test)]
+mod tests {
+    use rstest::rstest;
+
+    use super::{Testing, fork_server::AfterFork};
+
+    #[rstest]
+    #[case::none("", None, AfterFork::Answer)]
+    #[case::abi("landlock-abi=0", Some(0), AfterFork::Answer)]
+    #[case::both("server-dies-after-fork,landlock-abi=7", Some(7), AfterFork::Die)]
+    fn testing_switches_are_read_from_one_variable(
+        #[case] value: &str,
+        #[case] abi: Option<u32>,
+        #[case] dies: AfterFork,
+    ) {
+        let t = Testing::parse(value).expect("valid");
+        assert_eq!((t.landlock_abi_override, t.server_dies), (abi, dies));
+    }
+
+    #[rstest]
+    #[case::bad_number("landlock-abi=x")]
+    #[case::unknown("sandbox=off")]
+    fn a_malformed_switch_is_refused(#[case] value: &str) {
+        assert!(Testing::parse(value).is_err(), "{value}");
+    }
 }

@@ -3,12 +3,11 @@
 //! instead of each exec'ing the worker binary (docs/performance.md,
 //! "Round 12": 100 runs started at once, about a third less time).
 //!
-//! Who takes part: a run started by [`crate::start`] that brought no worker
-//! of its own (no worker spawned ahead, no warm pool worker, no fork server
-//! of the caller's), whose worker command is a stock one
-//! ([`WorkerCommand::is_stock`]: any other program may not know
-//! `--fork-server`), and whose request leaves
-//! [`crate::StartRequest::shared_fork_server`] at [`SharedForkServer::Auto`].
+//! Who takes part: a run whose [`crate::WorkerSource`] is `Resolve` or
+//! `Command` (or `Ahead` with a worker made for another policy), whose
+//! worker command is a stock one ([`WorkerCommand::is_stock`]: any other
+//! program may not know `--fork-server`). `WorkerSource::Spawn` always
+//! spawns.
 //!
 //! When: every such run holds a [`Lease`] on its command's entry from its
 //! start until its worker is gone. A run that starts while another lease
@@ -31,18 +30,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::ForkServer;
-use crate::run::WorkerCommand;
-
-/// Whether a run may fork its worker from the server runs share.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum SharedForkServer {
-    /// Forks from the shared server while other runs of the same worker
-    /// command are live (the default; see the module docs).
-    #[default]
-    Auto,
-    /// Always spawns (exec's) the worker, unless the request brings one.
-    Never,
-}
+use crate::run::worker::WorkerCommand;
 
 /// Live runs of one command at which the next one forks: the second run
 /// of a burst starts the server, the first spawns as a lone run does.

@@ -5,6 +5,8 @@
 //! and hands the rest to the run's supervisor task (the private
 //! `supervisor` module).
 
+pub(crate) mod error;
+mod launch;
 mod supervisor;
 pub(crate) mod worker;
 
@@ -17,17 +19,16 @@ use dsh_protocol::ErrorCode;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
-pub(crate) use supervisor::handshake;
-use supervisor::handshake::Hello;
+pub use error::{StartError, WorkerMissing};
+pub use launch::WorkerSource;
 use supervisor::{Command, Parts, Supervisor};
-pub use worker::{ForkedWorker, SpawnedWorker, WorkerCommand, WorkerMissing};
+pub use worker::{ForkedWorker, SpawnedWorker, WorkerCommand};
 
 use crate::cost::CostLayer;
 use crate::events::{EventKind, EventStream, Hub};
-use crate::fork_server::SharedForkServer;
-use crate::limits::{LimitError, Limits};
+use crate::limits::Limits;
 use crate::result::RunResult;
-use crate::script::{self, Meta, PreparedScript, ScriptError, ScriptKind};
+use crate::script::{self, Meta, PreparedScript, ScriptKind};
 use dsh_seam::{Stack, SubagentProvider};
 
 /// The script's `args`.
@@ -42,8 +43,7 @@ pub enum ArgsInput {
     Text(String),
 }
 
-/// The sandbox policy of a [`StartRequest`] that names none (and of a
-/// [`crate::WorkerPool`] made with `new`).
+/// The sandbox policy of a [`StartRequest`] that names none.
 pub(crate) const DEFAULT_SANDBOX: dsh_protocol::SandboxPolicy =
     dsh_protocol::SandboxPolicy::BestEffort;
 
@@ -71,22 +71,8 @@ pub struct StartRequest {
     /// Answers the script's `agent()` calls; with `None` every call fails
     /// to start (`AGENT_START`).
     pub provider: Option<Arc<dyn SubagentProvider>>,
-    /// How to start the worker; resolved from the environment when `None`.
-    pub worker: Option<WorkerCommand>,
-    /// A warm pool to take the worker from (used when its worker command
-    /// is the run's; a cold start when it is empty).
-    pub pool: Option<Arc<crate::pool::WorkerPool>>,
-    /// A worker spawned ahead of the run (used when its command and
-    /// policy are the run's, before the pool; killed otherwise).
-    pub spawned_worker: Option<SpawnedWorker>,
-    /// A fork server to fork the worker from when neither a worker spawned
-    /// ahead nor a warm pool worker is there (used when its worker command
-    /// is the run's; a spawned worker when it is gone).
-    pub fork_server: Option<Arc<crate::fork_server::ForkServer>>,
-    /// Whether the worker may be forked from the fork server runs share
-    /// when none of the above gives one (default
-    /// [`SharedForkServer::Auto`]; docs/architecture.md, "The fork server").
-    pub shared_fork_server: SharedForkServer,
+    /// Where the worker comes from (default [`WorkerSource::Resolve`]).
+    pub worker: WorkerSource,
     /// The run's id; a fresh one is made when `None`.
     pub run_id: Option<String>,
     /// Where `workflow()` finds nested workflows; with `None` every
@@ -110,11 +96,7 @@ impl StartRequest {
             sandbox: DEFAULT_SANDBOX,
             limits: Limits::default(),
             provider: None,
-            worker: None,
-            pool: None,
-            spawned_worker: None,
-            fork_server: None,
-            shared_fork_server: SharedForkServer::Auto,
+            worker: WorkerSource::Resolve,
             run_id: None,
             catalog: None,
         }
@@ -196,32 +178,16 @@ impl StartRequest {
         self
     }
 
-    /// Takes workers from `pool` when it has one ready (docs/performance.md).
-    pub fn with_pool(mut self, pool: Arc<crate::pool::WorkerPool>) -> Self {
-        self.pool = Some(pool);
+    /// Where the worker comes from ([`WorkerSource`]).
+    pub fn with_worker_source(mut self, source: WorkerSource) -> Self {
+        self.worker = source;
         self
     }
 
-    /// Forks the worker from `server` rather than spawning it
-    /// ([`crate::ForkServer`]; docs/performance.md).
-    pub fn with_fork_server(mut self, server: Arc<crate::fork_server::ForkServer>) -> Self {
-        self.fork_server = Some(server);
-        self
-    }
-
-    /// Whether the worker may be forked from the fork server overlapping
-    /// runs share (`fork_server/shared.rs`; docs/architecture.md, "The
-    /// fork server"); `Never` always spawns.
-    pub fn with_shared_fork_server(mut self, shared: SharedForkServer) -> Self {
-        self.shared_fork_server = shared;
-        self
-    }
-
-    /// Runs in `worker`, spawned ahead of time ([`SpawnedWorker`]), when
-    /// it was spawned for this request's worker command and sandbox.
-    pub fn with_spawned_worker(mut self, worker: SpawnedWorker) -> Self {
-        self.spawned_worker = Some(worker);
-        self
+    /// Runs in `worker`, spawned ahead of time ([`WorkerSource::Ahead`]),
+    /// when it was made for this request's sandbox policy.
+    pub fn with_spawned_worker(self, worker: SpawnedWorker) -> Self {
+        self.with_worker_source(WorkerSource::Ahead(worker))
     }
 
     /// Uses `meta` only when neither the caller nor the file gives one
@@ -232,89 +198,9 @@ impl StartRequest {
     }
 
     /// Starts the worker with `worker` instead of resolving one from the
-    /// environment ([`WorkerCommand::resolve`]).
-    pub fn with_worker(mut self, worker: WorkerCommand) -> Self {
-        self.worker = Some(worker);
-        self
-    }
-}
-
-/// Everything that prevents a run from existing.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StartError {
-    /// The script does not parse, or its meta is invalid (`SCRIPT_PARSE`,
-    /// `META_INVALID`).
-    #[error("{0}")]
-    Script(#[from] ScriptError),
-    /// The script is over `maxScriptBytes` (`SCRIPT_TOO_LARGE`).
-    #[error(
-        "{name}: the script is {bytes} bytes, over the limit of {limit} bytes (maxScriptBytes)"
-    )]
-    TooLarge {
-        /// The script's name, as in [`StartRequest::script_name`].
-        name: String,
-        /// The script's size in bytes.
-        bytes: u64,
-        /// The limit in bytes ([`Limits::max_script_bytes`]).
-        limit: usize,
-    },
-    /// Neither the file, the request nor the fallback gives a meta
-    /// (`META_INVALID`).
-    #[error(
-        "{name}: the script has no `export const meta` and the request gives none; add meta to the file or pass it with StartRequest::with_meta"
-    )]
-    MissingMeta {
-        /// The script's name, as in [`StartRequest::script_name`].
-        name: String,
-    },
-    /// A limit is invalid (`USAGE`).
-    #[error("invalid limit {0}")]
-    Limits(#[from] LimitError),
-    /// The script file cannot be used: a wrong extension, or it cannot be
-    /// read (`USAGE`).
-    #[error("{message}")]
-    Usage {
-        /// The file, the problem and the fix.
-        message: String,
-    },
-    /// No worker program was found (`WORKER_EXITED`).
-    #[error(transparent)]
-    WorkerMissing(#[from] WorkerMissing),
-    /// The worker program could not be started (`WORKER_EXITED`).
-    #[error("cannot start the worker {program}: {source}")]
-    Spawn {
-        /// The worker program's path, as displayed.
-        program: String,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// [`start`] was called outside a tokio runtime (`WORKER_EXITED`).
-    #[error("start() must be called inside a tokio runtime")]
-    NoRuntime,
-}
-
-impl StartError {
-    /// `StartError::Spawn` for `command`, which could not be spawned.
-    pub(crate) fn spawn(command: &WorkerCommand, source: std::io::Error) -> StartError {
-        StartError::Spawn {
-            program: command.program.display().to_string(),
-            source,
-        }
-    }
-
-    /// The contract's error code for this failure.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            StartError::Script(e) => ErrorCode::parse(e.code()).unwrap_or(ErrorCode::ScriptParse),
-            StartError::TooLarge { .. } => ErrorCode::ScriptTooLarge,
-            StartError::MissingMeta { .. } => ErrorCode::MetaInvalid,
-            StartError::Limits(_) | StartError::Usage { .. } => ErrorCode::Usage,
-            StartError::WorkerMissing(_) | StartError::Spawn { .. } | StartError::NoRuntime => {
-                ErrorCode::WorkerExited
-            }
-        }
+    /// environment ([`WorkerSource::Command`]).
+    pub fn with_worker(self, worker: WorkerCommand) -> Self {
+        self.with_worker_source(WorkerSource::Command(worker))
     }
 }
 
@@ -377,11 +263,9 @@ pub fn new_run_id() -> String {
 }
 
 /// Starts a run. Must be called inside a tokio runtime. Returns as soon as
-/// the worker is on its way: a spawn is handed to the spawner thread; a
-/// fork from a fork server (the caller's own, or the one overlapping runs
-/// share) is one round trip to it, made on the calling thread (a server
-/// that stops answering holds it up to 5 s, once, and is then taken for
-/// gone).
+/// the worker is on its way (`launch::launch`: a spawn is handed to the
+/// spawner thread; a fork from a fork server is one round trip to it, made
+/// on the calling thread).
 pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
     let handle = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
     request.limits.validate()?;
@@ -403,66 +287,11 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         ArgsInput::Json(v) => dsh_protocol::Args::Json(v.to_string()),
         ArgsInput::Text(t) => dsh_protocol::Args::Text(t.clone()),
     };
-    let worker = match (&request.worker, &request.pool) {
-        (Some(w), _) => w.clone(),
-        (None, Some(pool)) => pool.worker().clone(),
-        (None, None) => WorkerCommand::resolve()?,
-    };
-    // One spawned ahead for this run is used first; a warm pool worker
-    // already said Hello; otherwise one is spawned now. A pool worker
-    // sandboxed itself for the pool's policy before `Init`.
-    let ahead = request
-        .spawned_worker
-        .as_ref()
-        .and_then(|s| s.take_for(&worker, request.sandbox));
-    let warm = match ahead {
-        Some(_) => None,
-        None => request
-            .pool
-            .as_ref()
-            .filter(|p| *p.worker() == worker && p.sandbox() == request.sandbox)
-            .and_then(|p| p.take()),
-    };
-    let (spawned, hello, refill, lease) = match (ahead, warm) {
-        (Some(spawned), _) => (spawned, Hello::Expected, None, None),
-        (None, Some(w)) => (w.spawned, Hello::Checked, Some(w.refill), None),
-        (None, None) => {
-            // The caller's own server first; else the shared one, when
-            // other runs of this command are live (the lease is held until
-            // the worker is gone; the server's `Arc` only for the fork).
-            let (lease, shared) = match (&request.fork_server, request.shared_fork_server) {
-                (None, SharedForkServer::Auto) => {
-                    let (lease, server) = crate::fork_server::shared::enter(&worker);
-                    (Some(lease), server)
-                }
-                _ => (None, None),
-            };
-            let forked = request
-                .fork_server
-                .as_ref()
-                .or(shared.as_ref())
-                .filter(|f| *f.worker() == worker)
-                .and_then(|f| match f.fork(request.sandbox) {
-                    Ok(spawned) => Some(spawned),
-                    Err(e) => {
-                        tracing::debug!(
-                            "the fork server did not fork a worker ({e}); spawning one"
-                        );
-                        None
-                    }
-                });
-            let spawned = match forked {
-                Some(spawned) => spawned,
-                None => worker::spawn(&worker, request.sandbox, &handle).map_err(|source| {
-                    StartError::Spawn {
-                        program: worker.program.display().to_string(),
-                        source,
-                    }
-                })?,
-            };
-            (spawned, Hello::Expected, None, lease)
-        }
-    };
+    let launch::Launched {
+        spawned,
+        command,
+        lease,
+    } = launch::launch(&request.worker, request.sandbox, &handle)?;
     let worker::Spawned {
         mut process,
         socket,
@@ -481,10 +310,7 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
             handle.spawn(async move {
                 process.kill().await;
             });
-            return Err(StartError::Spawn {
-                program: worker.program.display().to_string(),
-                source,
-            });
+            return Err(StartError::spawn(&command, source));
         }
     };
 
@@ -524,8 +350,6 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         process,
         socket,
         stderr,
-        hello,
-        refill,
         lease,
         cmds,
         result_tx,

@@ -15,8 +15,9 @@ use std::process::Stdio;
 
 use dsh_protocol::SandboxPolicy;
 
+use super::error::StartError;
+pub use dsh_exec::WorkerCommand;
 use dsh_exec::process::{ProcessGroup, spawner};
-pub use dsh_exec::{WorkerCommand, WorkerMissing};
 
 /// A freshly spawned worker and the host's end of the socket.
 pub struct Spawned {
@@ -167,16 +168,15 @@ pub(crate) fn adopt(forked: ForkedWorker, sandbox: SandboxPolicy) -> std::io::Re
 /// build overlap with the caller's own preparation of the run (reading the
 /// configuration, the run directory, the journal, parsing the script).
 /// Give it to one [`crate::StartRequest::with_spawned_worker`]: `start()`
-/// then sends it `Init` instead of spawning one. A run whose worker
-/// command or sandbox policy differs from this one's starts as usual, and
-/// this worker is killed.
+/// then sends it `Init` instead of spawning one. A run whose sandbox
+/// policy differs from this one's starts its command as usual, and this
+/// worker is killed.
 ///
-/// Unlike a [`crate::WorkerPool`], nothing is kept or refilled: one
-/// worker, for one run. The CLI spawns one as soon as it knows the
+/// One worker, for one run. The CLI spawns one as soon as it knows the
 /// policy (docs/performance.md: it took about 0.9 ms off `dsh workflow
 /// run`). Clones share the one worker; the first run to start takes it.
 /// Dropping the last clone before a run took it kills the worker (its
-/// process group, SIGKILL), like an idle pool worker.
+/// process group, SIGKILL).
 #[derive(Clone)]
 pub struct SpawnedWorker {
     inner: std::sync::Arc<SpawnedInner>,
@@ -216,11 +216,10 @@ impl SpawnedWorker {
     pub fn spawn(
         worker: &WorkerCommand,
         sandbox: SandboxPolicy,
-    ) -> Result<SpawnedWorker, super::StartError> {
-        let handle =
-            tokio::runtime::Handle::try_current().map_err(|_| super::StartError::NoRuntime)?;
-        let pending = begin_spawn(worker, sandbox, &handle)
-            .map_err(|e| super::StartError::spawn(worker, e))?;
+    ) -> Result<SpawnedWorker, StartError> {
+        let handle = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+        let pending =
+            begin_spawn(worker, sandbox, &handle).map_err(|e| StartError::spawn(worker, e))?;
         Ok(SpawnedWorker::holding(
             worker,
             sandbox,
@@ -251,10 +250,10 @@ impl SpawnedWorker {
         forked: ForkedWorker,
         worker: &WorkerCommand,
         sandbox: SandboxPolicy,
-    ) -> Result<SpawnedWorker, super::StartError> {
+    ) -> Result<SpawnedWorker, StartError> {
         if tokio::runtime::Handle::try_current().is_err() {
             kill_unadopted(forked.pid);
-            return Err(super::StartError::NoRuntime);
+            return Err(StartError::NoRuntime);
         }
         let spawned = adopt(forked, sandbox).map_err(|e| super::StartError::spawn(worker, e))?;
         Ok(SpawnedWorker::holding(
@@ -280,17 +279,17 @@ impl SpawnedWorker {
         Some(pid)
     }
 
-    /// The worker, for a run of `worker` under `sandbox`; `None` when it
-    /// was made for another command or policy, already taken, or could
-    /// not be spawned. A worker not used is killed: nothing else could
-    /// use it.
-    pub(crate) fn take_for(
-        &self,
-        worker: &WorkerCommand,
-        sandbox: SandboxPolicy,
-    ) -> Option<Spawned> {
+    /// The worker command it runs.
+    pub fn worker(&self) -> &WorkerCommand {
+        &self.inner.worker
+    }
+
+    /// The worker, for a run under `sandbox`; `None` when it was made for
+    /// another policy, already taken, or could not be spawned. A worker
+    /// not used is killed: nothing else could use it.
+    pub(crate) fn take_for(&self, sandbox: SandboxPolicy) -> Option<Spawned> {
         let pending = self.inner.slot.lock().ok()?.take()?;
-        if self.inner.worker != *worker || self.inner.sandbox != sandbox {
+        if self.inner.sandbox != sandbox {
             return None;
         }
         match pending.spawned() {

@@ -56,8 +56,9 @@ pub struct Inputs {
     /// The script's CPU budget (`computeMs`); the CPU rlimit is a backstop.
     pub compute_ms: Option<u64>,
     /// Testing only: behave as if the kernel's Landlock ABI were this
-    /// (`0` = no Landlock). Set by the worker's `--landlock-abi` argument,
-    /// which only the host (or a test) can pass.
+    /// (`0` = no Landlock). Set by `DSH_WORKER_TESTING=landlock-abi=N`,
+    /// which only a test's wrapper script sets (the host clears a
+    /// worker's environment).
     pub landlock_abi_override: Option<u32>,
 }
 

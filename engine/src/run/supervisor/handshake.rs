@@ -2,8 +2,7 @@
 //! the host sends `Init` and `Go` in one write — or `Init` and `Cancel`
 //! when the run was cancelled meanwhile, and the body never runs — the
 //! worker applies its sandbox, builds the run, says `Ready` and runs the
-//! body unless a `Cancel` is already in. A warm pool worker said `Hello`
-//! to the pool ([`crate::pool`]); both check it with [`check_hello`].
+//! body unless a `Cancel` is already in.
 
 use dsh_protocol::{PROTOCOL_VERSION, WorkerMsg};
 
@@ -14,16 +13,6 @@ pub(crate) enum Handshake {
     AwaitHello,
     /// `Init` (and `Go` or `Cancel`) was sent.
     AwaitReady,
-}
-
-/// Whether the worker's `Hello` was already checked (by the pool) when
-/// the run got it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Hello {
-    /// A cold worker: its `Hello` is the first thing the supervisor reads.
-    Expected,
-    /// A warm pool worker: checked; `Init` goes out at once.
-    Checked,
 }
 
 /// What is wrong with a worker's first message (a protocol violation).

@@ -1,13 +1,12 @@
 //! The supervisor's steps of the handshake ([`super::handshake`]): a cold
 //! worker's `Hello` checked, `Init` sent with `Go` (or `Cancel`), `Ready`
-//! taken. Apart from `handshake.rs`, which the pool shares and which so
-//! knows nothing of the supervisor.
+//! taken. Apart from `handshake.rs`, which knows nothing of the
+//! supervisor.
 
 use dsh_protocol::{HostMsg, Init, SandboxReport, WorkerMsg};
-use tokio::time::Instant;
 
 use super::handshake::{Handshake, check_hello};
-use super::{Claim, Phase, REFILL_AFTER, Supervisor, violation};
+use super::{Claim, Phase, Supervisor, violation};
 
 impl Supervisor {
     /// A cold worker's `Hello`: checked, then `Init` goes out.
@@ -57,9 +56,6 @@ impl Supervisor {
     /// meanwhile, the handshake is over).
     pub(super) fn on_ready(&mut self, sandbox: SandboxReport) {
         self.sandbox = Some(sandbox);
-        if self.refill.is_some() {
-            self.refill_at = Some(Instant::now() + REFILL_AFTER);
-        }
         match &mut self.phase {
             // The worker was told with `Init`, or since.
             Phase::Cancelling { handshake, .. } => *handshake = None,

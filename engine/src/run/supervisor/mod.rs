@@ -28,7 +28,7 @@ mod cancel;
 mod connection;
 mod death;
 mod guard;
-pub(crate) mod handshake;
+mod handshake;
 mod init;
 mod ledger;
 mod narration;
@@ -48,7 +48,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use self::connection::{Connection, Read};
-use self::handshake::{Handshake, Hello, msg_name};
+use self::handshake::{Handshake, msg_name};
 use self::ledger::{Internal, Ledger};
 use self::narration::Narration;
 use self::queue::Queued;
@@ -60,13 +60,6 @@ use dsh_exec::process::ProcessGroup;
 use dsh_exec::process::placement::Narrowed;
 use dsh_seam::SubagentProvider;
 
-/// How long after `Ready` a run on a pool worker holds back its
-/// replacement (unless it ends first): the replacement's exec and engine
-/// build would otherwise share the two cores with the run's first steps,
-/// the very start the pool is there to speed up (a warm trivial run
-/// 0.55–0.60 → 0.42–0.52 ms; docs/performance.md round 11). A pool under
-/// steady use refills at most this much later.
-const REFILL_AFTER: Duration = Duration::from_millis(5);
 /// A worker that has not said Hello and Ready within this long is treated
 /// as dead. Generous: a loaded machine can be slow to exec.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -157,10 +150,6 @@ pub(crate) struct Parts {
     pub process: ProcessGroup,
     pub socket: tokio::net::UnixStream,
     pub stderr: Option<dsh_exec::process::group::Stderr>,
-    pub hello: Hello,
-    /// For a run on a pool worker: asks the pool for a replacement when
-    /// dropped (see [`crate::pool::Refill`]).
-    pub refill: Option<crate::pool::Refill>,
     /// For a run that took part in the fork server sharing: released
     /// once the worker is gone ([`crate::fork_server::shared`]).
     pub lease: Option<crate::fork_server::shared::Lease>,
@@ -170,9 +159,6 @@ pub(crate) struct Parts {
 }
 
 pub(crate) struct Supervisor {
-    /// Whether the worker's `Hello` was already checked (a pool worker's,
-    /// by the pool: `Init` goes out on the first turn) or is still to come.
-    hello: Hello,
     run_id: Arc<str>,
     hub: Hub,
     prepared: Arc<PreparedScript>,
@@ -205,12 +191,6 @@ pub(crate) struct Supervisor {
     last_queued: CallId,
     nested: nested::Nested,
     sandbox: Option<SandboxReport>,
-    /// Dropped [`REFILL_AFTER`] after `Ready` (or with the supervisor, if
-    /// the run ends first): the pool spawns the replacement once this run
-    /// no longer needs the CPU for its start.
-    refill: Option<crate::pool::Refill>,
-    /// When to drop `refill`, once the worker said `Ready`.
-    refill_at: Option<Instant>,
     /// The run's part in the fork server sharing, released in `settle`
     /// once the worker is gone.
     lease: Option<crate::fork_server::shared::Lease>,
@@ -237,7 +217,6 @@ impl Supervisor {
         let (internal_tx, internal_rx) = mpsc::unbounded_channel();
         let now = Instant::now();
         Supervisor {
-            hello: p.hello,
             wall_deadline: p.limits.wall_timeout.map(|d| now + d),
             startup_deadline: now + STARTUP_TIMEOUT,
             run_id: p.run_id,
@@ -266,8 +245,6 @@ impl Supervisor {
             last_queued: 0,
             nested: nested::Nested::default(),
             sandbox: None,
-            refill: p.refill,
-            refill_at: None,
             lease: p.lease,
             spin: dsh_protocol::spin::Spin::default(),
             blocked_since: None,
@@ -319,10 +296,6 @@ impl Supervisor {
                 return claim;
             }
         }
-        // A pool worker's `Hello` was checked by the pool.
-        if self.hello == Hello::Checked {
-            self.send_init();
-        }
         loop {
             let wrote = match self.conn.outbound.flush() {
                 Ok(wrote) => wrote,
@@ -349,10 +322,6 @@ impl Supervisor {
                 _ = sleep_until_opt(wall), if wall.is_some() => {
                     let limit_ms = self.limits.wall_timeout.map(millis).unwrap_or(0);
                     self.request_cancel(CancelReason::WallTimeout { limit_ms });
-                }
-                _ = sleep_until_opt(self.refill_at), if self.refill_at.is_some() => {
-                    self.refill_at = None;
-                    drop(self.refill.take());
                 }
                 _ = tokio::time::sleep_until(self.startup_deadline), if starting => {
                     return Claim::Death(format!(
