@@ -24,6 +24,7 @@ pub mod agent;
 pub mod anthropic;
 #[cfg(feature = "http")]
 pub mod budget;
+mod builtin;
 pub mod cli;
 pub mod command;
 #[cfg(feature = "http")]

@@ -22,7 +22,7 @@ use dsh_protocol::SandboxPolicy;
 use dsh_seam::SubagentProvider;
 
 use crate::SetupError;
-use crate::cli::{CliConfig, CliKind};
+use crate::cli::config::{CliConfig, CliKind};
 
 /// Where tools run and how they are confined: the program (a
 /// `dsh-worker`, or `dsh __worker`) and the sandbox policy (`--sandbox`).
@@ -259,7 +259,7 @@ const HTTP_KINDS: [&str; 2] = ["openai", "anthropic"];
 /// The kinds a configuration can read, in the order the messages list them.
 #[derive(Clone)]
 pub struct Registry {
-    kinds: Vec<Arc<dyn ProviderKind>>,
+    pub(crate) kinds: Vec<Arc<dyn ProviderKind>>,
 }
 
 impl Debug for Registry {
@@ -277,23 +277,6 @@ impl Default for Registry {
 }
 
 impl Registry {
-    /// The built-in kinds: `openai` and `anthropic` (with the `http`
-    /// feature), `claude-code`, `codex`, `qwen`, `command`, `fixture`.
-    pub fn builtin() -> Registry {
-        let mut kinds: Vec<Arc<dyn ProviderKind>> = Vec::new();
-        #[cfg(feature = "http")]
-        {
-            kinds.push(Arc::new(crate::openai::OpenAiKind));
-            kinds.push(Arc::new(crate::anthropic::AnthropicKind));
-        }
-        for kind in CliKind::ALL {
-            kinds.push(Arc::new(crate::cli::CliProviderKind(kind)));
-        }
-        kinds.push(Arc::new(crate::command::CommandKind));
-        kinds.push(Arc::new(crate::scripted::FixtureKind));
-        Registry { kinds }
-    }
-
     /// This registry and `kind`: listed last, or in the place of the kind
     /// of the same name, which it replaces.
     pub fn with(mut self, kind: impl ProviderKind + 'static) -> Registry {
