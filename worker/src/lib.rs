@@ -149,6 +149,17 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
     }
 }
 
+/// A `DSH_WORKER_TESTING` switch this worker does not take.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum TestingError {
+    /// `landlock-abi=` without a number.
+    #[error("landlock-abi needs a number, not {0:?}")]
+    LandlockAbi(String),
+    /// A switch of no known name.
+    #[error("unknown switch {0:?}")]
+    Unknown(String),
+}
+
 /// The environment variable of the testing switches ([`Testing`]).
 const TESTING_VAR: &str = "DSH_WORKER_TESTING";
 
@@ -167,11 +178,11 @@ struct Testing {
 }
 
 impl Testing {
-    fn from_env() -> Result<Testing, String> {
+    fn from_env() -> Result<Testing, TestingError> {
         Testing::parse(&std::env::var(TESTING_VAR).unwrap_or_default())
     }
 
-    fn parse(value: &str) -> Result<Testing, String> {
+    fn parse(value: &str) -> Result<Testing, TestingError> {
         let mut t = Testing {
             landlock_abi_override: None,
             server_dies: fork_server::AfterFork::Answer,
@@ -180,12 +191,12 @@ impl Testing {
             match switch.split_once('=') {
                 Some(("landlock-abi", n)) => match n.parse() {
                     Ok(n) => t.landlock_abi_override = Some(n),
-                    Err(_) => return Err(format!("landlock-abi needs a number, not {n:?}")),
+                    Err(_) => return Err(TestingError::LandlockAbi(n.to_string())),
                 },
                 None if switch == "server-dies-after-fork" => {
                     t.server_dies = fork_server::AfterFork::Die;
                 }
-                _ => return Err(format!("unknown switch {switch:?}")),
+                _ => return Err(TestingError::Unknown(switch.to_string())),
             }
         }
         Ok(t)

@@ -88,10 +88,9 @@ impl StoredRun {
     ) -> Result<(StartRequest, Durable), ResumeError<E>> {
         let dir = self.dir;
         let info = dir.info.clone();
-        let (script_path, source) =
-            read_script(&dir, &info, options.allow_changed).map_err(ResumeError::Run)?;
+        let (script_path, source) = read_script(&dir, &info, options.allow_changed)?;
         let req = StartRequest::new(script_path.display().to_string(), source);
-        let req = with_settings(req, &dir, &info, options).map_err(ResumeError::Run)?;
+        let req = with_settings(req, &dir, &info, options)?;
         let provider = provider_for(&info.provider).map_err(ResumeError::Provider)?;
         let (mut durable, state) = next_attempt(&dir, options).map_err(ResumeError::Run)?;
 
@@ -109,11 +108,11 @@ impl StoredRun {
 /// The script to run: the original file if it is still there, else the
 /// copy, with the path it was read from; refused if it changed since the
 /// run started, unless `allow_changed`.
-fn read_script(
+fn read_script<E>(
     dir: &RunDir,
     info: &RunInfo,
     allow_changed: bool,
-) -> Result<(PathBuf, String), String> {
+) -> Result<(PathBuf, String), ResumeError<E>> {
     // Both are read bounded, regular files only: `run.json` is data a
     // cloned repository can ship, so its `script` may name `/dev/zero`
     // or a FIFO, and the copy is a file of the run directory (never
@@ -125,12 +124,12 @@ fn read_script(
     let original = PathBuf::from(&info.script);
     let copy_name = Path::new(&info.script_copy);
     if copy_name.file_name() != Some(copy_name.as_os_str()) {
-        return Err(format!(
+        return Err(ResumeError::Run(format!(
             "{}: the script copy's name {:?} is not a file name in the run directory; \
              the run directory was edited",
             dir.path.join(rundir::RUN_FILE).display(),
             info.script_copy
-        ));
+        )));
     }
     let copy = dir.path.join(copy_name);
     // Only a script file is read as the original: `run.json` could
@@ -144,54 +143,54 @@ fn read_script(
         Ok(text) => (original.clone(), text),
         Err(first) => {
             let text = dsh_exec::files::read_own_text(&copy, script_limit).map_err(|e| {
-                format!(
+                ResumeError::Run(format!(
                     "{}: cannot read the script ({first}) or its copy {} ({e})",
                     info.script,
                     copy.display()
-                )
+                ))
             })?;
             (copy.clone(), text)
         }
     };
     if sha256_hex(source.as_bytes()) != info.script_hash && !allow_changed {
-        return Err(format!(
+        return Err(ResumeError::Run(format!(
             "{} changed since run {} started (the run kept the old version as {}); \
              resume it unchanged, or pass --allow-changed to run the new version and replay \
              only the calls whose prompt and options still match",
             script_path.display(),
             info.id,
             copy.display()
-        ));
+        )));
     }
     Ok((script_path, source))
 }
 
 /// `req` with the run's args, limits (its wall-clock budget replaced by
 /// `--timeout`) and sandbox, as `run.json` keeps them.
-fn with_settings(
+fn with_settings<E>(
     req: StartRequest,
     dir: &RunDir,
     info: &RunInfo,
     options: &ResumeOptions,
-) -> Result<StartRequest, String> {
+) -> Result<StartRequest, ResumeError<E>> {
     let run_file = dir.path.join(rundir::RUN_FILE);
     let args = args_from_json(&info.args).ok_or_else(|| {
-        format!(
+        ResumeError::Run(format!(
             "{}: the run's args are not readable by this version of dsh",
             run_file.display()
-        )
+        ))
     })?;
     let mut limits = limits_from_json(&info.limits).ok_or_else(|| {
-        format!(
+        ResumeError::Run(format!(
             "{}: the run's limits are not readable by this version of dsh",
             run_file.display()
-        )
+        ))
     })?;
     if options.timeout.is_some() {
         limits.wall_timeout = options.timeout;
         limits
             .validate()
-            .map_err(|e| format!("--timeout: {}", e.message))?;
+            .map_err(|e| ResumeError::Run(format!("--timeout: {}", e.message)))?;
     }
     let sandbox = info
         .sandbox
