@@ -17,6 +17,7 @@
 mod error;
 mod execute;
 mod flags;
+mod inspect;
 mod live;
 mod progress;
 mod report;
@@ -88,9 +89,9 @@ where
         WorkflowCmd::Show(args) => runs_cmd::show(&args),
         WorkflowCmd::Report(args) => report::report(&args),
         WorkflowCmd::Resume(args) => runtime().and_then(|rt| rt.block_on(runs_cmd::resume(*args))),
-        WorkflowCmd::Providers { config } => request::providers(config.as_deref()),
-        WorkflowCmd::List { config } => request::list(config.as_deref()),
-        WorkflowCmd::Agents { config } => request::agents(config.as_deref()),
+        WorkflowCmd::Providers { config } => inspect::providers(config.as_deref()),
+        WorkflowCmd::List { config } => inspect::list(config.as_deref()),
+        WorkflowCmd::Agents { config } => inspect::agents(config.as_deref()),
     };
     outcome.unwrap_or_else(|e| e.exit())
 }
