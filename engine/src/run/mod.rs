@@ -262,15 +262,10 @@ pub fn new_run_id() -> String {
     format!("run-{:x}-{:x}-{n}", nanos as u64, std::process::id())
 }
 
-/// Starts a run. Must be called inside a tokio runtime. Returns as soon as
-/// the worker is on its way (`launch::launch`: a spawn is handed to the
-/// spawner thread; a fork from a fork server is one round trip to it, made
-/// on the calling thread).
-pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
-    let handle = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
-    request.limits.validate()?;
-    let (prepared, meta) = prepare_for_start(&request)?;
-    if let ArgsInput::Json(v) = &request.args {
+/// The run's args as the worker gets them; JSON nested deeper than a run
+/// directory reads back is refused.
+fn wire_args(args: &ArgsInput) -> Result<dsh_protocol::Args, StartError> {
+    if let ArgsInput::Json(v) = args {
         let depth = crate::limits::json_depth(v);
         if depth > crate::limits::MAX_JSON_DEPTH {
             return Err(StartError::Usage {
@@ -282,11 +277,22 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
             });
         }
     }
-    let args = match &request.args {
+    Ok(match args {
         ArgsInput::None => dsh_protocol::Args::None,
         ArgsInput::Json(v) => dsh_protocol::Args::Json(v.to_string()),
         ArgsInput::Text(t) => dsh_protocol::Args::Text(t.clone()),
-    };
+    })
+}
+
+/// Starts a run. Must be called inside a tokio runtime. Returns as soon as
+/// the worker is on its way (`launch::launch`: a spawn is handed to the
+/// spawner thread; a fork from a fork server is one round trip to it, made
+/// on the calling thread).
+pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
+    let handle = tokio::runtime::Handle::try_current().map_err(|_| StartError::NoRuntime)?;
+    request.limits.validate()?;
+    let (prepared, meta) = prepare_for_start(&request)?;
+    let args = wire_args(&request.args)?;
     let launch::Launched {
         spawned,
         command,
