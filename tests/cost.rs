@@ -87,3 +87,27 @@ fn a_bad_cost_budget_is_a_usage_error() {
         );
     }
 }
+
+/// Regression (issue 34): the cost budget's wrapper did not hand the
+/// host's verdict on to the journal behind it, so a run with
+/// `--budget-usd` journaled no `settled` line and a resume replayed
+/// nothing. Every call of such a run is journaled as settled.
+#[test]
+fn a_run_with_a_cost_budget_journals_every_settled_call() {
+    let out = common::Workspace::new(
+        "wf.ts",
+        r#"const a = await agent("one"); const b = await agent("two"); return [a, b];"#,
+        Some(&costly()),
+    )
+    .run(&["--output", "result", "--budget-usd", "5"]);
+    out.assert_code(0);
+    let dir = out.dir.path();
+    let run = dir.join(".dsh/runs").join(common::only_run_id(dir));
+    let journal = std::fs::read_to_string(run.join("journal.jsonl")).expect("journal");
+    let settled = journal
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("line"))
+        .filter(|l| l["type"] == "settled")
+        .count();
+    assert_eq!(settled, 2, "{journal}");
+}
