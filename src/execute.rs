@@ -10,12 +10,13 @@ use dsh_orchestrator::{ErrorCode, EventStream, RunResult, StartRequest, StopReas
 use crate::error::{CliError, exit, print_error, warn};
 use crate::flags::{ColorMode, EventsMode, OutputMode, RunArgs, ShowFlags};
 use crate::live::Live;
-use crate::{progress, request};
+use crate::{progress, request, stack};
 
 /// `dsh workflow run`.
 pub async fn run(a: RunArgs) -> Result<i32, CliError> {
     let request::Built {
         mut req,
+        answering,
         spec,
         start_note,
     } = request::build(&a)?;
@@ -31,6 +32,7 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
         journal_limit: a.journal_limit,
     };
     let durable = Durable::new_run(&mut req, &a.script, spec, &options);
+    req.provider = stack::compose(answering, durable.layer());
     Ok(execute(req, durable, &a.show, events_file, start_note).await)
 }
 

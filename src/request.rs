@@ -13,17 +13,17 @@ use dsh_orchestrator::journal::ProviderSpec;
 use dsh_orchestrator::journal::durable::absolute;
 use dsh_orchestrator::providers::dry_run::DryRunProvider;
 use dsh_orchestrator::providers::registry::ToolHost;
-use dsh_orchestrator::providers::router::{self, AgentTypeLayer, Router};
+use dsh_orchestrator::providers::router::{self, Router};
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::{
     ArgsInput, ErrorCode, ForkedWorker, Limits, Meta, SandboxPolicy, SpawnedWorker, StartRequest,
     SubagentProvider, WorkerCommand,
 };
-use dsh_seam::Stack;
 use serde_json::Value;
 
 use crate::error::CliError;
 use crate::flags::RunArgs;
+use crate::stack::Answering;
 
 /// The runs directory: `--runs-dir`, else `DSH_RUNS_DIR`, else
 /// `.dsh/runs` under the working directory.
@@ -103,23 +103,24 @@ pub fn build(a: &RunArgs) -> Result<Built, CliError> {
         req = req.with_spawned_worker(ahead);
     }
     let mut note = None;
+    let answering;
     let spec = if a.dry_run {
         let items = a
             .dry_run_items
             .unwrap_or(dsh_orchestrator::providers::dry_run::DEFAULT_ITEMS);
-        req = req.with_provider(gated(
+        answering = Answering::Scripted(
             Arc::new(DryRunProvider::new().with_items(items)),
-            &config,
-        ));
+            agent_types(&config),
+        );
         ProviderSpec::DryRun
     } else if let Some(f) = &a.fixture {
-        req.provider = Some(gated(fixture(f)?, &config));
+        answering = Answering::Scripted(fixture(f)?, agent_types(&config));
         ProviderSpec::Fixture(absolute(f).display().to_string())
     } else {
         let pick = default_provider(&config, a.provider.clone(), |k| std::env::var_os(k));
         let router = providers_router(&config, pick.name.clone(), Some(sandbox), pick.from_key)?
             .with_keys_set(pick.competing);
-        req = req.with_provider(Arc::new(router));
+        answering = Answering::Router(router);
         note = pick.note;
         ProviderSpec::Configured {
             config: config
@@ -134,15 +135,19 @@ pub fn build(a: &RunArgs) -> Result<Built, CliError> {
     };
     Ok(Built {
         req,
+        answering,
         spec,
         start_note: note,
     })
 }
 
-/// What [`build`] makes of the flags: the request, how a resume gets its
-/// provider back, and what the start line adds (the provider a key chose).
+/// What [`build`] makes of the flags: the request (its provider is
+/// composed later, with the run's journal: [`crate::stack`]), what answers
+/// its calls, how a resume gets that back, and what the start line adds
+/// (the provider a key chose).
 pub struct Built {
     pub req: StartRequest,
+    pub answering: Answering,
     pub spec: ProviderSpec,
     /// Said after the start line in the readable modes, e.g.
     /// `provider deepseek (DEEPSEEK_API_KEY is set; no provider is configured)`.
@@ -321,7 +326,7 @@ pub fn fixture(path: &Path) -> Result<Arc<dyn SubagentProvider>, CliError> {
     Ok(Arc::new(p))
 }
 
-/// The answering side of a resumed run: `--fixture`, else what the run
+/// What answers a resumed run's calls: `--fixture`, else what the run
 /// used (its fixture, the dry run, or its configuration and provider).
 ///
 /// The run directory is data, not the user's word: a configuration that
@@ -333,17 +338,18 @@ pub fn resume_provider(
     flag: Option<&Path>,
     config_flag: Option<&Path>,
     spec: &ProviderSpec,
-) -> Result<Option<Arc<dyn SubagentProvider>>, CliError> {
+) -> Result<Answering, CliError> {
+    let scripted = |p: Arc<dyn SubagentProvider>| -> Result<Answering, CliError> {
+        Ok(Answering::Scripted(
+            p,
+            agent_types(&load_config(config_flag)?),
+        ))
+    };
     Ok(match (flag, spec) {
-        (Some(f), _) => Some(gated(fixture(f)?, &load_config(config_flag)?)),
-        (None, ProviderSpec::Fixture(f)) => {
-            Some(gated(fixture(Path::new(f))?, &load_config(config_flag)?))
-        }
-        (None, ProviderSpec::DryRun) => Some(gated(
-            Arc::new(DryRunProvider::new()),
-            &load_config(config_flag)?,
-        )),
-        (None, ProviderSpec::None) => None,
+        (Some(f), _) => scripted(fixture(f)?)?,
+        (None, ProviderSpec::Fixture(f)) => scripted(fixture(Path::new(f))?)?,
+        (None, ProviderSpec::DryRun) => scripted(Arc::new(DryRunProvider::new()))?,
+        (None, ProviderSpec::None) => Answering::Nothing,
         (None, ProviderSpec::Configured { config, provider }) => {
             let config = match config {
                 None => Config::builtin(),
@@ -382,12 +388,7 @@ pub fn resume_provider(
                     load_config(Some(path))?
                 }
             };
-            Some(Arc::new(providers_router(
-                &config,
-                provider.clone(),
-                None,
-                None,
-            )?))
+            Answering::Router(providers_router(&config, provider.clone(), None, None)?)
         }
         (None, other) => {
             return Err(CliError::usage(format!(
@@ -455,15 +456,6 @@ pub(crate) fn load_config(explicit: Option<&Path>) -> Result<Config, CliError> {
 pub(crate) fn agent_types(config: &Config) -> AgentTypes {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     AgentTypes::resolve(config, &agent_types::default_dirs(&cwd))
-}
-
-/// `provider` (a fixture, the dry run) behind the run's agent types, so an
-/// unknown `agentType` is refused as with configured providers — and as in
-/// Claude Code.
-fn gated(provider: Arc<dyn SubagentProvider>, config: &Config) -> Arc<dyn SubagentProvider> {
-    Stack::new()
-        .layer(AgentTypeLayer::new(&agent_types(config)))
-        .provider(provider)
 }
 
 /// The router over the configured providers, with `flag` (`--provider`)

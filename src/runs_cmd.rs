@@ -35,7 +35,7 @@ pub async fn resume(a: ResumeArgs) -> Result<i32, CliError> {
             Replay::Answers
         },
     };
-    let (req, durable) = stored
+    let (mut req, durable, answering) = stored
         .resume(&options, |spec| {
             request::resume_provider(a.fixture.as_deref(), a.config.as_deref(), spec)
         })
@@ -47,6 +47,7 @@ pub async fn resume(a: ResumeArgs) -> Result<i32, CliError> {
     for w in durable.take_warnings() {
         crate::error::warn(&w.to_string());
     }
+    req.provider = crate::stack::compose(answering, durable.layer());
     let catalog = request::catalog_for(a.config.as_deref())?;
     let req = req.with_worker(request::worker()?).with_catalog(catalog);
     let events_file = open_events_file(&a.show)?;

@@ -25,19 +25,18 @@ use dsh_orchestrator::agent_types::AgentTypes;
 use dsh_orchestrator::catalog::Catalog;
 use dsh_orchestrator::events::Event;
 use dsh_orchestrator::files;
-use dsh_orchestrator::providers::router::AgentTypeLayer;
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::script::ScriptKind;
 use dsh_orchestrator::{
     ArgsInput, ErrorCode, Limits, Meta, RunResult, StartRequest, WorkerCommand, start,
 };
-use dsh_seam::Stack;
 use serde_json::Value;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{CliError, exit, print_error};
 use crate::flags::TestArgs;
+use crate::stack::{self, Answering};
 use discover::discover;
 use expected::{Actual, Expected, json_eq};
 
@@ -342,12 +341,11 @@ fn request(case: &Case, settings: &Settings) -> Result<StartRequest, CliError> {
         .with_args(args)
         .with_meta_fallback(Meta::default_for(&case.script))
         .with_worker(settings.worker.clone())
-        .with_provider(
-            Stack::new()
-                .layer(AgentTypeLayer::new(&test_agent_types(&case.script)))
-                .provider(Arc::new(provider)),
-        )
         .with_catalog(test_catalog(&case.script));
+    req.provider = stack::compose(
+        Answering::Scripted(Arc::new(provider), test_agent_types(&case.script)),
+        None,
+    );
     if let Some(name) = case.script.file_name() {
         req.script_name = name.to_string_lossy().into_owned();
     }

@@ -21,6 +21,7 @@ use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::{
     Limits, StartRequest, StopReason, SubagentProvider, WorkerCommand, journal::CallState,
 };
+use dsh_seam::Stack;
 use serde_json::{Value, json};
 
 const SCRIPT: &str = r#"export const meta = { name: "journaled", description: "three calls in a row" };
@@ -32,6 +33,14 @@ return [a, b, c];
 
 fn provider(answers: Value) -> Arc<dyn SubagentProvider> {
     Arc::new(ScriptedProvider::from_value(&fixture(answers)).expect("fixture"))
+}
+
+/// The application's provider stack: the journal in front of its provider.
+fn behind_journal(mut req: StartRequest, durable: &Durable) -> StartRequest {
+    if let Some(p) = req.provider.take() {
+        req.provider = Some(Stack::new().option_layer(durable.layer()).provider(p));
+    }
+    req
 }
 
 fn request(script: &Path, provider: Arc<dyn SubagentProvider>) -> StartRequest {
@@ -95,6 +104,7 @@ async fn an_application_journals_a_run_and_resumes_it_without_the_cli() {
     let mut req = request(&script, first);
     let durable = Durable::new_run(&mut req, &script, ProviderSpec::None, &keep(&runs_dir));
     assert_eq!(durable.take_warnings(), vec![]);
+    let req = behind_journal(req, &durable);
     let run = durable.start(req).expect("start");
     let mut events = run.run().subscribe();
     lib::wait_for(&mut events, "the start of c", |e| {
@@ -138,13 +148,14 @@ async fn an_application_journals_a_run_and_resumes_it_without_the_cli() {
     ]));
     let stored = StoredRun::open(&runs_dir, &id).expect("open");
     assert_eq!(stored.info().provider, ProviderSpec::None);
-    let (req, durable) = stored
+    let (mut req, durable, second) = stored
         .resume(&ResumeOptions::default(), |spec| {
             assert_eq!(*spec, ProviderSpec::None);
-            Ok::<_, std::convert::Infallible>(Some(second))
+            Ok::<_, std::convert::Infallible>(second)
         })
         .expect("resume");
-    let req = req.with_worker(WorkerCommand::dsh(DSH));
+    req.provider = Some(second);
+    let req = behind_journal(req, &durable).with_worker(WorkerCommand::dsh(DSH));
     let run = durable.start(req).expect("start the resume");
     let events = lib::collect_events(run.run()).await;
     let finished = run.finish().await;
@@ -174,6 +185,7 @@ async fn a_resume_refuses_a_changed_script_and_reports_the_applications_provider
         provider(json!([{ "match": {}, "text": "x", "times": 3 }])),
     );
     let durable = Durable::new_run(&mut req, &script, ProviderSpec::None, &keep(&runs_dir));
+    let req = behind_journal(req, &durable);
     let run = durable.start(req).expect("start");
     let id = run.run().id().to_string();
     assert_eq!(run.finish().await.result.stop_reason, StopReason::Completed);
@@ -181,7 +193,9 @@ async fn a_resume_refuses_a_changed_script_and_reports_the_applications_provider
     // A provider the application cannot make: its error comes back as is.
     let stored = StoredRun::open(&runs_dir, &id).expect("open");
     let err = stored
-        .resume(&ResumeOptions::default(), |_| Err("no provider today"))
+        .resume(&ResumeOptions::default(), |_| {
+            Err::<(), _>("no provider today")
+        })
         .err()
         .expect("refused");
     assert!(
@@ -193,7 +207,7 @@ async fn a_resume_refuses_a_changed_script_and_reports_the_applications_provider
     std::fs::write(&script, SCRIPT.replace("third", "3rd")).expect("edit");
     let stored = StoredRun::open(&runs_dir, &id).expect("open");
     let err = stored
-        .resume(&ResumeOptions::default(), |_| Ok::<_, ()>(None))
+        .resume(&ResumeOptions::default(), |_| Ok::<_, ()>(()))
         .err()
         .expect("refused");
     let ResumeError::Run(message) = &err else {
@@ -205,7 +219,7 @@ async fn a_resume_refuses_a_changed_script_and_reports_the_applications_provider
         allow_changed: true,
         ..ResumeOptions::default()
     };
-    assert!(stored.resume(&allowed, |_| Ok::<_, ()>(None)).is_ok());
+    assert!(stored.resume(&allowed, |_| Ok::<_, ()>(())).is_ok());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,6 +246,7 @@ async fn without_a_usable_runs_dir_the_run_goes_on_and_says_why() {
         "{warnings:?}"
     );
     assert!(warnings[0].to_string().contains("cannot be resumed"));
+    let req = behind_journal(req, &durable);
     let run = durable.start(req).expect("start");
     let finished = run.finish().await;
     assert_eq!(finished.result.stop_reason, StopReason::Completed);
@@ -252,4 +267,27 @@ async fn without_a_usable_runs_dir_the_run_goes_on_and_says_why() {
     let finished = durable.start(req).expect("start").finish().await;
     assert_eq!(finished.result.stop_reason, StopReason::Completed);
     assert!(!runs_dir.exists());
+}
+
+/// A run that keeps a journal but whose provider is not behind it would
+/// journal none of its calls, and a resume would ask them all again: it is
+/// refused before it starts, naming the fix, and leaves no run directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_not_behind_the_journal_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("wf.ts");
+    std::fs::write(&script, SCRIPT).expect("script");
+    let runs_dir = dir.path().join("runs");
+    let mut req = request(
+        &script,
+        provider(json!([{ "match": {}, "text": "x", "times": 3 }])),
+    );
+    let durable = Durable::new_run(&mut req, &script, ProviderSpec::None, &keep(&runs_dir));
+    let err = durable.start(req).err().expect("refused");
+    assert_eq!(err.code(), dsh_orchestrator::ErrorCode::Usage);
+    assert!(err.to_string().contains("Durable::layer()"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(&runs_dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
 }

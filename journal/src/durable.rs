@@ -21,7 +21,7 @@ use super::rundir::{
 };
 use super::store::JournalStore;
 use super::writer::JournalWriter;
-use super::{DEFAULT_JOURNAL_LIMIT, JournalError, Journaling, JournalingProvider, Line};
+use super::{DEFAULT_JOURNAL_LIMIT, JournalError, JournalLayer, Journaling, Line};
 use dsh_engine::result::RunResult;
 use dsh_engine::run::{StartError, StartRequest, WorkflowRun, new_run_id, start};
 
@@ -149,7 +149,8 @@ impl Durable {
     }
 
     /// Prepares the run directory of a new run (unless the journal is off)
-    /// and wraps the request's provider with the journal. `script` is the
+    /// and gives the request its run id. The journal goes into the
+    /// request's provider stack as [`Durable::layer`]. `script` is the
     /// file the request was read from (kept in `run.json` so a resume finds
     /// it); `provider` says how a resume answers the calls that were not
     /// journaled. Where no run directory can be made, the run goes on
@@ -221,12 +222,15 @@ impl Durable {
             )
             .with_limit(options.journal_limit.unwrap_or(DEFAULT_JOURNAL_LIMIT)),
         );
-        req.provider = Some(Arc::new(JournalingProvider::new(
-            req.provider.take(),
-            state.clone(),
-        )));
         durable.state = Some(state);
         durable
+    }
+
+    /// The journal as a layer of the run's provider stack: `None` when the
+    /// run keeps neither a journal nor a recording. The provider of the
+    /// request given to [`Durable::start`] must have been composed with it.
+    pub fn layer(&self) -> Option<JournalLayer> {
+        self.state.clone().map(JournalLayer::new)
     }
 
     /// What the user should hear so far (each warning once).
@@ -244,8 +248,21 @@ impl Durable {
     }
 
     /// Starts the run (see [`start`]). When it cannot start, the run
-    /// directory prepared for it is removed and the error returned.
+    /// directory prepared for it is removed and the error returned; so it
+    /// is when the request's provider was not composed with
+    /// [`Durable::layer`] (`USAGE`: its calls would not be journaled).
     pub fn start(self, req: StartRequest) -> Result<DurableRun, StartError> {
+        if let Some(state) = &self.state
+            && !state.layered.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            self.abandon();
+            return Err(StartError::Usage {
+                message: "the run keeps a journal, but its provider is not behind it: put \
+                          Durable::layer() into the provider's Stack before Durable::start \
+                          (docs/embedding.md)"
+                    .into(),
+            });
+        }
         match start(req) {
             Ok(run) => {
                 self.started(&run);

@@ -26,6 +26,7 @@
 
 pub mod durable;
 pub mod key;
+pub mod layer;
 pub mod line;
 pub mod provider;
 pub mod reader;
@@ -40,6 +41,7 @@ pub use durable::{
     ResumeOptions, StoredRun,
 };
 pub use key::call_key;
+pub use layer::JournalLayer;
 pub use line::{Line, Outcome};
 pub use provider::{DEFAULT_JOURNAL_LIMIT, Journaling, JournalingProvider, Replay};
 pub use rundir::{ProviderSpec, RunDir, RunInfo};

@@ -8,7 +8,7 @@
 //! journal into the answers a resume replays in `provider/replay.rs`.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -69,6 +69,9 @@ pub struct Journaling {
     /// Calls whose answer was handed on but could not be journaled (the
     /// disk filled up, say): a resume asks them again.
     unjournaled: Mutex<Vec<u64>>,
+    /// Whether a [`crate::JournalLayer`] put a provider behind this state
+    /// (what [`crate::Durable::start`] checks).
+    pub(crate) layered: AtomicBool,
 }
 
 impl Journaling {
@@ -315,9 +318,9 @@ impl SubagentProvider for JournalingProvider {
         mut request: AgentRequest,
         cancel: CancellationToken,
     ) -> Result<Arc<dyn Subagent>, StartRefused> {
-        // Key what the child will actually be asked (an agent type's
-        // model and system prompt included).
-        self.prepare(&mut request);
+        // The request comes prepared (`SubagentProvider::prepare`): the key
+        // is what the child will actually be asked (an agent type's model
+        // and system prompt included).
         let key = call_key(&request);
         let answer = match self.state.take_slot(&key) {
             Slot::Replay(answer) => Some(answer),

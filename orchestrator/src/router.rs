@@ -306,11 +306,10 @@ impl SubagentProvider for AgentTypeGate {
 
     async fn start(
         &self,
-        mut request: AgentRequest,
+        request: AgentRequest,
         cancel: CancellationToken,
     ) -> Result<Arc<dyn Subagent>, StartRefused> {
         agent_type_route(&self.agent_types, &request)?;
-        self.prepare(&mut request);
         self.inner.start(request, cancel).await
     }
 }
@@ -348,7 +347,7 @@ impl SubagentProvider for Router {
 
     async fn start(
         &self,
-        mut request: AgentRequest,
+        request: AgentRequest,
         cancel: CancellationToken,
     ) -> Result<Arc<dyn Subagent>, StartRefused> {
         let route = agent_type_route(&self.agent_types, &request)?;
@@ -394,7 +393,6 @@ impl SubagentProvider for Router {
                 request.seq
             ))
         })?;
-        self.prepare(&mut request);
         provider.start(request, cancel).await
     }
 }

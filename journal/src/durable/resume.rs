@@ -11,12 +11,9 @@ use crate::rundir::{
 };
 use crate::store::JournalStore;
 use crate::writer::JournalWriter;
-use crate::{
-    DEFAULT_JOURNAL_LIMIT, JournalError, Journaling, JournalingProvider, Line, Replay, reader,
-};
+use crate::{DEFAULT_JOURNAL_LIMIT, JournalError, Journaling, Line, Replay, reader};
 use dsh_engine::run::StartRequest;
 use dsh_engine::script::Meta;
-use dsh_seam::SubagentProvider;
 
 /// How a stored run is resumed.
 #[derive(Debug, Clone, Default)]
@@ -77,31 +74,33 @@ impl StoredRun {
 
     /// The request and journal of the next attempt: the script (its file
     /// if still there, else the copy; refused if it changed unless
-    /// `allow_changed`), the run's args, limits and sandbox, and a provider
-    /// that replays the journaled answers and asks `provider_for` (given
-    /// the run's [`ProviderSpec`]) for one to answer the rest. The request
-    /// has no worker command: set one, or let [`start`](dsh_engine::run::start) resolve it.
-    pub fn resume<E>(
+    /// `allow_changed`), the run's args, limits and sandbox, and what
+    /// `answering_for` (given the run's [`ProviderSpec`]) makes to answer
+    /// the calls that are not replayed. The caller composes the request's
+    /// provider from that and [`Durable::layer`], which replays the
+    /// journaled answers. The request has no worker command: set one, or
+    /// let [`start`](dsh_engine::run::start) resolve it.
+    pub fn resume<T, E>(
         self,
         options: &ResumeOptions,
-        provider_for: impl FnOnce(&ProviderSpec) -> Result<Option<Arc<dyn SubagentProvider>>, E>,
-    ) -> Result<(StartRequest, Durable), ResumeError<E>> {
+        answering_for: impl FnOnce(&ProviderSpec) -> Result<T, E>,
+    ) -> Result<(StartRequest, Durable, T), ResumeError<E>> {
         let dir = self.dir;
         let info = dir.info.clone();
         let (script_path, source) = read_script(&dir, &info, options.allow_changed)?;
         let req = StartRequest::new(script_path.display().to_string(), source);
         let req = with_settings(req, &dir, &info, options)?;
-        let provider = provider_for(&info.provider).map_err(ResumeError::Provider)?;
-        let (mut durable, state) = next_attempt(&dir, options).map_err(ResumeError::Run)?;
+        let answering = answering_for(&info.provider).map_err(ResumeError::Provider)?;
+        let (mut durable, state) =
+            next_attempt(&dir, options).map_err(|e| ResumeError::Run(e.to_string()))?;
 
         let mut req = req.with_meta_fallback(Meta::default_for(Path::new(&info.script)));
         req.run_id = Some(info.id.clone());
-        req.provider = Some(Arc::new(JournalingProvider::new(provider, state.clone())));
         durable.dir = Mutex::new(Some(dir));
         durable.state = Some(state);
         durable.record = options.record.clone();
         durable.resumed = Some(info.id);
-        Ok((req, durable))
+        Ok((req, durable, answering))
     }
 }
 
@@ -208,9 +207,9 @@ fn with_settings<E>(
 fn next_attempt(
     dir: &RunDir,
     options: &ResumeOptions,
-) -> Result<(Durable, Arc<Journaling>), String> {
+) -> Result<(Durable, Arc<Journaling>), JournalError> {
     let journal_path = dir.journal_path();
-    let previous = reader::read(&journal_path).map_err(|e| e.to_string())?;
+    let previous = reader::read(&journal_path)?;
     let mut durable = Durable::none();
     if previous.torn {
         durable.warn(JournalWarning::TornLine {
@@ -218,8 +217,7 @@ fn next_attempt(
         });
     }
     let attempt = previous.attempts() + 1;
-    let writer =
-        JournalWriter::open(&journal_path, Some(previous.valid_len)).map_err(|e| e.to_string())?;
+    let writer = JournalWriter::open(&journal_path, Some(previous.valid_len))?;
     writer.append(&Line::Attempt {
         attempt,
         pid: std::process::id(),

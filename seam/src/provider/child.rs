@@ -104,13 +104,21 @@ pub trait SubagentProvider: Send + Sync + 'static {
     /// Fills in what this provider would add to `request` before starting
     /// it (a router: the agent type's model, effort and system prompt), so
     /// a wrapper that keys calls by what changes their answer (the journal)
-    /// sees the same request the child will. Must be idempotent; the
-    /// default adds nothing.
+    /// sees the same request the child will. The engine calls it once per
+    /// call, on the outermost provider, before [`call_limits`] and
+    /// [`start`]; a wrapper forwards it to the provider behind it. Must be
+    /// idempotent; the default adds nothing.
+    ///
+    /// [`call_limits`]: SubagentProvider::call_limits
+    /// [`start`]: SubagentProvider::start
     fn prepare(&self, _request: &mut AgentRequest) {}
 
-    /// Starts a child for `request`. `cancel` fires when the run is
-    /// cancelled before the start completes; a start that completes anyway
-    /// is disposed by the host and never announced.
+    /// Starts a child for `request`, which [`prepare`] has prepared (a
+    /// caller other than the engine calls `prepare` first). `cancel` fires
+    /// when the run is cancelled before the start completes; a start that
+    /// completes anyway is disposed by the host and never announced.
+    ///
+    /// [`prepare`]: SubagentProvider::prepare
     async fn start(
         &self,
         request: AgentRequest,

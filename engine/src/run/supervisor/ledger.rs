@@ -129,7 +129,7 @@ impl Supervisor {
         let workflow = req.workflow.as_deref().map(shown_label);
         // The call's own exclusions; its agent type may add more.
         let disallowed_tools = req.options.disallowed_tools.clone().unwrap_or_default();
-        let request = AgentRequest {
+        let mut request = AgentRequest {
             seq: call_id,
             prompt: req.prompt,
             label: req.label,
@@ -142,6 +142,9 @@ impl Supervisor {
             disallowed_tools,
             ..AgentRequest::new(0, "", "")
         };
+        // Once, here, for the whole stack: every layer and the provider
+        // below them start this prepared request (the journal keys it).
+        provider.prepare(&mut request);
         // The ledger and the events keep bounded copies; the request (and
         // so the provider, fixture matching included) has the whole text.
         self.ledger.pending.insert(
