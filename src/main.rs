@@ -23,6 +23,7 @@ mod progress;
 mod report;
 mod request;
 mod runs_cmd;
+mod stack;
 mod terminal;
 mod test_cmd;
 
@@ -60,6 +61,13 @@ fn main() {
 
 /// Runs the command line with the given argv (program name first) and
 /// returns the exit code.
+///
+/// Never inlined into `main`: every worker starts in `main` too, and this
+/// function's stack frame is about 17 KiB (clap, every command). Inlined,
+/// `main`'s frame grew by that much, and the stack probes on entry touched
+/// each of its pages — 16 KiB more private memory in every idle worker,
+/// which never runs a line of this (docs/performance.md, "Memory").
+#[inline(never)]
 fn cli_main<I, T>(argv: I) -> i32
 where
     I: IntoIterator<Item = T>,
