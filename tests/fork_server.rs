@@ -392,7 +392,7 @@ async fn never_and_a_command_with_extra_arguments_spawn_every_worker() {
     // Extra arguments: the program may not serve --fork-server.
     let custom = WorkerCommand {
         program: worker.program.clone(),
-        args: vec!["__worker".into(), "--sandbox".into(), "best-effort".into()],
+        args: vec!["__worker".into(), "--fd".into(), "0".into()],
     };
     assert!(!custom.is_stock());
     let custom_first = start_held(held(&custom)).await;

@@ -619,8 +619,9 @@ async fn a_worker_death_after_a_cancel_reports_cancelled() {
 #[case::closes_the_socket("exec 0<&-; exec /bin/sleep 30", &["closed its connection"])]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_worker_settles_worker_exited(#[case] shell: &str, #[case] mentions: &[&str]) {
-    // The host appends `--sandbox <policy> --fd 0 --parent <pid>`, which
-    // become $1 to $6 of the shell; the socket is the shell's stdin.
+    // The host appends `--fd 0 --parent <pid>`, which become $1 to $4 of
+    // the shell; the socket is the shell's stdin, the policy line waiting
+    // on it unread.
     let req = request("log(\"never\");\nreturn 1;").with_worker(WorkerCommand {
         program: "/bin/sh".into(),
         args: vec!["-c".into(), shell.into(), "sh".into()],

@@ -359,12 +359,11 @@ fn invalid_compute_timeouts_are_usage_errors(#[case] flags: &[&str], #[case] men
     assert!(out.stderr.contains(mention), "{}", out.stderr);
 }
 
-/// The worker's `--sandbox` names a policy and `--parent` a process id;
-/// anything else is a usage error that says what was wrong and what is
-/// accepted, before any socket is used.
+/// The worker's `--parent` names a process id; anything else is a usage
+/// error that says what was wrong and what is accepted, before any socket
+/// is used. Its sandbox policy is not an argument (see below).
 #[rstest::rstest]
-#[case::unknown(&["--sandbox", "lax", "--fd", "3"], "unknown sandbox policy \"lax\": expected one of strict, best-effort, off")]
-#[case::missing(&["--fd", "3", "--sandbox"], "--sandbox needs a policy")]
+#[case::sandbox_argument(&["--sandbox", "off", "--fd", "3"], "unknown argument \"--sandbox\"")]
 #[case::parent_garbage(&["--fd", "0", "--parent", "host"], "--parent needs the host's process id")]
 #[case::parent_zero(&["--fd", "0", "--parent", "0"], "--parent needs the host's process id")]
 #[case::parent_missing(&["--fd", "0", "--parent"], "--parent needs the host's process id")]
@@ -414,4 +413,49 @@ fn a_worker_whose_host_is_already_gone_exits_at_once() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     };
     assert_eq!(status.code(), Some(111), "{status}");
+}
+
+/// The policy line is the one way a worker learns its sandbox policy: a
+/// line that names no policy, or none before the first frame, and the
+/// worker says so and exits without saying `Hello` — it never runs
+/// unconfined on a guess. A socket closed before any byte is no run at
+/// all: the worker exits 0.
+#[rstest::rstest]
+#[case::unknown(
+    b"lax\n",
+    Some("unknown sandbox policy \"lax\": expected one of strict, best-effort, off")
+)]
+#[case::not_a_line(&[0u8; 80], Some("longer than 64 bytes"))]
+#[case::cut(b"best-", Some("in the middle of the policy line"))]
+#[case::nothing(b"", None)]
+fn a_bad_policy_line_stops_the_worker_before_hello(
+    #[case] line: &[u8],
+    #[case] says: Option<&str>,
+) {
+    use std::io::{Read as _, Write as _};
+    let (mut ours, theirs) = std::os::unix::net::UnixStream::pair().expect("socketpair");
+    ours.write_all(line).expect("write the line");
+    ours.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    let out = std::process::Command::new(DSH)
+        .args(["__worker", "--fd", "0"])
+        .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+            theirs,
+        )))
+        .output()
+        .expect("run the worker");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // A worker that leaves part of the line unread resets the socket:
+    // what it said before that is still read first.
+    let mut said = Vec::new();
+    if let Err(e) = ours.read_to_end(&mut said) {
+        assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}");
+    }
+    assert!(said.is_empty(), "the worker said something: {said:?}");
+    match says {
+        Some(says) => {
+            assert_ne!(out.status.code(), Some(0), "{stderr}");
+            assert!(stderr.contains(says), "{stderr}");
+        }
+        None => assert_eq!(out.status.code(), Some(0), "{stderr}"),
+    }
 }

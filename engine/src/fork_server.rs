@@ -34,7 +34,7 @@ use std::os::unix::net::UnixStream;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use dsh_protocol::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, SandboxPolicy, WorkerMsg};
+use dsh_protocol::{DEFAULT_MAX_FRAME_BYTES, FrameBuffer, SandboxPolicy, WorkerMsg, policy_line};
 use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 
 use crate::run::error::StartError;
@@ -208,7 +208,7 @@ enum Failure {
 fn reap_unanswered(socket: UnixStream, stderr: OwnedFd) {
     let pid = (|| -> std::io::Result<u32> {
         use std::io::Write;
-        (&socket).write_all(format!("{}\n", SandboxPolicy::BestEffort.as_str()).as_bytes())?;
+        (&socket).write_all(policy_line::line(SandboxPolicy::BestEffort).as_bytes())?;
         socket.set_read_timeout(Some(UNANSWERED_HELLO))?;
         let mut frames = FrameBuffer::new(DEFAULT_MAX_FRAME_BYTES);
         let mut buf = [0u8; 256];

@@ -19,6 +19,7 @@
 pub mod codes;
 pub mod frame;
 pub mod messages;
+pub mod policy_line;
 pub mod schema;
 pub mod spin;
 
@@ -34,8 +35,10 @@ pub use messages::*;
 /// version 7 added the cache tokens and the cost to [`Usage`]; version 9
 /// sends [`HostMsg::Go`] with [`HostMsg::Init`], and the worker checks for
 /// a [`HostMsg::Cancel`] behind it before it runs the body; version 10
-/// adds [`WorkerMsg::ChildQueued`], a call waiting for a slot.
-pub const PROTOCOL_VERSION: u32 = 10;
+/// adds [`WorkerMsg::ChildQueued`], a call waiting for a slot; version 11
+/// takes the sandbox policy out of [`Init`]: the [`policy_line`] before
+/// `Hello` is the only way it reaches the worker.
+pub const PROTOCOL_VERSION: u32 = 11;
 
 /// The worker's exit status when an allocation failed under the sandbox's
 /// data limit: the host reports such a death as `MEMORY`.

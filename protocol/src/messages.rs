@@ -229,10 +229,9 @@ pub struct Init {
     pub meta_json: String,
     /// The script's `args` global.
     pub args: Args,
-    /// What the worker enforces.
+    /// What the worker enforces. (The sandbox policy is not here: the
+    /// worker read it from the [`crate::policy_line`] before `Hello`.)
     pub limits: Limits,
-    /// Which sandbox the worker applies before the engine exists.
-    pub sandbox: SandboxPolicy,
 }
 
 /// The script's `args` global.

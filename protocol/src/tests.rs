@@ -22,7 +22,6 @@ fn sample_init() -> Init {
             log_bytes: 1 << 20,
             cancel_interrupt_ms: 250,
         },
-        sandbox: SandboxPolicy::BestEffort,
     }
 }
 

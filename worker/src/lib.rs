@@ -4,8 +4,9 @@
 //! inherited file descriptor (`--fd N`; the host passes its stdin, 0) and
 //! its own pid (`--parent PID`: the worker arms its parent-death signal
 //! itself, so the host can spawn it without running code between fork and
-//! exec). The worker says `Hello`, applies
-//! its sandbox for the policy named by `--sandbox` (all but the run's own
+//! exec). The worker reads its sandbox policy from the socket (the
+//! [`dsh_protocol::policy_line`]), says `Hello`, applies
+//! its sandbox for that policy (all but the run's own
 //! limits, [`sandbox::early`]) and builds a QuickJS engine with the
 //! script-facing hooks ([`engine`]) while it waits, receives `Init`, sets
 //! the run's limits, hands the hooks the run's data and compiles the body,
@@ -68,7 +69,6 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
     }
     let mut fd: Option<i32> = None;
     let mut parent: Option<Option<i32>> = None;
-    let mut early_policy = SandboxPolicy::Off;
     let mut role = Role::Worker;
     let Testing {
         landlock_abi_override,
@@ -87,19 +87,6 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
             "--fork-server" => role = Role::ForkServer,
             "--fd" => fd = it.next().and_then(|v| v.parse().ok()),
             "--parent" => parent = Some(it.next().and_then(|v| v.parse().ok())),
-            // The run's sandbox policy, applied before `Init` (see
-            // `sandbox::early`); without it, all of it after `Init`.
-            "--sandbox" => match it.next().map(|v| v.parse::<SandboxPolicy>()) {
-                Some(Ok(p)) => early_policy = p,
-                Some(Err(e)) => {
-                    eprintln!("dsh-worker: --sandbox: {e}");
-                    return EXIT_USAGE;
-                }
-                None => {
-                    eprintln!("dsh-worker: --sandbox needs a policy");
-                    return EXIT_USAGE;
-                }
-            },
             other => {
                 eprintln!(
                     "dsh-worker: unknown argument {other:?}; this program is started by dsh, not by hand"
@@ -138,7 +125,7 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
         return EXIT_USAGE;
     }
     match (role, parent) {
-        (Role::Worker, _) => serve_stream(stream, landlock_abi_override, early_policy),
+        (Role::Worker, _) => serve_stream(stream, landlock_abi_override),
         (Role::ForkServer, Some(Some(host))) => {
             fork_server::serve(stream, host.unsigned_abs(), server_dies)
         }
@@ -212,14 +199,19 @@ enum Role {
     ForkServer,
 }
 
-/// Serves one run over `stream` (the host's socket), from `Hello` to
-/// `End`; returns the exit status. Shared by the exec'd worker and the
+/// Serves one run over `stream` (the host's socket), from the policy line
+/// to `End`; returns the exit status. Shared by the exec'd worker and the
 /// forked one ([`prefork`]).
-pub(crate) fn serve_stream(
-    stream: UnixStream,
-    landlock_abi_override: Option<u32>,
-    early_policy: SandboxPolicy,
-) -> i32 {
+pub(crate) fn serve_stream(mut stream: UnixStream, landlock_abi_override: Option<u32>) -> i32 {
+    let early_policy = match dsh_protocol::policy_line::read(&mut stream) {
+        Ok(Some(p)) => p,
+        // The host went away without a run for this worker.
+        Ok(None) => return 0,
+        Err(e) => {
+            eprintln!("dsh-worker: {e}");
+            return EXIT_HOST_GONE;
+        }
+    };
     alloc::exit_on_failure();
     match serve(
         Channel::new(stream, DEFAULT_MAX_FRAME_BYTES),
@@ -291,7 +283,7 @@ fn serve(
         compute_ms: init.limits.compute_ms,
         landlock_abi_override,
     };
-    let sandbox = match sandbox::finish(early, init.sandbox, &inputs) {
+    let sandbox = match sandbox::finish(early, &inputs) {
         Ok(report) => report,
         Err(refused) => {
             let mut result = EndResult::new(

@@ -14,19 +14,17 @@
 //! parent-death signal; moves to `/`; empties its environment (and zeroes
 //! the strings, which `/proc/PID/environ` would still show); names itself
 //! `dsh-worker`; makes its socket its stdin, `/dev/null` its stdout and the
-//! pipe its stderr, and closes every other descriptor it inherited. Then
-//! it waits for one line on the socket naming the run's sandbox policy
-//! (the host only knows it once it has read its configuration), and from
-//! there serves exactly as a spawned worker does.
+//! pipe its stderr, and closes every other descriptor it inherited. From
+//! there it serves exactly as a spawned worker does, starting with the
+//! policy line ([`dsh_protocol::policy_line`]), which it waits for here:
+//! the host only knows the run's policy once it has read its
+//! configuration.
 //!
 //! What it is not: a fork server. It makes one worker, for the one run of
 //! the command line that forked it.
 
-use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-
-use dsh_protocol::SandboxPolicy;
 
 /// The parent's side of a forked worker (see the module docs).
 #[derive(Debug)]
@@ -38,10 +36,6 @@ pub struct Preforked {
     /// The read end of the child's stderr pipe.
     pub stderr: OwnedFd,
 }
-
-/// The longest policy line the child accepts (the longest policy name is
-/// far shorter).
-const POLICY_LINE_MAX: usize = 64;
 
 /// Forks this process into a worker waiting for its sandbox policy; see
 /// the module docs. Returns in the parent only.
@@ -92,17 +86,8 @@ pub(crate) fn child(parent: u32, socket: OwnedFd, stderr: OwnedFd, devnull: Owne
     }
     // SAFETY: descriptor 0 is the socket, put there just above; nothing
     // else in this process owns it.
-    let mut stream = unsafe { UnixStream::from_raw_fd(0) };
-    let policy = match read_policy(&mut stream) {
-        Ok(Some(p)) => p,
-        // The host went away without a run for this worker.
-        Ok(None) => return 0,
-        Err(e) => {
-            eprintln!("dsh-worker: {e}");
-            return crate::EXIT_HOST_GONE;
-        }
-    };
-    crate::serve_stream(stream, None, policy)
+    let stream = unsafe { UnixStream::from_raw_fd(0) };
+    crate::serve_stream(stream, None)
 }
 
 /// Process-wide set-up: the directory, the environment, the name, the
@@ -232,72 +217,5 @@ fn wipe_environment() {
             p = p.add(1);
         }
         libc::clearenv();
-    }
-}
-
-/// What is wrong with the policy line the host sent.
-#[derive(Debug, thiserror::Error)]
-enum PolicyLineError {
-    #[error("the host closed the socket in the middle of the policy")]
-    Cut,
-    #[error("the policy line is too long")]
-    TooLong,
-    #[error("reading the policy line: {0}")]
-    Read(std::io::Error),
-    #[error("the policy line is not UTF-8")]
-    NotUtf8,
-    #[error("the policy line: {0}")]
-    Unknown(#[from] dsh_protocol::UnknownSandboxPolicy),
-}
-
-/// Reads the policy line; `None` at end of stream before any byte.
-fn read_policy(stream: &mut UnixStream) -> Result<Option<SandboxPolicy>, PolicyLineError> {
-    let mut line = Vec::with_capacity(16);
-    let mut byte = [0u8; 1];
-    loop {
-        match stream.read(&mut byte) {
-            Ok(0) if line.is_empty() => return Ok(None),
-            Ok(0) => return Err(PolicyLineError::Cut),
-            Ok(_) if byte[0] == b'\n' => break,
-            Ok(_) if line.len() < POLICY_LINE_MAX => line.push(byte[0]),
-            Ok(_) => return Err(PolicyLineError::TooLong),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(PolicyLineError::Read(e)),
-        }
-    }
-    let text = std::str::from_utf8(&line).map_err(|_| PolicyLineError::NotUtf8)?;
-    Ok(Some(text.parse::<SandboxPolicy>()?))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Write;
-
-    #[test]
-    fn the_policy_line_is_read_up_to_its_newline_and_no_further() {
-        let (mut a, mut b) = UnixStream::pair().expect("pair");
-        a.write_all(b"off\nrest").expect("write");
-        assert_eq!(read_policy(&mut b).ok(), Some(Some(SandboxPolicy::Off)));
-        let mut rest = [0u8; 4];
-        b.read_exact(&mut rest).expect("rest");
-        assert_eq!(&rest, b"rest");
-    }
-
-    #[test]
-    fn a_closed_socket_before_the_line_is_no_run_and_a_bad_line_an_error() {
-        let (a, mut b) = UnixStream::pair().expect("pair");
-        drop(a);
-        assert_eq!(read_policy(&mut b).ok(), Some(None));
-        let (mut a, mut b) = UnixStream::pair().expect("pair");
-        a.write_all(b"nonsense\n").expect("write");
-        assert!(read_policy(&mut b).is_err_and(|e| e.to_string().contains("policy")));
-        let (mut a, mut b) = UnixStream::pair().expect("pair");
-        a.write_all(&[b'x'; 100]).expect("write");
-        assert!(read_policy(&mut b).is_err_and(|e| e.to_string().contains("too long")));
-        let (mut a, mut b) = UnixStream::pair().expect("pair");
-        a.write_all(b"of").expect("write");
-        drop(a);
-        assert!(read_policy(&mut b).is_err_and(|e| e.to_string().contains("middle")));
     }
 }

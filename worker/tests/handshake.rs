@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use dsh_protocol::{
     Args, CancelReason, DEFAULT_MAX_FRAME_BYTES, EndOutcome, FrameBuffer, HostMsg, Init, Limits,
-    PROTOCOL_VERSION, SandboxPolicy, WorkerMsg, encode,
+    PROTOCOL_VERSION, WorkerMsg, encode,
 };
 use rstest::rstest;
 
@@ -38,9 +38,10 @@ struct Worker {
 impl Worker {
     /// Spawns `dsh-worker` on one end of a socket pair and reads its `Hello`.
     fn start() -> Worker {
-        let (ours, theirs) = UnixStream::pair().unwrap();
+        let (mut ours, theirs) = UnixStream::pair().unwrap();
+        ours.write_all(b"off\n").unwrap();
         let child = Command::new(WORKER)
-            .args(["--sandbox", "off", "--fd", "0", "--parent"])
+            .args(["--fd", "0", "--parent"])
             .arg(std::process::id().to_string())
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::null())
@@ -119,7 +120,6 @@ fn init() -> HostMsg {
             log_bytes: 1 << 20,
             cancel_interrupt_ms: 1,
         },
-        sandbox: SandboxPolicy::Off,
     }))
 }
 
@@ -193,11 +193,12 @@ fn a_cancel_already_in_means_the_body_never_runs(#[case] msgs: Vec<HostMsg>) {
 fn an_execd_worker_keeps_no_inherited_descriptor() {
     use std::os::fd::AsRawFd as _;
     use std::os::unix::process::CommandExt as _;
-    let (ours, theirs) = UnixStream::pair().unwrap();
+    let (mut ours, theirs) = UnixStream::pair().unwrap();
+    ours.write_all(b"off\n").unwrap();
     let file = std::fs::File::open(WORKER).unwrap();
     let fd = file.as_raw_fd();
     let mut cmd = Command::new(WORKER);
-    cmd.args(["--sandbox", "off", "--fd", "0", "--parent"])
+    cmd.args(["--fd", "0", "--parent"])
         .arg(std::process::id().to_string())
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(Stdio::null())

@@ -352,7 +352,6 @@ pub fn start(request: StartRequest) -> Result<WorkflowRun, StartError> {
         }),
         limits: request.limits,
         catalog: request.catalog,
-        sandbox: request.sandbox,
         process,
         socket,
         stderr,

@@ -13,7 +13,7 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::process::Stdio;
 
-use dsh_protocol::SandboxPolicy;
+use dsh_protocol::{SandboxPolicy, policy_line};
 
 use super::error::StartError;
 pub use dsh_exec::WorkerCommand;
@@ -38,8 +38,9 @@ impl Spawned {
 /// between fork and exec and std spawns it with `posix_spawn`: the host's
 /// page tables are not copied for a process that execs at once (in a
 /// burst of 100 runs that copy was about 15 % of all CPU;
-/// docs/performance.md). The worker applies `sandbox` (all but the run's
-/// own limits) right after its `Hello`, before `Init` (`--sandbox`; see
+/// docs/performance.md). The worker finds `sandbox` waiting on its socket
+/// as the policy line (`dsh_protocol::policy_line`) and applies it (all
+/// but the run's own limits) right after its `Hello`, before `Init` (see
 /// docs/sandbox.md): a run given this worker must have that policy.
 pub fn spawn(
     worker: &WorkerCommand,
@@ -84,13 +85,11 @@ pub(crate) fn begin_spawn(
 ) -> std::io::Result<PendingSpawn> {
     // CLOEXEC on both ends: only the worker's stdin copy reaches it.
     let (host_end, worker_end) = std::os::unix::net::UnixStream::pair()?;
+    // Waiting in the socket's buffer when the worker starts: the only way
+    // it learns its policy.
+    (&host_end).write_all(policy_line::line(sandbox).as_bytes())?;
 
-    let cmd = worker_process(
-        worker,
-        &["--sandbox", sandbox.as_str()],
-        worker_end.into(),
-        Stdio::piped(),
-    )?;
+    let cmd = worker_process(worker, &[], worker_end.into(), Stdio::piped())?;
     Ok(PendingSpawn {
         process: spawner::spawn_later(cmd, handle)?,
         socket: host_end,
@@ -158,8 +157,7 @@ pub(crate) fn adopt(forked: ForkedWorker, sandbox: SandboxPolicy) -> std::io::Re
         }
     };
     // From here dropping `process` kills and reaps it.
-    let line = format!("{}\n", sandbox.as_str());
-    (&socket).write_all(line.as_bytes())?;
+    (&socket).write_all(policy_line::line(sandbox).as_bytes())?;
     socket.set_nonblocking(true)?;
     Ok(Spawned { process, socket })
 }

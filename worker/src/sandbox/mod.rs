@@ -144,9 +144,10 @@ pub struct Early {
 /// Applies every layer that does not depend on the run — the fixed
 /// rlimits, `no_new_privs`, Landlock, the capability drop, the
 /// working-directory check and seccomp, in that order — for `policy`
-/// (nothing for `off`). A worker the host starts with `--sandbox` calls it
-/// right after `Hello`, before it builds its engine and long before `Init`:
-/// a run on a warm worker then only sets its own limits ([`finish`]).
+/// (nothing for `off`). The worker calls it right after `Hello`, with the
+/// policy its policy line named ([`dsh_protocol::policy_line`]), before it
+/// builds its engine and long before `Init`: the run then only sets its
+/// own limits ([`finish`]).
 pub fn early(policy: SandboxPolicy, landlock_abi_override: Option<u32>) -> Early {
     let mut tally = Tally::default();
     if policy != SandboxPolicy::Off {
@@ -155,28 +156,15 @@ pub fn early(policy: SandboxPolicy, landlock_abi_override: Option<u32>) -> Early
     Early { policy, tally }
 }
 
-/// After `Init`: the run's `policy` and limits. What [`early`] did not
-/// apply is applied now (a worker started without `--sandbox`), then the
-/// rlimits derived from `memoryBytes` and `computeMs` (seccomp lets the
-/// worker lower its own limits, nothing else). Under `strict`, anything
-/// short of full confinement is [`SandboxUnavailable`]; the body must then
-/// not run. The host only gives a run a worker sandboxed early for that
-/// run's policy; a worker sandboxed early for another one reports what it
-/// has.
-pub fn finish(
-    early: Early,
-    policy: SandboxPolicy,
-    inputs: &Inputs,
-) -> Result<SandboxReport, SandboxUnavailable> {
-    let Early {
-        policy: applied,
-        mut tally,
-    } = early;
-    if applied == SandboxPolicy::Off {
-        if policy == SandboxPolicy::Off {
-            return Ok(tally.into_report());
-        }
-        apply_layers(inputs.landlock_abi_override, &mut tally);
+/// After `Init`: the rlimits derived from the run's `memoryBytes` and
+/// `computeMs` (seccomp lets the worker lower its own limits, nothing
+/// else), for the policy [`early`] applied. Under `strict`, anything short
+/// of full confinement is [`SandboxUnavailable`]; the body must then not
+/// run.
+pub fn finish(early: Early, inputs: &Inputs) -> Result<SandboxReport, SandboxUnavailable> {
+    let Early { policy, mut tally } = early;
+    if policy == SandboxPolicy::Off {
+        return Ok(tally.into_report());
     }
     #[cfg(target_os = "linux")]
     rlimits::apply_run(inputs, &mut tally);
@@ -191,7 +179,7 @@ pub fn finish(
 /// [`finish`]). Under `strict`, anything short of full confinement is
 /// [`SandboxUnavailable`]; the body must then not run.
 pub fn apply(policy: SandboxPolicy, inputs: &Inputs) -> Result<SandboxReport, SandboxUnavailable> {
-    finish(early(policy, inputs.landlock_abi_override), policy, inputs)
+    finish(early(policy, inputs.landlock_abi_override), inputs)
 }
 
 #[cfg(target_os = "linux")]

@@ -26,7 +26,6 @@ impl Supervisor {
             meta_json: self.meta_json.clone(),
             args: self.args.clone(),
             limits: self.limits.to_wire(),
-            sandbox: self.sandbox_policy,
         })));
         // `Go` goes with `Init`, in the same write, rather than after
         // `Ready`: the worker finds it waiting once it has built the run,

@@ -146,7 +146,6 @@ pub(crate) struct Parts {
     pub limits: Limits,
     pub provider: Option<Arc<dyn SubagentProvider>>,
     pub catalog: Option<Arc<crate::catalog::Catalog>>,
-    pub sandbox: dsh_protocol::SandboxPolicy,
     pub process: ProcessGroup,
     pub socket: tokio::net::UnixStream,
     pub stderr: Option<dsh_exec::process::group::Stderr>,
@@ -167,7 +166,6 @@ pub(crate) struct Supervisor {
     limits: Limits,
     provider: Option<Arc<dyn SubagentProvider>>,
     catalog: Option<Arc<crate::catalog::Catalog>>,
-    sandbox_policy: dsh_protocol::SandboxPolicy,
     process: ProcessGroup,
     conn: Connection,
     stderr_task: Option<tokio::task::JoinHandle<()>>,
@@ -227,7 +225,6 @@ impl Supervisor {
             limits: p.limits,
             provider: p.provider,
             catalog: p.catalog,
-            sandbox_policy: p.sandbox,
             process: p.process,
             conn: Connection::new(p.socket),
             stderr_task,
@@ -358,8 +355,14 @@ impl Supervisor {
         match read {
             Read::Data => self.decode_frames(),
             Read::Eof => Some(self.claim_eof().await),
-            // A reset usually means the worker died: report how, as for a
-            // clean end of stream.
+            // A Unix socket's peer that closes with bytes of ours unread
+            // (the policy line, `Init`) resets rather than ends the
+            // stream: it closed its connection all the same.
+            Read::Failed(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                Some(self.claim_eof().await)
+            }
+            // Any other failure usually means the worker died: report how,
+            // as for a clean end of stream.
             Read::Failed(e) => Some(
                 self.claim_broken(format!("the connection to the worker failed: {e}"))
                     .await,
