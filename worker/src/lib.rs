@@ -58,18 +58,6 @@ pub const EXIT_OUT_OF_MEMORY: i32 = dsh_protocol::WORKER_EXIT_OUT_OF_MEMORY;
 /// Runs the worker with the given arguments (without the program name).
 /// Returns the process exit status.
 pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
-    let mut it = args.into_iter().peekable();
-    if it.peek().is_some_and(|a| a == "tool") {
-        let rest: Vec<String> = it.skip(1).collect();
-        return tools::main(&rest);
-    }
-    if it.peek().is_some_and(|a| a == "reap") {
-        let rest: Vec<String> = it.skip(1).collect();
-        return reap::main(&rest);
-    }
-    let mut fd: Option<i32> = None;
-    let mut parent: Option<Option<i32>> = None;
-    let mut role = Role::Worker;
     let Testing {
         landlock_abi_override,
         server_dies,
@@ -80,6 +68,18 @@ pub fn main_with_args<I: IntoIterator<Item = String>>(args: I) -> i32 {
             return EXIT_USAGE;
         }
     };
+    let mut it = args.into_iter().peekable();
+    if it.peek().is_some_and(|a| a == "tool") {
+        let rest: Vec<String> = it.skip(1).collect();
+        return tools::main(&rest, landlock_abi_override);
+    }
+    if it.peek().is_some_and(|a| a == "reap") {
+        let rest: Vec<String> = it.skip(1).collect();
+        return reap::main(&rest);
+    }
+    let mut fd: Option<i32> = None;
+    let mut parent: Option<Option<i32>> = None;
+    let mut role = Role::Worker;
     while let Some(a) = it.next() {
         match a.as_str() {
             // Fork workers for the host instead of being one (see

@@ -52,12 +52,12 @@ impl Ws {
     }
 
     /// One tool call with `extra` merged into the request.
-    fn call_with(&self, tool: &str, input: Value, extra: Value, args: &[&str]) -> Value {
+    fn call_with(&self, tool: &str, input: Value, extra: Value, testing: &[&str]) -> Value {
         let mut req = json!({"workspace": self.path(), "tool": tool, "input": input});
         for (k, v) in extra.as_object().unwrap() {
             req[k] = v.clone();
         }
-        raw_call(&req.to_string(), args)
+        raw_call(&req.to_string(), testing)
     }
 
     fn call(&self, tool: &str, input: Value) -> Value {
@@ -66,10 +66,14 @@ impl Ws {
 }
 
 /// Runs the binary with `stdin`; it must exit 0 with one JSON object.
-fn raw_call(stdin: &str, args: &[&str]) -> Value {
-    let mut child = Command::new(WORKER)
+/// `testing`: the value of `DSH_WORKER_TESTING` (e.g. `landlock-abi=0`).
+fn raw_call(stdin: &str, testing: &[&str]) -> Value {
+    let mut cmd = Command::new(WORKER);
+    if !testing.is_empty() {
+        cmd.env("DSH_WORKER_TESTING", testing.join(","));
+    }
+    let mut child = cmd
         .arg("tool")
-        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -553,7 +557,7 @@ fn strict_without_landlock_refuses_and_runs_nothing() {
         "Write",
         json!({"file_path": "new.txt", "content": "x"}),
         json!({"sandbox": "strict"}),
-        &["--landlock-abi", "0"],
+        &["landlock-abi=0"],
     );
     assert_eq!(status(&r), "sandbox-unavailable", "{r}");
     assert!(output(&r).contains("landlock:fs"), "{r}");

@@ -234,21 +234,13 @@ pub(crate) fn input<T: serde::de::DeserializeOwned>(
     })
 }
 
-/// Entry point of `dsh-worker tool [--landlock-abi N]`; returns the exit
-/// status.
-pub fn main(args: &[String]) -> i32 {
-    let mut landlock_abi_override = None;
-    let mut it = args.iter();
-    let mut usage = None;
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--landlock-abi" => match it.next().and_then(|v| v.parse().ok()) {
-                Some(n) => landlock_abi_override = Some(n),
-                None => usage = Some("--landlock-abi needs a number".to_string()),
-            },
-            other => usage = Some(format!("unknown argument {other:?} to `dsh-worker tool`")),
-        }
-    }
+/// Entry point of `dsh-worker tool` (no arguments); returns the exit
+/// status. `landlock_abi_override` is the testing switch
+/// `DSH_WORKER_TESTING=landlock-abi=N` (read by the caller).
+pub fn main(args: &[String], landlock_abi_override: Option<u32>) -> i32 {
+    let usage = args
+        .first()
+        .map(|other| format!("unknown argument {other:?} to `dsh-worker tool`"));
     let response = match usage {
         Some(msg) => refusal(Status::Error, msg),
         None => run(landlock_abi_override),
