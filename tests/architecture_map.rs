@@ -33,6 +33,7 @@ const CRATE_SOURCES: &[&str] = &[
     "engine/src",
     "providers/src",
     "journal/src",
+    "store/src",
     "worker/src",
     "orchestrator/src",
     "src",

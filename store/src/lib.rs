@@ -1,0 +1,188 @@
+//! `dsh-store`: runs, their call journals and their events in PostgreSQL,
+//! so that they outlive the machine that ran them and any machine can
+//! list, show and resume them (docs/scale.md).
+//!
+//! What it is: a [`Store`] (one connection, the schema brought up to date
+//! on connect, [`migrate`]), the runs table ([`RunRow`]), and
+//! [`PgJournal`], the [`dsh_journal::JournalStore`] that keeps a run's
+//! journal lines in the database instead of `journal.jsonl`. The journal
+//! layer above it — what is journaled, when it must be durable, how a
+//! resume replays by content key — is the same on either store.
+//!
+//! What it is not: a queue, a scheduler or a second journal format. The
+//! file journal stays the embedded default; nothing of this crate runs
+//! unless a store URL is given.
+
+mod journal;
+pub mod migrate;
+mod url;
+
+pub use journal::PgJournal;
+pub use url::StoreUrl;
+
+use serde_json::Value;
+use tokio_postgres::{Client, NoTls};
+
+/// What went wrong with the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store URL (shown without its password) and why it is refused.
+    #[error("store URL {url}: {why}")]
+    Url {
+        /// The URL as given, password replaced.
+        url: String,
+        /// What is wrong and how to fix it.
+        why: String,
+    },
+    /// The database said no, or could not be reached.
+    #[error("the store: {0}")]
+    Db(String),
+    /// The database's schema is newer than this dsh.
+    #[error(
+        "the store's schema is version {found}, and this dsh knows versions up to {known}; upgrade dsh on this host (a store is never written by an older dsh than the one that migrated it)"
+    )]
+    NewerSchema {
+        /// The version found in `dsh_schema`.
+        found: i32,
+        /// The newest version this dsh knows.
+        known: i32,
+    },
+    /// A stored row this dsh cannot read (it names the run and the column).
+    #[error("the store: run {run}: {why}")]
+    Row {
+        /// The run's id.
+        run: String,
+        /// What is wrong with the row.
+        why: String,
+    },
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        // The server's own message (with its code) when it sent one: the
+        // client's Display only says "db error".
+        match e.as_db_error() {
+            Some(db) => StoreError::Db(format!("{} ({})", db.message(), db.code().code())),
+            None => StoreError::Db(e.to_string()),
+        }
+    }
+}
+
+/// Opens a connection to `url`; its driving task runs on the current
+/// tokio runtime and ends with the connection.
+pub(crate) async fn connect(url: &StoreUrl) -> Result<Client, StoreError> {
+    let (client, connection) = url
+        .config()
+        .connect(NoTls)
+        .await
+        .map_err(|e| StoreError::Db(format!("cannot connect to {url}: {e}")))?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!("store connection ended: {e}");
+        }
+    });
+    Ok(client)
+}
+
+/// A run as the store keeps it.
+#[derive(Debug, Clone)]
+pub struct RunRow {
+    /// The run's id.
+    pub id: String,
+    /// What `run.json` holds.
+    pub info: Value,
+    /// The attempt that ran last.
+    pub attempt: i32,
+    /// What `result.json` holds, once the attempt settled.
+    pub result: Option<Value>,
+}
+
+/// The store: one connection, the schema up to date.
+pub struct Store {
+    url: StoreUrl,
+    client: Client,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("url", &self.url).finish()
+    }
+}
+
+impl Store {
+    /// Connects to `url` and brings its schema to this dsh's version.
+    /// Inside a tokio runtime.
+    pub async fn open(url: &StoreUrl) -> Result<Store, StoreError> {
+        let mut client = connect(url).await?;
+        migrate::migrate(&mut client).await?;
+        Ok(Store {
+            url: url.clone(),
+            client,
+        })
+    }
+
+    /// Where the store is.
+    pub fn url(&self) -> &StoreUrl {
+        &self.url
+    }
+
+    /// Records a new run: its `run.json` document and script.
+    pub async fn create_run(&self, id: &str, info: &Value, source: &str) -> Result<(), StoreError> {
+        self.client
+            .execute(
+                "INSERT INTO dsh_runs (id, info, source) VALUES ($1, $2, $3)",
+                &[&id, info, &source],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Records how attempt `attempt` of run `id` settled.
+    pub async fn set_result(&self, id: &str, attempt: i32, doc: &Value) -> Result<(), StoreError> {
+        self.client
+            .execute(
+                "UPDATE dsh_runs SET result = $2, attempt = $3, updated_at = now() WHERE id = $1",
+                &[&id, doc, &attempt],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The newest `limit` runs, newest first.
+    pub async fn runs(&self, limit: i64) -> Result<Vec<RunRow>, StoreError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT id, info, attempt, result FROM dsh_runs
+                 ORDER BY created_at DESC, id DESC LIMIT $1",
+                &[&limit],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| RunRow {
+                id: r.get(0),
+                info: r.get(1),
+                attempt: r.get(2),
+                result: r.get(3),
+            })
+            .collect())
+    }
+
+    /// Run `id`'s journal, as the text of `journal.jsonl` would be.
+    pub async fn journal_text(&self, id: &str) -> Result<String, StoreError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT line FROM dsh_journal WHERE run_id = $1 ORDER BY seq",
+                &[&id],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get::<_, &str>(0)).collect())
+    }
+
+    /// A writer for run `id`'s journal (see [`PgJournal`]).
+    pub async fn journal(&self, id: &str) -> Result<PgJournal, StoreError> {
+        PgJournal::open(&self.url, id).await
+    }
+}

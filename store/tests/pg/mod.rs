@@ -1,0 +1,188 @@
+//! A PostgreSQL database of its own for each test.
+//!
+//! In CI, `.ci/run` starts a private cluster and names it in
+//! `DSH_TEST_PG_URL` (a superuser's URL). Without it, the first test that
+//! asks starts a private cluster for its test binary when `initdb` and
+//! `postgres` are on the PATH: a data directory under `target/pg-tests/`,
+//! a free loopback port, run as `nobody` when the tests run as root
+//! (PostgreSQL refuses root), shut down (`SIGQUIT`: immediate, its
+//! backends with it) when the test binary exits — its parent-death signal;
+//! the spawning thread lives as long as the process — and its data removed
+//! by the next test binary that starts one. Without either, [`database`] says so and returns `None`, and
+//! the test passes without checking anything — the README's test command
+//! must pass on a machine with nothing installed.
+
+#![allow(dead_code)]
+
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// The admin URL of the cluster the tests use, once known.
+static CLUSTER: OnceLock<Option<String>> = OnceLock::new();
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// A fresh, empty database's URL (`postgres://…/dsh_t_PID_N`), or `None`
+/// (said on stderr) when no PostgreSQL can be had here.
+pub async fn database() -> Option<String> {
+    let admin = CLUSTER.get_or_init(cluster).clone()?;
+    let name = format!(
+        "dsh_t_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    // A cluster just started may still refuse ("starting up").
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (client, conn) = loop {
+        match tokio_postgres::connect(&admin, tokio_postgres::NoTls).await {
+            Ok(c) => break c,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("connect to the test cluster {admin}: {e}"),
+        }
+    };
+    tokio::spawn(conn);
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {name}"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        client
+            .batch_execute(&sql)
+            .await
+            .expect("create the test database");
+    }
+    Some(with_database(&admin, &name))
+}
+
+/// `url` naming database `name` instead of its own.
+pub fn with_database(url: &str, name: &str) -> String {
+    let (base, _) = url.rsplit_once('/').expect("a URL with a database");
+    format!("{base}/{name}")
+}
+
+fn cluster() -> Option<String> {
+    if let Ok(url) = std::env::var("DSH_TEST_PG_URL")
+        && !url.is_empty()
+    {
+        return Some(url);
+    }
+    match start_private() {
+        Ok(url) => Some(url),
+        Err(why) => {
+            eprintln!(
+                "no PostgreSQL for this test ({why}); set DSH_TEST_PG_URL or install PostgreSQL (initdb, postgres) to run it"
+            );
+            None
+        }
+    }
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+}
+
+/// Starts a private cluster; its admin URL.
+fn start_private() -> Result<String, String> {
+    if !on_path("initdb") || !on_path("postgres") || !on_path("setpriv") {
+        return Err("initdb, postgres or setpriv is not on the PATH".into());
+    }
+    let all = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/pg-tests");
+    // The clusters of test binaries that have exited: their data goes.
+    for entry in std::fs::read_dir(&all).into_iter().flatten().flatten() {
+        let pid = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok());
+        // SAFETY: kill with signal 0 only checks that the pid exists.
+        if pid.is_some_and(|p| unsafe { libc::kill(p, 0) } != 0) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    let root = all.join(std::process::id().to_string());
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
+    // SAFETY: geteuid has no preconditions.
+    let root_user = unsafe { libc::geteuid() } == 0;
+    let as_user = |program: &str| {
+        let mut c = Command::new("setpriv");
+        if root_user {
+            c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"]);
+        }
+        c.arg("--pdeathsig=QUIT").arg(program).stdin(Stdio::null());
+        c
+    };
+    if root_user {
+        let ok = Command::new("chown")
+            .args(["nobody:nogroup"])
+            .arg(&root)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return Err(format!("cannot give {} to nobody", root.display()));
+        }
+    }
+    let data = root.join("data");
+    let out = as_user("initdb")
+        .arg("-D")
+        .arg(&data)
+        .args([
+            "-U",
+            "dsh",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-instructions",
+        ])
+        .output()
+        .map_err(|e| format!("initdb: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("no free port: {e}"))?
+        .port();
+    let log = std::fs::File::create(root.join("log")).map_err(|e| e.to_string())?;
+    // A thread that lives as long as the process spawns it: the
+    // parent-death signal fires when the spawning thread ends.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut cmd = as_user("postgres");
+    cmd.arg("-D")
+        .arg(&data)
+        .args(["-c", "listen_addresses=127.0.0.1", "-p", &port.to_string()])
+        .arg("-k")
+        .arg(&root)
+        .args(["-c", "fsync=off", "-c", "max_connections=200"])
+        .stdout(Stdio::null())
+        .stderr(log);
+    std::thread::spawn(move || {
+        let child = cmd.spawn();
+        let ok = child.is_ok();
+        let _ = tx.send(child.map(|_| ()).map_err(|e| format!("postgres: {e}")));
+        if ok {
+            loop {
+                std::thread::park();
+            }
+        }
+    });
+    rx.recv().map_err(|e| e.to_string())??;
+    let url = format!("postgres://dsh@127.0.0.1:{port}/postgres");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "postgres did not listen within 60 s; see {}",
+                root.join("log").display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(url)
+}

@@ -1,0 +1,178 @@
+//! The store against a real PostgreSQL (see `pg/mod.rs` for where it comes
+//! from): the schema, the runs table, and the journal as the layer uses it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod pg;
+
+use dsh_journal::{JournalStore, Line};
+use dsh_store::{Store, StoreError, StoreUrl, migrate};
+use serde_json::json;
+
+async fn store() -> Option<(Store, String)> {
+    let url = pg::database().await?;
+    let parsed = StoreUrl::parse(&url, |_| None).expect("test URL");
+    Some((Store::open(&parsed).await.expect("open the store"), url))
+}
+
+fn attempt(n: u32) -> Line {
+    Line::Attempt {
+        attempt: n,
+        pid: 1,
+        at: 0,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opening_migrates_once_and_hosts_opening_together_agree() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let parsed = StoreUrl::parse(&url, |_| None).expect("test URL");
+    // Eight hosts open a fresh store at once: one migrates, the others wait
+    // for its lock and find the schema done.
+    let opened = futures_join(
+        (0..8)
+            .map(|_| {
+                let p = parsed.clone();
+                tokio::spawn(async move { Store::open(&p).await.map(|_| ()) })
+            })
+            .collect(),
+    )
+    .await;
+    assert!(opened.iter().all(Result::is_ok), "{opened:?}");
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    let versions: Vec<i32> = client
+        .query("SELECT version FROM dsh_schema ORDER BY version", &[])
+        .await
+        .expect("schema")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(versions, (1..=migrate::latest()).collect::<Vec<_>>());
+    // A schema newer than this dsh knows is refused, not written to.
+    client
+        .execute(
+            "INSERT INTO dsh_schema (version, name) VALUES ($1, 'from the future')",
+            &[&(migrate::latest() + 1)],
+        )
+        .await
+        .expect("insert");
+    let err = Store::open(&parsed).await.expect_err("refused");
+    assert!(matches!(err, StoreError::NewerSchema { .. }), "{err}");
+    assert!(err.to_string().contains("upgrade dsh"), "{err}");
+}
+
+async fn futures_join(
+    handles: Vec<tokio::task::JoinHandle<Result<(), StoreError>>>,
+) -> Vec<Result<(), String>> {
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(match h.await {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        });
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_its_journal_and_its_result_are_kept_in_order() {
+    let Some((store, _)) = store().await else {
+        return;
+    };
+    let info = json!({"version": 1, "id": "run-a", "name": "wf"});
+    store
+        .create_run("run-a", &info, "return 1")
+        .await
+        .expect("create");
+    let journal = store.journal("run-a").await.expect("journal");
+    journal.append(&attempt(1));
+    assert!(journal.append_durable(&attempt(2)).await);
+    // Many lines queued at once go in order, however they are batched.
+    for n in 3..=200 {
+        journal.append(&attempt(n));
+    }
+    journal.sync().await;
+    let text = store.journal_text("run-a").await.expect("read");
+    let expected: String = (1..=200).map(|n| attempt(n).to_text()).collect();
+    assert_eq!(text, expected);
+    assert_eq!(journal.bytes(), expected.len() as u64);
+
+    // The size limit counts what is queued.
+    let full = journal.append_within("x\n".into(), journal.bytes());
+    assert!(full.is_err());
+
+    // A second attempt appends after the first's lines.
+    drop(journal);
+    let again = store.journal("run-a").await.expect("journal");
+    assert_eq!(again.bytes(), expected.len() as u64);
+    assert!(again.append_durable(&attempt(201)).await);
+    let text = store.journal_text("run-a").await.expect("read");
+    assert!(text.ends_with(&attempt(201).to_text()), "{text}");
+
+    store
+        .set_result("run-a", 2, &json!({"result": {"stopReason": "completed"}}))
+        .await
+        .expect("result");
+    let runs = store.runs(10).await.expect("runs");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].id, "run-a");
+    assert_eq!(runs[0].attempt, 2);
+    assert_eq!(runs[0].info["name"], "wf");
+    assert_eq!(
+        runs[0]
+            .result
+            .as_ref()
+            .map(|r| r["result"]["stopReason"].clone()),
+        Some(json!("completed"))
+    );
+}
+
+/// The server goes away under a journal (its connection terminated, as a
+/// restart does): the writer connects again and nothing is lost or
+/// written twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_connection_loses_no_line() {
+    let Some((store, url)) = store().await else {
+        return;
+    };
+    store
+        .create_run("run-b", &json!({}), "")
+        .await
+        .expect("create");
+    let journal = store.journal("run-b").await.expect("journal");
+    assert!(journal.append_durable(&attempt(1)).await);
+    let (admin, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    let db = url
+        .rsplit_once('/')
+        .map(|(_, d)| d.to_string())
+        .expect("db");
+    // Every other session of this database: the journal's and the store's.
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = $1 AND pid <> pg_backend_pid()",
+            &[&db],
+        )
+        .await
+        .expect("terminate");
+    for n in 2..=20 {
+        assert!(journal.append_durable(&attempt(n)).await, "line {n}");
+    }
+    let rows: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM dsh_journal WHERE run_id = 'run-b'",
+            &[],
+        )
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(rows, 20);
+}
