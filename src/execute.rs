@@ -4,6 +4,8 @@
 
 use std::io::{IsTerminal, Write};
 
+use std::sync::Arc;
+
 use dsh_orchestrator::journal::{Durable, DurableOptions, Finished, JournalMode};
 use dsh_orchestrator::{ErrorCode, EventStream, RunResult, StartRequest, StopReason, WorkflowRun};
 
@@ -19,6 +21,7 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
         answering,
         spec,
         start_note,
+        store,
     } = request::build(&a)?;
     let events_file = open_events_file(&a.show)?;
     let options = DurableOptions {
@@ -31,7 +34,17 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
         record: a.record.clone(),
         journal_limit: a.journal_limit,
     };
-    let durable = Durable::new_run(&mut req, &a.script, spec, &options);
+    let durable = match &store {
+        None => Durable::new_run(&mut req, &a.script, spec, &options),
+        Some(url) => {
+            // A script that cannot start makes no record in the store.
+            dsh_orchestrator::prepare(&req)?;
+            let store = request::open_store(url).await?;
+            Durable::new_run_in_store(&mut req, &a.script, spec, Arc::new(store), &options)
+                .await
+                .map_err(|e| CliError::usage(format!("the store {url}: {e}")))?
+        }
+    };
     req.provider = stack::compose(answering, durable.layer());
     Ok(execute(req, durable, &a.show, events_file, start_note).await)
 }

@@ -147,6 +147,10 @@ pub struct RunArgs {
     /// Keep no run directory and no journal for this run (it cannot be resumed).
     #[arg(long)]
     pub no_journal: bool,
+    /// Keep the run in this PostgreSQL store instead of a run directory
+    /// (postgres://USER@HOST:PORT/DB; or DSH_STORE, or [store] url in dsh.toml).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
     #[command(flatten)]
     pub show: ShowFlags,
     /// Configuration file (default: dsh.toml from the working directory upward).
@@ -259,6 +263,12 @@ pub struct RunsArgs {
     /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
     #[arg(long, value_name = "DIR")]
     pub runs_dir: Option<PathBuf>,
+    /// List the runs of this PostgreSQL store instead (or DSH_STORE, or [store] url in dsh.toml).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// The configuration file (default: dsh.toml from the working directory upward).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Show at most N runs, newest first.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub limit: usize,

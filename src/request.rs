@@ -24,6 +24,7 @@ use serde_json::Value;
 use crate::error::CliError;
 use crate::flags::RunArgs;
 use crate::stack::Answering;
+use dsh_store::StoreUrl;
 
 /// The runs directory: `--runs-dir`, else `DSH_RUNS_DIR`, else
 /// `.dsh/runs` under the working directory.
@@ -73,6 +74,13 @@ pub fn build(a: &RunArgs) -> Result<Built, CliError> {
         )));
     }
     let config = load_config(a.config.as_deref())?;
+    let store = store_url(a.store.as_deref(), &config)?;
+    if store.is_some() && a.no_journal {
+        return Err(CliError::usage(
+            "--no-journal and a store exclude each other: a run kept in a store is journaled \
+             there; drop --no-journal, or the store (--store, DSH_STORE, [store] url)",
+        ));
+    }
     let sandbox = a
         .sandbox
         .map(|a| a.0)
@@ -138,6 +146,38 @@ pub fn build(a: &RunArgs) -> Result<Built, CliError> {
         answering,
         spec,
         start_note: note,
+        store,
+    })
+}
+
+/// The store runs are kept in, if any: `--store`, else `DSH_STORE`, else
+/// `[store] url` of `config`. A bad URL names where it came from.
+pub fn store_url(flag: Option<&str>, config: &Config) -> Result<Option<StoreUrl>, CliError> {
+    let env = std::env::var("DSH_STORE").ok().filter(|v| !v.is_empty());
+    let (url, from) = match (flag, env, &config.store_url) {
+        (Some(u), _, _) => (u.to_string(), "--store".to_string()),
+        (None, Some(u), _) => (u, "DSH_STORE".to_string()),
+        (None, None, Some(u)) => (u.clone(), format!("{}: store.url", config.location())),
+        (None, None, None) => return Ok(None),
+    };
+    StoreUrl::parse(&url, |k| std::env::var(k).ok())
+        .map(Some)
+        .map_err(|e| {
+            let code = if from.ends_with("store.url") {
+                ErrorCode::ConfigInvalid
+            } else {
+                ErrorCode::Usage
+            };
+            CliError::new(code, format!("{from}: {e}"))
+        })
+}
+
+/// Connects to the store named by `url` (`from`: where it was named).
+pub async fn open_store(url: &StoreUrl) -> Result<dsh_store::Store, CliError> {
+    dsh_store::Store::open(url).await.map_err(|e| {
+        CliError::usage(format!(
+            "{e}; check that the server is up and the URL (or the PG* variables) is right"
+        ))
     })
 }
 
@@ -152,6 +192,8 @@ pub struct Built {
     /// Said after the start line in the readable modes, e.g.
     /// `provider deepseek (DEEPSEEK_API_KEY is set; no provider is configured)`.
     pub start_note: Option<String>,
+    /// The store the run is kept in instead of a run directory.
+    pub store: Option<StoreUrl>,
 }
 
 /// The default provider of a run: `--provider`, else `workflow.provider`,

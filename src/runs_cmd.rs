@@ -78,6 +78,20 @@ fn elapsed(ms: Option<u64>) -> String {
 
 /// `dsh workflow runs`.
 pub fn runs(a: &RunsArgs) -> Result<i32, CliError> {
+    // The configuration only says where a store is: one that cannot be
+    // read does not stop a listing of run directories (said once).
+    let config = match request::load_config(a.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) if a.config.is_none() => {
+            crate::error::warn(&format!("{}; its [store] is not read", e.message));
+            dsh_orchestrator::config::Config::builtin()
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(url) = request::store_url(a.store.as_deref(), &config)? {
+        let rt = crate::runtime()?;
+        return rt.block_on(stored_runs(&url, a.limit));
+    }
     let root = runs_root(a.runs_dir.as_deref());
     let all = match summary::list(&root) {
         Ok(Some(all)) => all,
@@ -112,6 +126,60 @@ pub fn runs(a: &RunsArgs) -> Result<i32, CliError> {
             utc(s.info.started_at),
             format!("{}/{}/{}", s.done, s.failed, s.replayed),
             elapsed(s.elapsed_ms)
+        );
+    }
+    Ok(exit::COMPLETED)
+}
+
+/// `dsh workflow runs` of a store: newest first, what each run's record
+/// and result say (the per-call counts of a run directory's listing need
+/// the journal read back, which `show` of a stored run will do).
+async fn stored_runs(url: &dsh_store::StoreUrl, limit: usize) -> Result<i32, CliError> {
+    let store = request::open_store(url).await?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = store
+        .runs(limit)
+        .await
+        .map_err(|e| CliError::usage(format!("{e}")))?;
+    let mut out = std::io::stdout().lock();
+    if rows.is_empty() {
+        let _ = writeln!(out, "no runs in the store {url}");
+        return Ok(exit::COMPLETED);
+    }
+    let _ = writeln!(
+        out,
+        "{:<34} {:<20} {:<12} {:<20} {:>13} {:>8}",
+        "ID", "NAME", "STATUS", "STARTED", "LIVE/REP", "ELAPSED"
+    );
+    for r in &rows {
+        let started = r.info["startedAt"].as_u64();
+        let result = r.result.as_ref();
+        let status = result
+            .and_then(|d| d["result"]["stopReason"].as_str())
+            .unwrap_or("unsettled");
+        let counts = result.map_or_else(
+            || "-".to_string(),
+            |d| {
+                format!(
+                    "{}/{}",
+                    d["live"].as_u64().unwrap_or(0),
+                    d["replayed"].as_u64().unwrap_or(0)
+                )
+            },
+        );
+        let elapsed_ms = result
+            .and_then(|d| d["endedAt"].as_u64())
+            .zip(started)
+            .map(|(end, start)| end.saturating_sub(start));
+        let _ = writeln!(
+            out,
+            "{:<34} {:<20} {:<12} {:<20} {:>13} {:>8}",
+            esc(&r.id),
+            esc(r.info["name"].as_str().unwrap_or("")),
+            esc(status),
+            started.map_or_else(|| "-".to_string(), utc),
+            counts,
+            elapsed(elapsed_ms)
         );
     }
     Ok(exit::COMPLETED)

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::rundir::{
     self, ProviderSpec, RunDir, RunInfo, args_to_json, limits_to_json, sha256_hex,
 };
-use super::store::JournalStore;
+use super::store::{JournalStore, RunStore, RunStoreError};
 use super::writer::JournalWriter;
 use super::{DEFAULT_JOURNAL_LIMIT, JournalError, JournalLayer, Journaling, Line};
 use dsh_engine::result::RunResult;
@@ -132,6 +132,14 @@ pub struct Durable {
     resumed: Option<String>,
     attempt: u32,
     warnings: Mutex<Vec<JournalWarning>>,
+    /// Set for a run kept in a [`RunStore`] rather than a run directory.
+    stored: Option<Stored>,
+}
+
+/// A run kept in a store: the store, and `run.json`'s document.
+struct Stored {
+    store: Arc<dyn RunStore>,
+    info: RunInfo,
 }
 
 impl Durable {
@@ -145,6 +153,7 @@ impl Durable {
             resumed: None,
             attempt: 1,
             warnings: Mutex::new(Vec::new()),
+            stored: None,
         }
     }
 
@@ -192,26 +201,7 @@ impl Durable {
                 pid: std::process::id(),
                 at: super::now_ms(),
             });
-            let ext = script
-                .extension()
-                .map(|e| e.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "ts".into());
-            let args = args_to_json(&req.args);
-            let info = RunInfo {
-                version: 1,
-                id: id.clone(),
-                name: String::new(),
-                script: absolute(script).display().to_string(),
-                script_copy: format!("script.{ext}"),
-                script_hash: sha256_hex(req.source.as_bytes()),
-                args_hash: sha256_hex(args.to_string().as_bytes()),
-                args,
-                meta: Value::Null,
-                limits: limits_to_json(&req.limits),
-                sandbox: req.sandbox.as_str().into(),
-                provider,
-                started_at: super::now_ms(),
-            };
+            let info = run_info(&id, req, script, provider);
             durable.pending = Some((root, info, req.source.clone()));
         }
         let state = Arc::new(
@@ -224,6 +214,44 @@ impl Durable {
         );
         durable.state = Some(state);
         durable
+    }
+
+    /// Keeps a new run in `store` instead of a run directory: its record
+    /// (`run.json`'s document and the script) and its journal. Unlike
+    /// [`Durable::new_run`], a store that cannot take the run is an error:
+    /// the user named it, and a run it does not keep cannot be resumed or
+    /// listed where they will look. Inside a tokio runtime.
+    pub async fn new_run_in_store(
+        req: &mut StartRequest,
+        script: &Path,
+        provider: ProviderSpec,
+        store: Arc<dyn RunStore>,
+        options: &DurableOptions,
+    ) -> Result<Durable, RunStoreError> {
+        let id = new_run_id();
+        let info = run_info(&id, req, script, provider);
+        let doc = serde_json::to_value(&info).unwrap_or(Value::Null);
+        let journal = store.create(&id, &doc, &req.source).await?;
+        journal.append(&Line::Attempt {
+            attempt: 1,
+            pid: std::process::id(),
+            at: super::now_ms(),
+        });
+        req.run_id = Some(id.clone());
+        let mut durable = Durable::none();
+        durable.record = options.record.clone();
+        durable.state = Some(Arc::new(
+            Journaling::new(Some(journal), None, options.record.as_deref())
+                .with_limit(options.journal_limit.unwrap_or(DEFAULT_JOURNAL_LIMIT)),
+        ));
+        durable.stored = Some(Stored { store, info });
+        Ok(durable)
+    }
+
+    /// Where the run is kept when it is kept in a store: the store's
+    /// location (never a password).
+    pub fn store_location(&self) -> Option<String> {
+        self.stored.as_ref().map(|s| s.store.location())
     }
 
     /// The journal as a layer of the run's provider stack: `None` when the
@@ -283,6 +311,24 @@ impl Durable {
     /// The run exists: lock its directory and write `run.json` with the
     /// meta the run resolved.
     fn started(&self, run: &WorkflowRun) {
+        if let Some(stored) = &self.stored {
+            let mut info = stored.info.clone();
+            info.name = run.meta().name.clone();
+            info.meta = serde_json::to_value(run.meta()).unwrap_or(Value::Null);
+            let (store, id) = (stored.store.clone(), info.id.clone());
+            let doc = serde_json::to_value(&info).unwrap_or(Value::Null);
+            // Not waited for: `finish` records the result after it, on the
+            // same store, whatever this found.
+            tokio::spawn(async move {
+                if let Err(e) = store.describe(&id, &doc).await {
+                    tracing::warn!(
+                        "{}: cannot record run {id}'s name and meta: {e}",
+                        store.location()
+                    );
+                }
+            });
+            return;
+        }
         let Some((root, info, source)) = &self.pending else {
             return;
         };
@@ -313,8 +359,19 @@ impl Durable {
         }
     }
 
-    /// The run never started: remove the directory prepared for it.
+    /// The run never started: remove the directory prepared for it, or
+    /// its record in the store (in the background: `start` is not async,
+    /// and a caller that exits at once may leave the record, which then
+    /// lists as interrupted).
     fn abandon(&self) {
+        if let Some(stored) = &self.stored
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
+            let (store, id) = (stored.store.clone(), stored.info.id.clone());
+            handle.spawn(async move {
+                let _ = store.discard(&id).await;
+            });
+        }
         if let Some((root, info, _)) = &self.pending {
             let _ = std::fs::remove_dir_all(root.join(&info.id));
         }
@@ -405,23 +462,30 @@ impl DurableRun {
                 seqs: unjournaled.clone(),
             });
         }
+        let mut doc = json!({
+            "result": finished.result.to_json(),
+            "endedAt": super::now_ms(),
+            "attempt": d.attempt,
+            "replayed": finished.replayed,
+            "live": finished.live,
+        });
+        if !unjournaled.is_empty() {
+            doc["unjournaled"] = json!(unjournaled);
+        }
         let dir = d.dir.lock().ok().and_then(|mut slot| slot.take());
-        if let Some(dir) = &dir {
-            let mut doc = json!({
-                "result": finished.result.to_json(),
-                "endedAt": super::now_ms(),
-                "attempt": d.attempt,
-                "replayed": finished.replayed,
-                "live": finished.live,
+        if let Some(dir) = &dir
+            && let Err(e) = dir.write_result(&doc)
+        {
+            d.warn(JournalWarning::NoResult {
+                problem: e.to_string(),
             });
-            if !unjournaled.is_empty() {
-                doc["unjournaled"] = json!(unjournaled);
-            }
-            if let Err(e) = dir.write_result(&doc) {
-                d.warn(JournalWarning::NoResult {
-                    problem: e.to_string(),
-                });
-            }
+        }
+        if let Some(stored) = &d.stored
+            && let Err(e) = stored.store.settle(&stored.info.id, d.attempt, &doc).await
+        {
+            d.warn(JournalWarning::NoResult {
+                problem: format!("{}: {e}", stored.store.location()),
+            });
         }
         if let Some(path) = &d.record
             && let Err(e) = state.write_recording(path)
@@ -441,5 +505,29 @@ pub fn absolute(path: &Path) -> PathBuf {
         std::env::current_dir()
             .map(|d| d.join(path))
             .unwrap_or_else(|_| path.to_path_buf())
+    }
+}
+
+/// `run.json`'s document of a new run `id` of `req`, read from `script`.
+fn run_info(id: &str, req: &StartRequest, script: &Path, provider: ProviderSpec) -> RunInfo {
+    let ext = script
+        .extension()
+        .map(|e| e.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "ts".into());
+    let args = args_to_json(&req.args);
+    RunInfo {
+        version: 1,
+        id: id.to_string(),
+        name: String::new(),
+        script: absolute(script).display().to_string(),
+        script_copy: format!("script.{ext}"),
+        script_hash: sha256_hex(req.source.as_bytes()),
+        args_hash: sha256_hex(args.to_string().as_bytes()),
+        args,
+        meta: Value::Null,
+        limits: limits_to_json(&req.limits),
+        sandbox: req.sandbox.as_str().into(),
+        provider,
+        started_at: super::now_ms(),
     }
 }

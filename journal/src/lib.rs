@@ -45,7 +45,7 @@ pub use layer::JournalLayer;
 pub use line::{Line, Outcome};
 pub use provider::{DEFAULT_JOURNAL_LIMIT, Journaling, JournalingProvider, Replay};
 pub use rundir::{ProviderSpec, RunDir, RunInfo};
-pub use store::{JournalFull, JournalStore};
+pub use store::{JournalFull, JournalStore, RunStore, RunStoreError};
 pub use summary::{CallState, CallSummary, RunStatus, RunSummary};
 
 /// A journal or run-directory problem, naming the file and the fix.

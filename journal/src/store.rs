@@ -5,12 +5,18 @@
 //! line must be durable before the script sees an outcome; a store only
 //! keeps lines in order and says when they are durable. The file journal
 //! ([`JournalWriter`], `journal.jsonl` in the run directory, group commit
-//! on a thread of its own) is the store today; a database table of the
-//! same lines can be another.
+//! on a thread of its own) is one; `dsh-store`'s PostgreSQL journal is
+//! another.
+//!
+//! A run's record as a whole — `run.json`, the script, the result — is a
+//! run directory by default; [`RunStore`] is where it is kept instead when
+//! the run is kept in a database (`Durable::new_run_in_store`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use serde_json::Value;
 
 use crate::line::Line;
 use crate::writer::JournalWriter;
@@ -90,4 +96,38 @@ impl JournalStore for JournalWriter {
     fn also_sync(&self, paths: Vec<PathBuf>) {
         JournalWriter::also_sync(self, paths);
     }
+}
+
+/// Why a [`RunStore`] could not do what was asked (its message names the
+/// store and what failed).
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct RunStoreError(pub Box<dyn std::error::Error + Send + Sync>);
+
+/// Where a durable run's record is kept instead of a run directory: a
+/// database many hosts share (`dsh-store`). Its journal lines go to the
+/// [`JournalStore`] that [`RunStore::create`] returns.
+#[async_trait]
+pub trait RunStore: Send + Sync + 'static {
+    /// Where the store is, as the user may see it (never a password).
+    fn location(&self) -> String;
+
+    /// Records a new run — `info` is what `run.json` holds, `source` its
+    /// script — and returns the store of its journal lines.
+    async fn create(
+        &self,
+        id: &str,
+        info: &Value,
+        source: &str,
+    ) -> Result<Arc<dyn JournalStore>, RunStoreError>;
+
+    /// Records `info` again once the run has started (its name and meta
+    /// are known then).
+    async fn describe(&self, id: &str, info: &Value) -> Result<(), RunStoreError>;
+
+    /// Records how attempt `attempt` settled (what `result.json` holds).
+    async fn settle(&self, id: &str, attempt: u32, doc: &Value) -> Result<(), RunStoreError>;
+
+    /// Forgets a run that never started (its record and journal).
+    async fn discard(&self, id: &str) -> Result<(), RunStoreError>;
 }

@@ -186,3 +186,54 @@ impl Store {
         PgJournal::open(&self.url, id).await
     }
 }
+
+#[async_trait::async_trait]
+impl dsh_journal::RunStore for Store {
+    fn location(&self) -> String {
+        self.url.to_string()
+    }
+
+    async fn create(
+        &self,
+        id: &str,
+        info: &Value,
+        source: &str,
+    ) -> Result<std::sync::Arc<dyn dsh_journal::JournalStore>, dsh_journal::RunStoreError> {
+        self.create_run(id, info, source).await.map_err(boxed)?;
+        let journal = self.journal(id).await.map_err(boxed)?;
+        Ok(std::sync::Arc::new(journal))
+    }
+
+    async fn describe(&self, id: &str, info: &Value) -> Result<(), dsh_journal::RunStoreError> {
+        self.client
+            .execute(
+                "UPDATE dsh_runs SET info = $2, updated_at = now() WHERE id = $1",
+                &[&id, info],
+            )
+            .await
+            .map_err(|e| boxed(e.into()))?;
+        Ok(())
+    }
+
+    async fn settle(
+        &self,
+        id: &str,
+        attempt: u32,
+        doc: &Value,
+    ) -> Result<(), dsh_journal::RunStoreError> {
+        let attempt = i32::try_from(attempt).unwrap_or(i32::MAX);
+        self.set_result(id, attempt, doc).await.map_err(boxed)
+    }
+
+    async fn discard(&self, id: &str) -> Result<(), dsh_journal::RunStoreError> {
+        self.client
+            .execute("DELETE FROM dsh_runs WHERE id = $1", &[&id])
+            .await
+            .map_err(|e| boxed(e.into()))?;
+        Ok(())
+    }
+}
+
+fn boxed(e: StoreError) -> dsh_journal::RunStoreError {
+    dsh_journal::RunStoreError(Box::new(e))
+}

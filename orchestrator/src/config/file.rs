@@ -86,6 +86,18 @@ struct RawFile {
     providers: BTreeMap<String, toml::Table>,
     #[serde(default)]
     agent_types: BTreeMap<String, AgentTypeRoute>,
+    #[serde(default)]
+    store: RawStore,
+}
+
+/// `[store]`: where runs are kept when not in run directories
+/// (docs/scale.md).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStore {
+    /// `postgres://…`; checked when a command connects, where the error
+    /// can say more than a parse.
+    url: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -239,6 +251,7 @@ pub(super) fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Conf
     let known = config.provider_names().join(", ");
     check_agent_types(&file, text, &config, &known, &raw.agent_types)?;
     config.agent_types = raw.agent_types;
+    config.store_url = raw.store.url;
     for (name, route) in config.agent_types.iter_mut() {
         route.defined_at = Some(
             header_line(text, "agent_types", name)

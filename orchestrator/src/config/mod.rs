@@ -179,6 +179,9 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderEntry>,
     /// The `[agent_types.NAME]` routes, by `NAME`.
     pub agent_types: BTreeMap<String, AgentTypeRoute>,
+    /// `[store] url`: the PostgreSQL store runs are kept in instead of run
+    /// directories (docs/scale.md); `--store` and `DSH_STORE` come first.
+    pub store_url: Option<String>,
 }
 
 impl Config {
@@ -210,6 +213,7 @@ impl Config {
             workflow: WorkflowDefaults::default(),
             providers,
             agent_types: BTreeMap::new(),
+            store_url: None,
         }
     }
 

@@ -1,0 +1,222 @@
+//! `dsh workflow run --store` and `runs --store` against a real PostgreSQL
+//! (where it comes from: `store/tests/pg/mod.rs`): the run's record,
+//! journal and result land in the store, the listing reads them back, and
+//! a bad or unreachable store is a clear error that keeps nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+#[path = "../store/tests/pg/mod.rs"]
+mod pg;
+
+use std::process::{Command, Stdio};
+
+use common::{DSH, Workspace};
+use serde_json::{Value, json};
+
+const SCRIPT: &str = r#"export const meta = { name: "stored", description: "kept in the store" };
+const a = await agent("first", { label: "a" });
+const b = await agent("second", { label: "b" });
+return [a, b];
+"#;
+
+fn fixture() -> Value {
+    json!({"version": 1, "answers": [
+        {"match": {"label": "a"}, "text": "A"},
+        {"match": {"label": "b"}, "text": "B"}
+    ]})
+}
+
+async fn query(url: &str, sql: &str) -> Vec<tokio_postgres::Row> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    client.query(sql, &[]).await.expect("query")
+}
+
+fn runs(
+    dir: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, String, String) {
+    let out = Command::new(DSH)
+        .current_dir(dir)
+        .args(["workflow", "runs"])
+        .args(args)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("dsh workflow runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_kept_in_the_store_is_journaled_there_and_listed() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let ws = Workspace::new("wf.ts", SCRIPT, Some(&fixture()));
+    let dir = ws.dir.path().to_path_buf();
+    let out = ws.run(&["--store", &url, "--output", "result"]);
+    out.assert_code(0);
+    let result = out.json();
+    assert_eq!(result["value"], json!(["A", "B"]), "{}", out.stdout);
+    // No run directory: the run is in the store.
+    assert!(!dir.join(".dsh/runs").exists());
+
+    let rows = query(
+        &url,
+        "SELECT id, info, attempt, result, source FROM dsh_runs",
+    )
+    .await;
+    assert_eq!(rows.len(), 1);
+    let id: String = rows[0].get(0);
+    let info: Value = rows[0].get(1);
+    let doc: Option<Value> = rows[0].get(3);
+    let source: String = rows[0].get(4);
+    assert_eq!(info["name"], "stored");
+    assert_eq!(info["id"], id.as_str());
+    assert_eq!(source, SCRIPT);
+    let doc = doc.expect("the result is recorded");
+    assert_eq!(doc["result"]["stopReason"], "completed");
+    assert_eq!(
+        (doc["live"].as_u64(), doc["replayed"].as_u64()),
+        (Some(2), Some(0))
+    );
+
+    // The journal: the attempt, then each call started and settled, in
+    // order, as journal.jsonl would have them.
+    let lines: Vec<Value> = query(&url, "SELECT line FROM dsh_journal ORDER BY seq")
+        .await
+        .iter()
+        .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("a journal line"))
+        .collect();
+    let kinds: Vec<&str> = lines
+        .iter()
+        .map(|l| l["type"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(kinds.first(), Some(&"attempt"), "{kinds:?}");
+    let labels: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["type"] == "start")
+        .map(|l| l["label"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(labels, ["a", "b"], "{lines:?}");
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l["type"] != "start" && l["type"] != "attempt")
+            .count(),
+        2,
+        "{lines:?}"
+    );
+
+    // Listed from the store, from anywhere (here: another directory).
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let (code, stdout, stderr) = runs(elsewhere.path(), &["--store", &url], &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains(&id), "{stdout}");
+    assert!(
+        stdout.contains("stored") && stdout.contains("completed"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("2/0"), "{stdout}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_is_also_named_by_dsh_store_and_by_dsh_toml() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let by_env = Workspace::new("wf.ts", SCRIPT, Some(&fixture())).with_env("DSH_STORE", &url);
+    by_env.run(&[]).assert_code(0);
+    let ws = Workspace::new("wf.ts", SCRIPT, Some(&fixture()));
+    ws.file("dsh.toml", &format!("[store]\nurl = \"{url}\"\n"));
+    let dir = ws.dir.path().to_path_buf();
+    // The output owns the directory: kept until the listing below.
+    let out = ws.run(&[]);
+    out.assert_code(0);
+    let rows = query(
+        &url,
+        "SELECT count(*) FROM dsh_runs WHERE result IS NOT NULL",
+    )
+    .await;
+    assert_eq!(rows[0].get::<_, i64>(0), 2);
+    // `runs` in that directory reads the same [store].
+    let (code, stdout, stderr) = runs(&dir, &[], &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout.lines().filter(|l| l.contains("completed")).count(),
+        2,
+        "{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_that_cannot_start_leaves_no_record() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let ws = Workspace::new("wf.ts", "return (;", Some(&fixture()));
+    let out = ws.run(&["--store", &url]);
+    out.assert_code(2);
+    out.assert_error_line("SCRIPT_PARSE");
+    // The schema may or may not exist: the store was never opened.
+    let rows = query(
+        &url,
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'dsh_runs'",
+    )
+    .await;
+    if rows[0].get::<_, i64>(0) == 1 {
+        assert_eq!(
+            query(&url, "SELECT count(*) FROM dsh_runs").await[0].get::<_, i64>(0),
+            0
+        );
+    }
+}
+
+/// Errors that need no database: they say where the URL came from, never
+/// its password, and keep nothing.
+#[rstest::rstest]
+#[case::not_postgres(&["--store", "mysql://ann:s3cret@127.0.0.1/x"], "--store: store URL mysql://ann:***@127.0.0.1/x: not a PostgreSQL URL")]
+#[case::no_journal(&["--store", "postgres://ann@127.0.0.1/x", "--no-journal"], "--no-journal and a store exclude each other")]
+fn a_bad_store_is_a_usage_error(#[case] args: &[&str], #[case] says: &str) {
+    let ws = Workspace::new("wf.ts", SCRIPT, Some(&fixture()));
+    let out = ws.run(args);
+    out.assert_code(2);
+    out.assert_error_line("USAGE");
+    assert!(out.stderr.contains(says), "{}", out.stderr);
+    assert!(!out.stderr.contains("s3cret"), "{}", out.stderr);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+}
+
+#[test]
+fn an_unreachable_store_is_said_at_once() {
+    // A loopback port nobody listens on: the connection is refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("postgres://ann:s3cret@127.0.0.1:{port}/x");
+    let ws = Workspace::new("wf.ts", SCRIPT, Some(&fixture()));
+    let dir = ws.dir.path().to_path_buf();
+    let out = ws.run(&["--store", &url]);
+    out.assert_code(2);
+    out.assert_error_line("USAGE");
+    assert!(
+        out.stderr
+            .contains("cannot connect to postgres://ann@127.0.0.1"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("s3cret"), "{}", out.stderr);
+    assert!(!dir.join(".dsh/runs").exists());
+    let (code, _, stderr) = runs(&dir, &["--store", &url], &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("cannot connect"), "{stderr}");
+}
