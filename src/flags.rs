@@ -239,6 +239,9 @@ pub struct ResumeArgs {
     /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
     #[arg(long, value_name = "DIR")]
     pub runs_dir: Option<PathBuf>,
+    /// Resume a run kept in this PostgreSQL store (its exact id; or DSH_STORE, or [store] url in dsh.toml).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
     /// Answer the calls that are not replayed from this fixture (default: the run's own provider).
     #[arg(long, value_name = "FILE")]
     pub fixture: Option<PathBuf>,

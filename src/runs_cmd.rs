@@ -5,12 +5,13 @@
 //! `--json` view that `report` shares.
 
 use std::io::Write;
+use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use dsh_orchestrator::CallOutcome;
 use dsh_orchestrator::journal::summary::{self, CallSummary, RunSummary, cut};
 use dsh_orchestrator::journal::{
-    JournalError, Replay, ResumeError, ResumeOptions, StoredRun, rundir,
+    JournalError, Replay, ResumeError, ResumeOptions, StoredRun, resume_stored, rundir,
 };
 use serde_json::{Value, json};
 
@@ -22,8 +23,6 @@ use crate::terminal::line as esc;
 
 /// `dsh workflow resume`.
 pub async fn resume(a: ResumeArgs) -> Result<i32, CliError> {
-    let root = runs_root(a.runs_dir.as_deref());
-    let stored = StoredRun::open(&root, &a.run).map_err(|e| CliError::usage(e.to_string()))?;
     let options = ResumeOptions {
         allow_changed: a.allow_changed,
         timeout: a.timeout,
@@ -35,14 +34,41 @@ pub async fn resume(a: ResumeArgs) -> Result<i32, CliError> {
             Replay::Answers
         },
     };
-    let (mut req, durable, answering) = stored
-        .resume(&options, |spec| {
-            request::resume_provider(a.fixture.as_deref(), a.config.as_deref(), spec)
-        })
-        .map_err(|e| match e {
-            ResumeError::Run(message) => CliError::usage(message),
-            ResumeError::Provider(e) => e,
-        })?;
+    let answering_for =
+        |spec: &_| request::resume_provider(a.fixture.as_deref(), a.config.as_deref(), spec);
+    let store = match a
+        .store
+        .as_deref()
+        .or(std::env::var("DSH_STORE").ok().as_deref())
+    {
+        // The configuration is read only when neither names a store: a
+        // resume of a run directory never needed it to be readable.
+        Some(_) => request::store_url(
+            a.store.as_deref(),
+            &dsh_orchestrator::config::Config::builtin(),
+        )?,
+        None => request::load_config(a.config.as_deref())
+            .ok()
+            .map(|c| request::store_url(None, &c))
+            .transpose()?
+            .flatten(),
+    };
+    let resumed = match &store {
+        Some(url) => {
+            let store = request::open_store(url).await?;
+            resume_stored(Arc::new(store), &a.run, &options, answering_for).await
+        }
+        None => {
+            let root = runs_root(a.runs_dir.as_deref());
+            let stored =
+                StoredRun::open(&root, &a.run).map_err(|e| CliError::usage(e.to_string()))?;
+            stored.resume(&options, answering_for)
+        }
+    };
+    let (mut req, durable, answering) = resumed.map_err(|e| match e {
+        ResumeError::Run(message) => CliError::usage(message),
+        ResumeError::Provider(e) => e,
+    })?;
     // A torn journal line is news before anything else can fail.
     for w in durable.take_warnings() {
         crate::error::warn(&w.to_string());

@@ -220,3 +220,88 @@ fn an_unreachable_store_is_said_at_once() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("cannot connect"), "{stderr}");
 }
+
+fn resume(
+    dir: &std::path::Path,
+    id: &str,
+    url: &str,
+    fixture: &std::path::Path,
+) -> std::process::Output {
+    Command::new(DSH)
+        .current_dir(dir)
+        .args(["workflow", "resume", id, "--store", url, "--fixture"])
+        .arg(fixture)
+        .args(["--output", "result", "--events", "none"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("dsh workflow resume")
+}
+
+/// The process running a stored run dies (kill -9) with one call
+/// answered and one in flight. While it lived, a resume elsewhere was
+/// refused; once it is gone, a resume with nothing but the store's URL —
+/// another directory, no run directory anywhere — replays the answered
+/// call, runs the other, and records the run's result as its second
+/// attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_run_whose_process_died_is_resumed_from_the_store() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let first = json!({"version": 1, "answers": [
+        {"match": {"label": "a"}, "text": "A"},
+        {"match": {"label": "b"}, "hang": true}
+    ]});
+    let ws = Workspace::new("wf.ts", SCRIPT, Some(&first));
+    let mut running = ws.spawn(&["--store", &url]);
+    running.wait_for_event("the start of b", |e| {
+        e["type"] == "workflow/agent-start" && e["label"] == "b"
+    });
+    let id: String = query(&url, "SELECT id FROM dsh_runs").await[0].get(0);
+
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let second = elsewhere.path().join("answers.json");
+    std::fs::write(
+        &second,
+        json!({"version": 1, "answers": [
+            {"match": {"label": "a"}, "text": "A, asked again"},
+            {"match": {"label": "b"}, "text": "B"}
+        ]})
+        .to_string(),
+    )
+    .expect("fixture");
+    let held = resume(elsewhere.path(), &id, &url, &second);
+    let stderr = String::from_utf8_lossy(&held.stderr);
+    assert_eq!(held.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("another process holds it"), "{stderr}");
+
+    running.signal(libc::SIGKILL);
+    let deadline = std::time::Instant::now() + common::WAIT_BOUND;
+    while !running.exited() {
+        assert!(std::time::Instant::now() < deadline, "dsh outlived SIGKILL");
+        std::thread::sleep(common::POLL);
+    }
+    drop(running);
+
+    let out = resume(elsewhere.path(), &id, &url, &second);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let result: Value = serde_json::from_slice(&out.stdout).expect("the result");
+    assert_eq!(result["value"], json!(["A", "B"]), "{result}");
+    assert!(!elsewhere.path().join(".dsh").exists());
+
+    let rows = query(&url, "SELECT attempt, result FROM dsh_runs").await;
+    assert_eq!(rows[0].get::<_, i32>(0), 2);
+    let doc: Value = rows[0].get::<_, Option<Value>>(1).expect("a result");
+    assert_eq!(doc["result"]["stopReason"], "completed");
+    assert_eq!(
+        (doc["replayed"].as_u64(), doc["live"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let attempts = query(
+        &url,
+        "SELECT count(*) FROM dsh_journal WHERE line LIKE '{\"type\":\"attempt\"%'",
+    )
+    .await;
+    assert_eq!(attempts[0].get::<_, i64>(0), 2);
+}

@@ -29,7 +29,7 @@ mod events;
 mod resume;
 
 use events::EventsWriter;
-pub use resume::{ResumeError, ResumeOptions, StoredRun};
+pub use resume::{ResumeError, ResumeOptions, StoredRun, resume_stored};
 
 /// Whether a run keeps a run directory and journal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,9 +137,9 @@ pub struct Durable {
 }
 
 /// A run kept in a store: the store, and `run.json`'s document.
-struct Stored {
-    store: Arc<dyn RunStore>,
-    info: RunInfo,
+pub(super) struct Stored {
+    pub(super) store: Arc<dyn RunStore>,
+    pub(super) info: RunInfo,
 }
 
 impl Durable {

@@ -38,14 +38,14 @@ pub mod writer;
 
 pub use durable::{
     Durable, DurableOptions, DurableRun, Finished, JournalMode, JournalWarning, ResumeError,
-    ResumeOptions, StoredRun,
+    ResumeOptions, StoredRun, resume_stored,
 };
 pub use key::call_key;
 pub use layer::JournalLayer;
 pub use line::{Line, Outcome};
 pub use provider::{DEFAULT_JOURNAL_LIMIT, Journaling, JournalingProvider, Replay};
 pub use rundir::{ProviderSpec, RunDir, RunInfo};
-pub use store::{JournalFull, JournalStore, RunStore, RunStoreError};
+pub use store::{JournalFull, JournalStore, RunStore, RunStoreError, StoredRecord};
 pub use summary::{CallState, CallSummary, RunStatus, RunSummary};
 
 /// A journal or run-directory problem, naming the file and the fix.

@@ -130,4 +130,23 @@ pub trait RunStore: Send + Sync + 'static {
 
     /// Forgets a run that never started (its record and journal).
     async fn discard(&self, id: &str) -> Result<(), RunStoreError>;
+
+    /// Reads run `id` for a resume and holds it for this process, as
+    /// [`RunStore::create`] holds a new run: a run another process holds
+    /// (it runs, or is being resumed) is refused, saying so.
+    async fn hold(&self, id: &str) -> Result<StoredRecord, RunStoreError>;
+
+    /// The store of run `id`'s journal lines, appending after those it has.
+    async fn reopen(&self, id: &str) -> Result<Arc<dyn JournalStore>, RunStoreError>;
+}
+
+/// A run as a store keeps it, read back for a resume.
+#[derive(Debug, Clone)]
+pub struct StoredRecord {
+    /// What `run.json` holds.
+    pub info: Value,
+    /// The script as it was run.
+    pub source: String,
+    /// The journal, as the text of `journal.jsonl` would be.
+    pub journal: String,
 }

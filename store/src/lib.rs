@@ -199,6 +199,7 @@ impl dsh_journal::RunStore for Store {
         info: &Value,
         source: &str,
     ) -> Result<std::sync::Arc<dyn dsh_journal::JournalStore>, dsh_journal::RunStoreError> {
+        self.hold_run(id).await.map_err(boxed)?;
         self.create_run(id, info, source).await.map_err(boxed)?;
         let journal = self.journal(id).await.map_err(boxed)?;
         Ok(std::sync::Arc::new(journal))
@@ -225,12 +226,70 @@ impl dsh_journal::RunStore for Store {
         self.set_result(id, attempt, doc).await.map_err(boxed)
     }
 
+    async fn hold(
+        &self,
+        id: &str,
+    ) -> Result<dsh_journal::StoredRecord, dsh_journal::RunStoreError> {
+        let row = self
+            .client
+            .query_opt("SELECT info, source FROM dsh_runs WHERE id = $1", &[&id])
+            .await
+            .map_err(|e| boxed(e.into()))?
+            .ok_or_else(|| {
+                boxed(StoreError::Row {
+                    run: id.to_string(),
+                    why: "no such run in this store; see `dsh workflow runs --store URL`".into(),
+                })
+            })?;
+        self.hold_run(id).await.map_err(boxed)?;
+        let journal = self.journal_text(id).await.map_err(boxed)?;
+        Ok(dsh_journal::StoredRecord {
+            info: row.get(0),
+            source: row.get(1),
+            journal,
+        })
+    }
+
+    async fn reopen(
+        &self,
+        id: &str,
+    ) -> Result<std::sync::Arc<dyn dsh_journal::JournalStore>, dsh_journal::RunStoreError> {
+        let journal = self.journal(id).await.map_err(boxed)?;
+        Ok(std::sync::Arc::new(journal))
+    }
+
     async fn discard(&self, id: &str) -> Result<(), dsh_journal::RunStoreError> {
         self.client
             .execute("DELETE FROM dsh_runs WHERE id = $1", &[&id])
             .await
             .map_err(|e| boxed(e.into()))?;
         Ok(())
+    }
+}
+
+impl Store {
+    /// Holds run `id` for this process: a session-level advisory lock on
+    /// the store's connection, so it is let go when the process ends,
+    /// however it ends. Refused while another process holds it.
+    async fn hold_run(&self, id: &str) -> Result<(), StoreError> {
+        let held: bool = self
+            .client
+            .query_one(
+                "SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
+                &[&id],
+            )
+            .await?
+            .get(0);
+        if held {
+            Ok(())
+        } else {
+            Err(StoreError::Row {
+                run: id.to_string(),
+                why: "another process holds it (the run is still running, or being resumed); \
+                      wait for it to end, or end that process"
+                    .into(),
+            })
+        }
     }
 }
 

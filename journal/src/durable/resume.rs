@@ -9,7 +9,7 @@ use super::{Durable, JournalWarning};
 use crate::rundir::{
     self, ProviderSpec, RunDir, RunInfo, args_from_json, limits_from_json, sha256_hex,
 };
-use crate::store::JournalStore;
+use crate::store::{JournalStore, RunStore, RunStoreError};
 use crate::writer::JournalWriter;
 use crate::{DEFAULT_JOURNAL_LIMIT, JournalError, Journaling, Line, Replay, reader};
 use dsh_engine::run::StartRequest;
@@ -89,7 +89,8 @@ impl StoredRun {
         let info = dir.info.clone();
         let (script_path, source) = read_script(&dir, &info, options.allow_changed)?;
         let req = StartRequest::new(script_path.display().to_string(), source);
-        let req = with_settings(req, &dir, &info, options)?;
+        let run_file = dir.path.join(rundir::RUN_FILE).display().to_string();
+        let req = with_settings(req, &run_file, &info, options)?;
         let answering = answering_for(&info.provider).map_err(ResumeError::Provider)?;
         let (mut durable, state) =
             next_attempt(&dir, options).map_err(|e| ResumeError::Run(e.to_string()))?;
@@ -168,21 +169,18 @@ fn read_script<E>(
 /// `--timeout`) and sandbox, as `run.json` keeps them.
 fn with_settings<E>(
     req: StartRequest,
-    dir: &RunDir,
+    run_file: &str,
     info: &RunInfo,
     options: &ResumeOptions,
 ) -> Result<StartRequest, ResumeError<E>> {
-    let run_file = dir.path.join(rundir::RUN_FILE);
     let args = args_from_json(&info.args).ok_or_else(|| {
         ResumeError::Run(format!(
-            "{}: the run's args are not readable by this version of dsh",
-            run_file.display()
+            "{run_file}: the run's args are not readable by this version of dsh"
         ))
     })?;
     let mut limits = limits_from_json(&info.limits).ok_or_else(|| {
         ResumeError::Run(format!(
-            "{}: the run's limits are not readable by this version of dsh",
-            run_file.display()
+            "{run_file}: the run's limits are not readable by this version of dsh"
         ))
     })?;
     if options.timeout.is_some() {
@@ -234,4 +232,59 @@ fn next_attempt(
     );
     durable.attempt = attempt;
     Ok((durable, state))
+}
+
+/// Resumes run `id` kept in `store` (see [`StoredRun::resume`]): the
+/// script as the store keeps it, the run's args, limits and sandbox, the
+/// journaled answers replayed, and what `answering_for` makes for the
+/// rest; the next attempt is journaled in the store. The store holds the
+/// run for this process meanwhile ([`RunStore::hold`]). Inside a tokio
+/// runtime.
+pub async fn resume_stored<T, E>(
+    store: Arc<dyn RunStore>,
+    id: &str,
+    options: &ResumeOptions,
+    answering_for: impl FnOnce(&ProviderSpec) -> Result<T, E>,
+) -> Result<(StartRequest, Durable, T), ResumeError<E>> {
+    let place = format!("{} (run {id})", store.location());
+    let run_problem = |e: RunStoreError| ResumeError::Run(format!("{place}: {e}"));
+    let record = store.hold(id).await.map_err(run_problem)?;
+    let info: RunInfo = serde_json::from_value(record.info).map_err(|e| {
+        ResumeError::Run(format!(
+            "{place}: the run's record is not readable by this version of dsh: {e}"
+        ))
+    })?;
+    let name = Path::new(&info.script)
+        .file_name()
+        .map_or_else(|| info.script.clone(), |n| n.to_string_lossy().into_owned());
+    let req = StartRequest::new(name, record.source);
+    let req = with_settings(req, &place, &info, options)?;
+    let answering = answering_for(&info.provider).map_err(ResumeError::Provider)?;
+    let previous = reader::parse(Path::new(&place), record.journal.as_bytes())
+        .map_err(|e| ResumeError::Run(e.to_string()))?;
+    let journal = store.reopen(id).await.map_err(run_problem)?;
+    let attempt = previous.attempts() + 1;
+    journal.append(&Line::Attempt {
+        attempt,
+        pid: std::process::id(),
+        at: crate::now_ms(),
+    });
+    let state = Arc::new(
+        Journaling::replaying(
+            Some(journal),
+            Some(&previous),
+            options.replay,
+            options.record.as_deref(),
+        )
+        .with_limit(options.journal_limit.unwrap_or(DEFAULT_JOURNAL_LIMIT)),
+    );
+    let mut req = req.with_meta_fallback(Meta::default_for(Path::new(&info.script)));
+    req.run_id = Some(info.id.clone());
+    let mut durable = Durable::none();
+    durable.state = Some(state);
+    durable.record = options.record.clone();
+    durable.resumed = Some(info.id.clone());
+    durable.attempt = attempt;
+    durable.stored = Some(super::Stored { store, info });
+    Ok((req, durable, answering))
 }
