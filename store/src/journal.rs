@@ -9,7 +9,9 @@
 //! once PostgreSQL has committed them. A connection that breaks is opened
 //! again and the batch written again (the primary key makes a repeat a
 //! no-op); a store that stays unreachable is reported once, and the layer
-//! counts the calls of the lines not kept as not journaled.
+//! counts the calls of the lines not kept as not journaled. A first try
+//! that finds its places taken means another process writes this run's
+//! journal: this writer stops rather than interleave.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -152,7 +154,7 @@ impl Writer {
         let seqs: Vec<i64> = (self.next_seq..self.next_seq + count).collect();
         let mut wait = FIRST_WAIT;
         let mut last_error = String::new();
-        for _ in 0..TRIES {
+        for try_ in 0..TRIES {
             if self.client.as_ref().is_none_or(Client::is_closed) {
                 self.client = connect(&self.url).await.ok();
             }
@@ -166,6 +168,19 @@ impl Writer {
                     )
                     .await
                 {
+                    // Fewer rows than lines on a first try: another
+                    // process wrote these places of this run's journal (it
+                    // resumed the run while this one still ran). Its lines
+                    // stand; this process stops journaling rather than
+                    // interleave with it. On a later try the missing rows
+                    // are this writer's own earlier commit.
+                    Ok(written) if written != count as u64 && try_ == 0 => {
+                        last_error = format!(
+                            "another process wrote run {}'s journal at line {}",
+                            self.run_id, self.next_seq
+                        );
+                        break;
+                    }
                     Ok(_) => {
                         self.next_seq += count;
                         return true;
@@ -179,7 +194,7 @@ impl Writer {
             wait *= 2;
         }
         tracing::warn!(
-            "the store {} stopped taking run {}'s journal ({last_error}); its later calls are not journaled, and a resume asks them again",
+            "the store {} stopped taking run {}'s journal ({last_error}); this run's later calls are not journaled",
             self.url,
             self.run_id
         );

@@ -176,3 +176,33 @@ async fn a_dropped_connection_loses_no_line() {
         .get(0);
     assert_eq!(rows, 20);
 }
+
+/// Two writers on one run's journal (a second process resumed the run
+/// while the first still ran): the one that finds its places taken stops
+/// and says its lines were not kept; nothing of the other is overwritten
+/// or interleaved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_writer_on_one_journal_is_stopped_not_interleaved() {
+    let Some((store, _)) = store().await else {
+        return;
+    };
+    store
+        .create_run("run-c", &json!({}), "")
+        .await
+        .expect("create");
+    let first = store.journal("run-c").await.expect("journal");
+    let second = store.journal("run-c").await.expect("journal");
+    assert!(first.append_durable(&attempt(1)).await);
+    // The second writer starts from the same place and finds it taken.
+    assert!(!second.append_durable(&attempt(99)).await);
+    assert!(
+        !second.append_durable(&attempt(100)).await,
+        "it stays stopped"
+    );
+    assert!(first.append_durable(&attempt(2)).await);
+    let text = store.journal_text("run-c").await.expect("read");
+    assert_eq!(
+        text,
+        format!("{}{}", attempt(1).to_text(), attempt(2).to_text())
+    );
+}
