@@ -214,24 +214,35 @@ fn next_attempt(
             path: journal_path.display().to_string(),
         });
     }
-    let attempt = previous.attempts() + 1;
     let writer = JournalWriter::open(&journal_path, Some(previous.valid_len))?;
-    writer.append(&Line::Attempt {
+    let (attempt, state) = next_journaling(Arc::new(writer), &previous, options);
+    durable.attempt = attempt;
+    Ok((durable, state))
+}
+
+/// The next attempt's journaling over `journal`, which holds `previous`:
+/// its `attempt` line appended, and the state that replays what
+/// `previous` answered and journals the rest. Returns the attempt's
+/// number with it.
+fn next_journaling(
+    journal: Arc<dyn JournalStore>,
+    previous: &reader::Journal,
+    options: &ResumeOptions,
+) -> (u32, Arc<Journaling>) {
+    let attempt = previous.attempts() + 1;
+    journal.append(&Line::Attempt {
         attempt,
         pid: std::process::id(),
         at: crate::now_ms(),
     });
-    let state = Arc::new(
-        Journaling::replaying(
-            Some(Arc::new(writer) as Arc<dyn JournalStore>),
-            Some(&previous),
-            options.replay,
-            options.record.as_deref(),
-        )
-        .with_limit(options.journal_limit.unwrap_or(DEFAULT_JOURNAL_LIMIT)),
-    );
-    durable.attempt = attempt;
-    Ok((durable, state))
+    let state = Journaling::replaying(
+        Some(journal),
+        Some(previous),
+        options.replay,
+        options.record.as_deref(),
+    )
+    .with_limit(options.journal_limit.unwrap_or(DEFAULT_JOURNAL_LIMIT));
+    (attempt, Arc::new(state))
 }
 
 /// Resumes run `id` kept in `store` (see [`StoredRun::resume`]): the
@@ -263,21 +274,7 @@ pub async fn resume_stored<T, E>(
     let previous = reader::parse(Path::new(&place), record.journal.as_bytes())
         .map_err(|e| ResumeError::Run(e.to_string()))?;
     let journal = store.reopen(id).await.map_err(run_problem)?;
-    let attempt = previous.attempts() + 1;
-    journal.append(&Line::Attempt {
-        attempt,
-        pid: std::process::id(),
-        at: crate::now_ms(),
-    });
-    let state = Arc::new(
-        Journaling::replaying(
-            Some(journal),
-            Some(&previous),
-            options.replay,
-            options.record.as_deref(),
-        )
-        .with_limit(options.journal_limit.unwrap_or(DEFAULT_JOURNAL_LIMIT)),
-    );
+    let (attempt, state) = next_journaling(journal, &previous, options);
     let mut req = req.with_meta_fallback(Meta::default_for(Path::new(&info.script)));
     req.run_id = Some(info.id.clone());
     let mut durable = Durable::none();
