@@ -116,6 +116,26 @@ async fn a_run_kept_in_the_store_is_journaled_there_and_listed() {
         "{lines:?}"
     );
 
+    // The run's events, as events.jsonl would have them: from its start
+    // to its end, each call's start and end between.
+    let events: Vec<Value> = query(&url, "SELECT event FROM dsh_events ORDER BY seq")
+        .await
+        .iter()
+        .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("an event"))
+        .collect();
+    let types: Vec<&str> = events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(types.first(), Some(&"workflow/start"), "{types:?}");
+    assert_eq!(types.last(), Some(&"workflow/end"), "{types:?}");
+    assert_eq!(
+        types.iter().filter(|t| **t == "workflow/agent-end").count(),
+        2,
+        "{types:?}"
+    );
+    assert_eq!(events, out.events, "the store has what --events-file has");
+
     // Listed from the store, from anywhere (here: another directory).
     let elsewhere = tempfile::tempdir().expect("tempdir");
     let (code, stdout, stderr) = runs(elsewhere.path(), &["--store", &url], &[]);

@@ -419,7 +419,7 @@ impl DurableRun {
     /// The run directory's events file, when the run keeps one (see
     /// [`rundir::EVENTS_FILE`]).
     pub fn events_file(&self) -> Option<&Path> {
-        self.events.as_ref().map(|w| w.path.as_path())
+        self.events.as_ref().and_then(|w| w.path.as_deref())
     }
 
     /// The run directory the journal is kept in; `None` without a journal.

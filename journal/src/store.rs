@@ -138,6 +138,16 @@ pub trait RunStore: Send + Sync + 'static {
 
     /// The store of run `id`'s journal lines, appending after those it has.
     async fn reopen(&self, id: &str) -> Result<Arc<dyn JournalStore>, RunStoreError>;
+
+    /// Keeps run `id`'s `events` as they come, after those it has (an
+    /// earlier attempt's), within `limit` bytes, until the run ends; says
+    /// how that went as the events file's writer does.
+    async fn keep_events(
+        &self,
+        id: &str,
+        events: dsh_engine::events::EventStream,
+        limit: u64,
+    ) -> dsh_engine::events_file::Written;
 }
 
 /// A run as a store keeps it, read back for a resume.

@@ -13,6 +13,7 @@
 //! file journal stays the embedded default; nothing of this crate runs
 //! unless a store URL is given.
 
+mod events;
 mod journal;
 pub mod migrate;
 mod url;
@@ -181,6 +182,21 @@ impl Store {
         Ok(rows.iter().map(|r| r.get::<_, &str>(0)).collect())
     }
 
+    /// Run `id`'s events, as the text of `events.jsonl` would be.
+    pub async fn events_text(&self, id: &str) -> Result<String, StoreError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT event FROM dsh_events WHERE run_id = $1 ORDER BY seq",
+                &[&id],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| format!("{}\n", r.get::<_, &str>(0)))
+            .collect())
+    }
+
     /// A writer for run `id`'s journal (see [`PgJournal`]).
     pub async fn journal(&self, id: &str) -> Result<PgJournal, StoreError> {
         PgJournal::open(&self.url, id).await
@@ -256,6 +272,15 @@ impl dsh_journal::RunStore for Store {
     ) -> Result<std::sync::Arc<dyn dsh_journal::JournalStore>, dsh_journal::RunStoreError> {
         let journal = self.journal(id).await.map_err(boxed)?;
         Ok(std::sync::Arc::new(journal))
+    }
+
+    async fn keep_events(
+        &self,
+        id: &str,
+        events: dsh_engine::events::EventStream,
+        limit: u64,
+    ) -> dsh_engine::events_file::Written {
+        events::keep(&self.url, id, events, limit).await
     }
 
     async fn discard(&self, id: &str) -> Result<(), dsh_journal::RunStoreError> {

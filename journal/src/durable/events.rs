@@ -1,5 +1,6 @@
-//! The run's events kept in its run directory (`events.jsonl`), appended
-//! as they come by a task of their own, within the journal's size limit.
+//! The run's events kept in its run directory (`events.jsonl`), or in its
+//! store, appended as they come by a task of their own, within the
+//! journal's size limit.
 
 use std::path::{Path, PathBuf};
 
@@ -16,18 +17,32 @@ impl Durable {
     /// its own. `None` without a run directory, or when the file cannot be
     /// opened (said as a warning).
     pub(super) fn keep_events(&self, run: &WorkflowRun) -> Option<EventsWriter> {
+        let limit = self
+            .state
+            .as_ref()
+            .map_or(DEFAULT_JOURNAL_LIMIT, |s| s.limit());
+        if let Some(stored) = &self.stored {
+            let (store, id, events) = (
+                stored.store.clone(),
+                stored.info.id.clone(),
+                run.subscribe(),
+            );
+            let shown = format!("{} (run {id})", store.location());
+            return Some(EventsWriter {
+                task: tokio::spawn(async move { store.keep_events(&id, events, limit).await }),
+                path: None,
+                shown,
+                limit,
+            });
+        }
         let dir = self
             .dir
             .lock()
             .ok()
             .and_then(|d| d.as_ref().map(|d| d.path.clone()))?;
-        let path = dir.join(rundir::EVENTS_FILE);
         // The journal's limit: the run directory's other file that grows
         // with the run, and the one bound the user sets for it.
-        let limit = self
-            .state
-            .as_ref()
-            .map_or(DEFAULT_JOURNAL_LIMIT, |s| s.limit());
+        let path = dir.join(rundir::EVENTS_FILE);
         match open_events(&path) {
             Ok(file) => Some(EventsWriter {
                 task: tokio::spawn(dsh_engine::events_file::write_events(
@@ -35,7 +50,8 @@ impl Durable {
                     run.subscribe(),
                     Some(limit),
                 )),
-                path,
+                shown: path.display().to_string(),
+                path: Some(path),
                 limit,
             }),
             Err(e) => {
@@ -52,7 +68,10 @@ impl Durable {
 /// The task appending a run's events to its run directory.
 pub(super) struct EventsWriter {
     task: tokio::task::JoinHandle<dsh_engine::events_file::Written>,
-    pub(super) path: PathBuf,
+    /// The events file; `None` for a run kept in a store.
+    pub(super) path: Option<PathBuf>,
+    /// Where the events go, as a warning names it.
+    shown: String,
     limit: u64,
 }
 
@@ -77,7 +96,7 @@ impl EventsWriter {
         // Ends with the run's `workflow/end`, which came before the
         // result.
         if let Ok(written) = self.task.await {
-            let path = self.path.display().to_string();
+            let path = self.shown;
             if let Some(e) = written.error {
                 d.warn(JournalWarning::NoEvents {
                     path,
