@@ -287,6 +287,9 @@ pub struct ShowArgs {
     /// Print one JSON object (run, totals, agents) instead of the text view.
     #[arg(long)]
     pub json: bool,
+    /// Show a run kept in this PostgreSQL store (its exact id; or DSH_STORE, or [store] url in dsh.toml).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -299,6 +302,9 @@ pub struct ReportArgs {
     /// Where to write the report (default: report.html in the run directory).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Report a run kept in this PostgreSQL store (its exact id; or DSH_STORE, or [store] url in dsh.toml); default output <run-id>.html.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -33,21 +33,53 @@ const MAX_LOG_LINES: usize = 1000;
 
 /// `dsh workflow report`.
 pub fn report(a: &ReportArgs) -> Result<i32, CliError> {
-    let root = runs_root(a.runs_dir.as_deref());
-    let dir = rundir::resolve(&root, &a.run).map_err(|e| CliError::usage(e.to_string()))?;
-    let s = summary::summarize_with_texts(&dir, TEXT_CHARS)
-        .map_err(|e| CliError::usage(e.to_string()))?;
-    let mut warnings = s.warnings.clone();
-    let logs = read_logs(
-        &dir.join(rundir::EVENTS_FILE),
-        files::EVENTS_READ_LIMIT,
-        &mut warnings,
-    );
-    for w in &warnings {
-        crate::error::warn(w);
-    }
+    let config = crate::request::load_config(None)
+        .unwrap_or_else(|_| dsh_orchestrator::config::Config::builtin());
+    let (s, logs, default_out) = match crate::request::store_url(a.store.as_deref(), &config)? {
+        Some(url) => {
+            let rt = crate::runtime()?;
+            let (s, events) = rt.block_on(async {
+                let store = crate::request::open_store(&url).await?;
+                let usage = |e: dsh_store::StoreError| CliError::usage(e.to_string());
+                let s = store
+                    .summary(&a.run, Some(TEXT_CHARS))
+                    .await
+                    .map_err(usage)?;
+                let events = store.events_text(&a.run).await.map_err(usage)?;
+                Ok::<_, CliError>((s, events))
+            })?;
+            let mut warnings = Vec::new();
+            let name = format!("{url} (run {}): events", a.run);
+            let logs = read_logs_from(
+                &name,
+                std::io::Cursor::new(events.into_bytes()),
+                files::EVENTS_READ_LIMIT,
+                &mut warnings,
+            );
+            for w in &warnings {
+                crate::error::warn(w);
+            }
+            (s, logs, PathBuf::from(format!("{}.html", a.run)))
+        }
+        None => {
+            let root = runs_root(a.runs_dir.as_deref());
+            let dir = rundir::resolve(&root, &a.run).map_err(|e| CliError::usage(e.to_string()))?;
+            let s = summary::summarize_with_texts(&dir, TEXT_CHARS)
+                .map_err(|e| CliError::usage(e.to_string()))?;
+            let mut warnings = s.warnings.clone();
+            let logs = read_logs(
+                &dir.join(rundir::EVENTS_FILE),
+                files::EVENTS_READ_LIMIT,
+                &mut warnings,
+            );
+            for w in &warnings {
+                crate::error::warn(w);
+            }
+            (s, logs, dir.join("report.html"))
+        }
+    };
     let html = render(&s, &logs);
-    let out: PathBuf = a.output.clone().unwrap_or_else(|| dir.join("report.html"));
+    let out: PathBuf = a.output.clone().unwrap_or(default_out);
     // A new file renamed over the old, never written through what is
     // there: `report.html` in a run directory (which a cloned repository
     // can ship) or the `-o` path may be a symlink to a file of the user's,
@@ -104,22 +136,33 @@ impl Logs {
 /// at most `limit` bytes — and what could not be read is a warning naming
 /// the file.
 fn read_logs(path: &Path, limit: u64, warnings: &mut Vec<String>) -> Logs {
-    use std::io::{BufRead, Read};
-    let mut logs = Logs::default();
     let file = match files::open_own(path) {
         Ok(f) => f,
         Err(files::ReadError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
-            return logs;
+            return Logs::default();
         }
         Err(e) => {
             warnings.push(format!(
                 "{}: cannot read: {e}; the report has no logs",
                 path.display()
             ));
-            return logs;
+            return Logs::default();
         }
     };
-    let mut r = std::io::BufReader::new(file.take(limit));
+    read_logs_from(&path.display().to_string(), file, limit, warnings)
+}
+
+/// [`read_logs`] of any reader (a store's events); `name` names it in
+/// warnings.
+fn read_logs_from(
+    name: &str,
+    source: impl std::io::Read,
+    limit: u64,
+    warnings: &mut Vec<String>,
+) -> Logs {
+    use std::io::{BufRead, Read};
+    let mut logs = Logs::default();
+    let mut r = std::io::BufReader::new(source.take(limit));
     let mut line = Vec::new();
     let mut skipped = 0usize;
     loop {
@@ -131,7 +174,7 @@ fn read_logs(path: &Path, limit: u64, warnings: &mut Vec<String>) -> Logs {
             Ok(0) => break,
             Ok(_) => {}
             Err(e) => {
-                warnings.push(format!("{}: cannot read: {e}", path.display()));
+                warnings.push(format!("{name}: cannot read: {e}"));
                 break;
             }
         }
@@ -162,7 +205,7 @@ fn read_logs(path: &Path, limit: u64, warnings: &mut Vec<String>) -> Logs {
     if skipped > 0 {
         warnings.push(format!(
             "{}: {skipped} line(s) over {} bytes skipped",
-            path.display(),
+            name,
             files::EVENT_LINE_LIMIT
         ));
     }
@@ -177,7 +220,7 @@ fn read_logs(path: &Path, limit: u64, warnings: &mut Vec<String>) -> Logs {
             .is_ok_and(|n| n > 0);
     }
     for note in logs.notes() {
-        warnings.push(format!("{}: {note}", path.display()));
+        warnings.push(format!("{name}: {note}"));
     }
     logs
 }

@@ -133,7 +133,13 @@ pub fn runs(a: &RunsArgs) -> Result<i32, CliError> {
         }
         Err(e) => return Err(CliError::usage(e.to_string())),
     };
-    for w in all.iter().take(a.limit).flat_map(|s| &s.warnings) {
+    print_runs(all.iter().take(a.limit));
+    Ok(exit::COMPLETED)
+}
+
+/// The `runs` table: one line per run, newest first (its warnings first).
+fn print_runs<'a>(all: impl Iterator<Item = &'a RunSummary> + Clone) {
+    for w in all.clone().flat_map(|s| &s.warnings) {
         crate::error::warn(w);
     }
     let mut out = std::io::stdout().lock();
@@ -142,7 +148,7 @@ pub fn runs(a: &RunsArgs) -> Result<i32, CliError> {
         "{:<34} {:<20} {:<12} {:<20} {:>13} {:>8}",
         "ID", "NAME", "STATUS", "STARTED", "DONE/FAIL/REP", "ELAPSED"
     );
-    for s in all.iter().take(a.limit) {
+    for s in all {
         let _ = writeln!(
             out,
             "{:<34} {:<20} {:<12} {:<20} {:>13} {:>8}",
@@ -154,69 +160,57 @@ pub fn runs(a: &RunsArgs) -> Result<i32, CliError> {
             elapsed(s.elapsed_ms)
         );
     }
-    Ok(exit::COMPLETED)
 }
 
-/// `dsh workflow runs` of a store: newest first, what each run's record
-/// and result say (the per-call counts of a run directory's listing need
-/// the journal read back, which `show` of a stored run will do).
+/// `dsh workflow runs` of a store: the same table, from any machine.
 async fn stored_runs(url: &dsh_store::StoreUrl, limit: usize) -> Result<i32, CliError> {
     let store = request::open_store(url).await?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let rows = store
-        .runs(limit)
+    let all = store
+        .summaries(limit)
         .await
-        .map_err(|e| CliError::usage(format!("{e}")))?;
-    let mut out = std::io::stdout().lock();
-    if rows.is_empty() {
-        let _ = writeln!(out, "no runs in the store {url}");
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    if all.is_empty() {
+        println!("no runs in the store {url}");
         return Ok(exit::COMPLETED);
     }
-    let _ = writeln!(
-        out,
-        "{:<34} {:<20} {:<12} {:<20} {:>13} {:>8}",
-        "ID", "NAME", "STATUS", "STARTED", "LIVE/REP", "ELAPSED"
-    );
-    for r in &rows {
-        let started = r.info["startedAt"].as_u64();
-        let result = r.result.as_ref();
-        let status = result
-            .and_then(|d| d["result"]["stopReason"].as_str())
-            .unwrap_or("unsettled");
-        let counts = result.map_or_else(
-            || "-".to_string(),
-            |d| {
-                format!(
-                    "{}/{}",
-                    d["live"].as_u64().unwrap_or(0),
-                    d["replayed"].as_u64().unwrap_or(0)
-                )
-            },
-        );
-        let elapsed_ms = result
-            .and_then(|d| d["endedAt"].as_u64())
-            .zip(started)
-            .map(|(end, start)| end.saturating_sub(start));
-        let _ = writeln!(
-            out,
-            "{:<34} {:<20} {:<12} {:<20} {:>13} {:>8}",
-            esc(&r.id),
-            esc(r.info["name"].as_str().unwrap_or("")),
-            esc(status),
-            started.map_or_else(|| "-".to_string(), utc),
-            counts,
-            elapsed(elapsed_ms)
-        );
-    }
+    print_runs(all.iter());
     Ok(exit::COMPLETED)
+}
+
+/// The summary `show` and `report` read: the run directory's, or with a
+/// store (`--store`, `DSH_STORE`, `[store] url`) the store's run of that
+/// exact id. `texts` as for `summarize_with_texts`.
+pub(crate) fn summary_of(
+    run: &str,
+    runs_dir: Option<&std::path::Path>,
+    store: Option<&str>,
+    texts: Option<usize>,
+) -> Result<RunSummary, CliError> {
+    let config =
+        request::load_config(None).unwrap_or_else(|_| dsh_orchestrator::config::Config::builtin());
+    if let Some(url) = request::store_url(store, &config)? {
+        let rt = crate::runtime()?;
+        return rt.block_on(async {
+            let store = request::open_store(&url).await?;
+            store
+                .summary(run, texts)
+                .await
+                .map_err(|e| CliError::usage(e.to_string()))
+        });
+    }
+    let root = runs_root(runs_dir);
+    let dir = rundir::resolve(&root, run).map_err(|e| CliError::usage(e.to_string()))?;
+    match texts {
+        None => summary::summarize(&dir),
+        Some(max) => summary::summarize_with_texts(&dir, max),
+    }
+    .map_err(|e| CliError::usage(e.to_string()))
 }
 
 /// `dsh workflow show`.
 pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
-    let root = runs_root(a.runs_dir.as_deref());
-    let s: RunSummary = rundir::resolve(&root, &a.run)
-        .and_then(|p| summary::summarize(&p))
-        .map_err(|e| CliError::usage(e.to_string()))?;
+    let s = summary_of(&a.run, a.runs_dir.as_deref(), a.store.as_deref(), None)?;
     for w in &s.warnings {
         crate::error::warn(w);
     }

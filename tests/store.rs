@@ -145,7 +145,49 @@ async fn a_run_kept_in_the_store_is_journaled_there_and_listed() {
         stdout.contains("stored") && stdout.contains("completed"),
         "{stdout}"
     );
-    assert!(stdout.contains("2/0"), "{stdout}");
+    assert!(stdout.contains("2/0/0"), "{stdout}");
+
+    // Shown from the store, call by call, as a run directory is.
+    let shown = Command::new(DSH)
+        .current_dir(elsewhere.path())
+        .args(["workflow", "show", &id, "--store", &url, "--json"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("dsh workflow show");
+    assert_eq!(
+        shown.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&shown.stdout).expect("show's JSON");
+    assert_eq!(shown["runId"], id.as_str());
+    assert_eq!(shown["status"], "completed");
+    assert_eq!(shown["totals"]["completed"], 2);
+    let labels: Vec<&str> = shown["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .map(|a| a["label"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(labels, ["a", "b"]);
+
+    // And reported from the store: its calls and its logs.
+    let reported = Command::new(DSH)
+        .current_dir(elsewhere.path())
+        .args(["workflow", "report", &id, "--store", &url])
+        .stdin(Stdio::null())
+        .output()
+        .expect("dsh workflow report");
+    assert_eq!(
+        reported.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&reported.stderr)
+    );
+    let html =
+        std::fs::read_to_string(elsewhere.path().join(format!("{id}.html"))).expect("the report");
+    assert!(html.contains("stored") && html.contains("first"), "{html}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -290,6 +332,13 @@ async fn a_stored_run_whose_process_died_is_resumed_from_the_store() {
         .to_string(),
     )
     .expect("fixture");
+    let status = Command::new(DSH)
+        .args(["workflow", "show", &id, "--store", &url, "--json"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("dsh workflow show");
+    let status: Value = serde_json::from_slice(&status.stdout).expect("show's JSON");
+    assert_eq!(status["status"], "running", "{status}");
     let held = resume(elsewhere.path(), &id, &url, &second);
     let stderr = String::from_utf8_lossy(&held.stderr);
     assert_eq!(held.status.code(), Some(2), "{stderr}");

@@ -137,6 +137,21 @@ fn scan_reader(
     }
 }
 
+/// Hands each complete line of the journal `bytes` to `each`, in order,
+/// as [`scan`] does for a file; `path` is only named in errors.
+pub fn scan_bytes(
+    path: &Path,
+    bytes: &[u8],
+    each: impl FnMut(Line),
+) -> Result<Scanned, JournalError> {
+    scan_reader(path, bytes, each).map_err(|e| {
+        e.unwrap_or_else(|io| JournalError::Invalid {
+            path: path.display().to_string(),
+            message: format!("cannot read: {io}"),
+        })
+    })
+}
+
 /// Parses the bytes of a journal; `path` is only named in errors.
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<Journal, JournalError> {
     let mut lines = Vec::new();

@@ -15,7 +15,7 @@ use dsh_seam::outcome::CallOutcome;
 
 mod attempt;
 
-use attempt::{LastAttempt, Read, read_last_attempt};
+use attempt::{LastAttempt, Read, last_attempt_of_text, read_last_attempt};
 
 /// Longest failure reason a summary keeps, in characters: a reason can be
 /// a child's whole stderr, and a 1,000-agent run must stay small in memory.
@@ -217,11 +217,56 @@ fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, Journ
     let info = rundir::read_info(dir)?;
     let mut warnings = Vec::new();
     let result = read_result(&dir.join(RESULT_FILE), &mut warnings);
+    let last = read_last_attempt(dir, texts)?;
+    let held = if rundir::is_locked(dir) {
+        Held::Running
+    } else {
+        Held::Free
+    };
+    Ok(from_parts(info, result, last, held, warnings))
+}
+
+/// Whether a process holds a run (it runs, or is being resumed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// A process holds it: it is running.
+    Running,
+    /// Nobody holds it.
+    Free,
+}
+
+/// What `runs`, `show` and `report` say about a run kept in a store: its
+/// `run.json` document, `result.json`'s (if any), its journal's text and
+/// whether a process holds it; `texts` as in [`summarize_with_texts`]
+/// (`None`: no prompts and answers). `place` names the run in errors.
+pub fn summarize_stored(
+    place: &str,
+    info: Value,
+    result: Option<Value>,
+    journal: &str,
+    held: Held,
+    texts: Option<usize>,
+) -> Result<RunSummary, JournalError> {
+    let info: RunInfo = serde_json::from_value(info).map_err(|e| JournalError::Invalid {
+        path: place.to_string(),
+        message: format!("the run's record is not readable by this version of dsh: {e}"),
+    })?;
+    let last = last_attempt_of_text(place, journal, texts)?;
+    Ok(from_parts(info, result, last, held, Vec::new()))
+}
+
+fn from_parts(
+    info: RunInfo,
+    result: Option<Value>,
+    last: LastAttempt,
+    held: Held,
+    warnings: Vec<String>,
+) -> RunSummary {
     let LastAttempt {
         mut attempt_calls,
         attempt_started_at,
         last_attempt,
-    } = read_last_attempt(dir, texts)?;
+    } = last;
     // The last attempt settled (its result is written) with calls still
     // open: the run ended around them (a kill, a forced stop) and their
     // `agent-end`s said `cancelled`; so does the summary.
@@ -256,10 +301,9 @@ fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, Journ
         .as_ref()
         .and_then(|r| r["result"]["stopReason"].as_str())
         .map(str::to_string);
-    let status = if rundir::is_locked(dir) {
-        RunStatus::Running { last }
-    } else {
-        last.map_or(RunStatus::Interrupted, RunStatus::Settled)
+    let status = match held {
+        Held::Running => RunStatus::Running { last },
+        Held::Free => last.map_or(RunStatus::Interrupted, RunStatus::Settled),
     };
     let unjournaled = result
         .as_ref()
@@ -270,7 +314,7 @@ fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, Journ
         .as_ref()
         .and_then(|r| r["endedAt"].as_u64())
         .map(|end| end.saturating_sub(info.started_at));
-    Ok(RunSummary {
+    RunSummary {
         info,
         status,
         result,
@@ -282,7 +326,7 @@ fn summarize_inner(dir: &Path, texts: Option<usize>) -> Result<RunSummary, Journ
         attempt_started_at,
         calls: attempt_calls.into_values().map(|r| r.call).collect(),
         warnings,
-    })
+    }
 }
 
 /// `result.json`, read the one bounded way a run directory's files are

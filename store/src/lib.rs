@@ -21,6 +21,7 @@ mod url;
 pub use journal::PgJournal;
 pub use url::StoreUrl;
 
+use dsh_journal::summary::{Held, RunSummary, summarize_stored};
 use serde_json::Value;
 use tokio_postgres::{Client, NoTls};
 
@@ -195,6 +196,60 @@ impl Store {
             .iter()
             .map(|r| format!("{}\n", r.get::<_, &str>(0)))
             .collect())
+    }
+
+    /// What `runs`, `show` and `report` say about run `id`, as for a run
+    /// directory; `texts` keeps that many characters of each prompt and
+    /// answer (`None`: none).
+    pub async fn summary(&self, id: &str, texts: Option<usize>) -> Result<RunSummary, StoreError> {
+        let row = self
+            .client
+            .query_opt("SELECT info, result FROM dsh_runs WHERE id = $1", &[&id])
+            .await?
+            .ok_or_else(|| StoreError::Row {
+                run: id.to_string(),
+                why: "no such run in this store; see `dsh workflow runs --store URL`".into(),
+            })?;
+        let journal = self.journal_text(id).await?;
+        let held = if self.held_elsewhere(id).await? {
+            Held::Running
+        } else {
+            Held::Free
+        };
+        let place = format!("{} (run {id})", self.url);
+        summarize_stored(&place, row.get(0), row.get(1), &journal, held, texts).map_err(|e| {
+            StoreError::Row {
+                run: id.to_string(),
+                why: e.to_string(),
+            }
+        })
+    }
+
+    /// The summaries of the newest `limit` runs, newest first.
+    pub async fn summaries(&self, limit: i64) -> Result<Vec<RunSummary>, StoreError> {
+        let mut all = Vec::new();
+        for row in self.runs(limit).await? {
+            all.push(self.summary(&row.id, None).await?);
+        }
+        Ok(all)
+    }
+
+    /// Whether another process holds run `id` (see `RunStore::hold`).
+    async fn held_elsewhere(&self, id: &str) -> Result<bool, StoreError> {
+        let free: bool = self
+            .client
+            .query_one(
+                "SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
+                &[&id],
+            )
+            .await?
+            .get(0);
+        if free {
+            self.client
+                .execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", &[&id])
+                .await?;
+        }
+        Ok(!free)
     }
 
     /// A writer for run `id`'s journal (see [`PgJournal`]).

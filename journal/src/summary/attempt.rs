@@ -121,13 +121,37 @@ pub(super) fn read_last_attempt(
     dir: &Path,
     texts: Option<usize>,
 ) -> Result<LastAttempt, JournalError> {
+    last_attempt_of(
+        |each| reader::scan(&dir.join(rundir::JOURNAL_FILE), each).map(|_| ()),
+        texts,
+    )
+}
+
+/// [`read_last_attempt`] of a journal's text (a store's): `name` is only
+/// named in errors.
+pub(super) fn last_attempt_of_text(
+    name: &str,
+    text: &str,
+    texts: Option<usize>,
+) -> Result<LastAttempt, JournalError> {
+    last_attempt_of(
+        |each| reader::scan_bytes(Path::new(name), text.as_bytes(), each).map(|_| ()),
+        texts,
+    )
+}
+
+/// The last attempt of the journal `scan` hands over line by line.
+fn last_attempt_of(
+    scan: impl FnOnce(&mut dyn FnMut(Line)) -> Result<(), JournalError>,
+    texts: Option<usize>,
+) -> Result<LastAttempt, JournalError> {
     // Streamed: one line in memory at a time, whatever the journal's size;
     // earlier attempts leave only the answers a later one may replay.
     let mut attempt_calls: BTreeMap<u64, Read> = BTreeMap::new();
     let mut answered: HashMap<(String, usize), Answered> = HashMap::new();
     let mut attempt_started_at = None;
     let mut last_attempt = 0;
-    reader::scan(&dir.join(rundir::JOURNAL_FILE), |line| match line {
+    scan(&mut |line| match line {
         Line::Attempt { at, attempt, .. } => {
             close_attempt(&attempt_calls, &mut answered);
             attempt_calls.clear();
