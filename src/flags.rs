@@ -51,6 +51,14 @@ pub enum WorkflowCmd {
     Report(ReportArgs),
     /// Re-run a run, replaying the agent answers its journal holds.
     Resume(Box<ResumeArgs>),
+    /// Submit a run to a store's hosts; prints its id (docs/scale.md).
+    Submit(Box<RunArgs>),
+    /// Run the runs submitted to a store, as many at once as --runs says, until SIGTERM.
+    Host(HostArgs),
+    /// Wait for a submitted run to settle; print and exit as `run` would.
+    Wait(WaitArgs),
+    /// Ask the process running a stored run to cancel it.
+    Cancel(CancelArgs),
     /// List the configured providers and whether each is usable (never calls them).
     Providers {
         /// Configuration file (default: dsh.toml from the working directory upward).
@@ -259,6 +267,40 @@ pub struct ResumeArgs {
     pub timeout: Option<Duration>,
     #[command(flatten)]
     pub show: ShowFlags,
+}
+
+#[derive(Args, Debug)]
+pub struct HostArgs {
+    /// The PostgreSQL store whose runs this host runs (or DSH_STORE, or [store] url in dsh.toml).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// How many runs at once.
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub runs: u32,
+    /// The configuration file (default: dsh.toml from the working directory upward): its providers answer the runs' calls.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct WaitArgs {
+    /// The run's id (as `submit` printed it).
+    pub run: String,
+    /// The PostgreSQL store (or DSH_STORE, or [store] url in dsh.toml).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// What to print: the value, or the whole result.
+    #[arg(long, value_enum, default_value_t = OutputMode::Value)]
+    pub output: OutputMode,
+}
+
+#[derive(Args, Debug)]
+pub struct CancelArgs {
+    /// The run's id.
+    pub run: String,
+    /// The PostgreSQL store (or DSH_STORE, or [store] url in dsh.toml).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -17,6 +17,7 @@
 mod error;
 mod execute;
 mod flags;
+mod fleet;
 mod inspect;
 mod live;
 mod progress;
@@ -97,6 +98,10 @@ where
         WorkflowCmd::Show(args) => runs_cmd::show(&args),
         WorkflowCmd::Report(args) => report::report(&args),
         WorkflowCmd::Resume(args) => runtime().and_then(|rt| rt.block_on(runs_cmd::resume(*args))),
+        WorkflowCmd::Submit(args) => runtime().and_then(|rt| rt.block_on(fleet::submit(*args))),
+        WorkflowCmd::Host(args) => runtime().and_then(|rt| rt.block_on(fleet::host(args))),
+        WorkflowCmd::Wait(args) => runtime().and_then(|rt| rt.block_on(fleet::wait(args))),
+        WorkflowCmd::Cancel(args) => runtime().and_then(|rt| rt.block_on(fleet::cancel(args))),
         WorkflowCmd::Providers { config } => inspect::providers(config.as_deref()),
         WorkflowCmd::List { config } => inspect::list(config.as_deref()),
         WorkflowCmd::Agents { config } => inspect::agents(config.as_deref()),

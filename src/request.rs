@@ -500,6 +500,13 @@ pub(crate) fn agent_types(config: &Config) -> AgentTypes {
     AgentTypes::resolve(config, &agent_types::default_dirs(&cwd))
 }
 
+/// The router a host answers a submitted run's calls with: this host's
+/// configured providers, `provider` (the one the submitter chose) as the
+/// default.
+pub fn host_router(config: &Config, provider: Option<String>) -> Result<Router, CliError> {
+    providers_router(config, provider, None, None)
+}
+
 /// The router over the configured providers, with `flag` (`--provider`)
 /// as the default when given. The default provider is built now: a missing
 /// key or program stops the run before it starts.

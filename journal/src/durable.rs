@@ -508,8 +508,9 @@ pub fn absolute(path: &Path) -> PathBuf {
     }
 }
 
-/// `run.json`'s document of a new run `id` of `req`, read from `script`.
-fn run_info(id: &str, req: &StartRequest, script: &Path, provider: ProviderSpec) -> RunInfo {
+/// `run.json`'s document of a new run `id` of `req`, read from `script`
+/// (also what a run submitted to a store's hosts records).
+pub fn run_info(id: &str, req: &StartRequest, script: &Path, provider: ProviderSpec) -> RunInfo {
     let ext = script
         .extension()
         .map(|e| e.to_string_lossy().into_owned())

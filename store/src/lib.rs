@@ -99,6 +99,25 @@ pub struct RunRow {
     pub result: Option<Value>,
 }
 
+/// A run a host claimed ([`Store::claim`]).
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    /// The run's id.
+    pub id: String,
+    /// How many times it has been claimed, this claim included (more than
+    /// one: an earlier host is gone, and this one resumes it).
+    pub claims: i32,
+    /// What the submitter gave besides the record (the fixture's text).
+    pub submission: Option<Value>,
+}
+
+fn no_such_run(id: &str) -> StoreError {
+    StoreError::Row {
+        run: id.to_string(),
+        why: "no such run in this store; see `dsh workflow runs --store URL`".into(),
+    }
+}
+
 /// The store: one connection, the schema up to date.
 pub struct Store {
     url: StoreUrl,
@@ -143,7 +162,8 @@ impl Store {
     pub async fn set_result(&self, id: &str, attempt: i32, doc: &Value) -> Result<(), StoreError> {
         self.client
             .execute(
-                "UPDATE dsh_runs SET result = $2, attempt = $3, updated_at = now() WHERE id = $1",
+                "UPDATE dsh_runs SET result = $2, attempt = $3, state = 'settled', updated_at = now()
+                 WHERE id = $1",
                 &[&id, doc, &attempt],
             )
             .await?;
@@ -250,6 +270,128 @@ impl Store {
                 .await?;
         }
         Ok(!free)
+    }
+
+    /// Submits a run for a host to run: its record, its script and what a
+    /// host needs besides (`submission`: the fixture's text, if any).
+    pub async fn submit(
+        &self,
+        id: &str,
+        info: &Value,
+        source: &str,
+        submission: &Value,
+    ) -> Result<(), StoreError> {
+        self.client
+            .execute(
+                "INSERT INTO dsh_runs (id, info, source, state, submission)
+                 VALUES ($1, $2, $3, 'queued', $4)",
+                &[&id, info, &source, submission],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Claims the oldest run a host may take — one submitted and waiting,
+    /// or one whose host is gone (its hold was let go without a result) —
+    /// for `host`, and holds it. `None` when there is none.
+    ///
+    /// `running`: the runs this process runs already (it holds them, and a
+    /// session's hold does not keep out the session itself).
+    pub async fn claim(
+        &self,
+        host: &str,
+        running: &[String],
+    ) -> Result<Option<Claimed>, StoreError> {
+        let candidates = self
+            .client
+            .query(
+                "SELECT id FROM dsh_runs WHERE state IN ('queued', 'running')
+                     AND id <> ALL($1)
+                 ORDER BY created_at, id LIMIT 64",
+                &[&running],
+            )
+            .await?;
+        for row in candidates {
+            let id: String = row.get(0);
+            if self.hold_run(&id).await.is_err() {
+                continue;
+            }
+            // Held now: nobody else runs it. Settled meanwhile? Let go.
+            let claimed = self
+                .client
+                .query_opt(
+                    "UPDATE dsh_runs SET state = 'running', owner = $2, claims = claims + 1,
+                         updated_at = now()
+                     WHERE id = $1 AND state IN ('queued', 'running')
+                     RETURNING claims, submission",
+                    &[&id, &host],
+                )
+                .await?;
+            match claimed {
+                Some(r) => {
+                    return Ok(Some(Claimed {
+                        id,
+                        claims: r.get(0),
+                        submission: r.get(1),
+                    }));
+                }
+                None => self.let_go(&id).await?,
+            }
+        }
+        Ok(None)
+    }
+
+    /// Lets go of run `id`, held by this process (every hold of it).
+    pub async fn let_go(&self, id: &str) -> Result<(), StoreError> {
+        for _ in 0..4 {
+            let was: bool = self
+                .client
+                .query_one("SELECT pg_advisory_unlock(hashtextextended($1, 0))", &[&id])
+                .await?
+                .get(0);
+            if !was {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks the process that runs run `id` to cancel it (`reason`).
+    pub async fn request_cancel(&self, id: &str, reason: &str) -> Result<(), StoreError> {
+        let n = self
+            .client
+            .execute(
+                "UPDATE dsh_runs SET cancel_requested = coalesce(cancel_requested, $2)
+                 WHERE id = $1",
+                &[&id, &reason],
+            )
+            .await?;
+        if n == 0 {
+            return Err(no_such_run(id));
+        }
+        Ok(())
+    }
+
+    /// The cancel asked for run `id`, if any.
+    pub async fn cancel_requested(&self, id: &str) -> Result<Option<String>, StoreError> {
+        Ok(self
+            .client
+            .query_opt(
+                "SELECT cancel_requested FROM dsh_runs WHERE id = $1",
+                &[&id],
+            )
+            .await?
+            .and_then(|r| r.get(0)))
+    }
+
+    /// Run `id`'s result document, once it has one.
+    pub async fn result(&self, id: &str) -> Result<Option<Value>, StoreError> {
+        let row = self
+            .client
+            .query_opt("SELECT result FROM dsh_runs WHERE id = $1", &[&id])
+            .await?
+            .ok_or_else(|| no_such_run(id))?;
+        Ok(row.get(0))
     }
 
     /// A writer for run `id`'s journal (see [`PgJournal`]).

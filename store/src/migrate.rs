@@ -13,11 +13,18 @@ use tokio_postgres::Client;
 use crate::StoreError;
 
 /// The migrations, in order: (version, name, SQL).
-const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "runs, journal, events",
-    include_str!("../migrations/0001_runs_journal_events.sql"),
-)];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "runs, journal, events",
+        include_str!("../migrations/0001_runs_journal_events.sql"),
+    ),
+    (
+        2,
+        "runs submitted to hosts",
+        include_str!("../migrations/0002_queue.sql"),
+    ),
+];
 
 /// The advisory lock every migrating host takes (an arbitrary constant:
 /// `dsh` in ASCII).

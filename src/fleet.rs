@@ -1,0 +1,278 @@
+//! Runs on a store's hosts (docs/scale.md): `submit` records a run for a
+//! host to run and prints its id; `host` claims submitted runs — and runs
+//! whose host is gone — and runs each as `resume --store` would (a
+//! submitted run is a stored run with an empty journal, a failed-over one
+//! has the answers its first host journaled); `wait` prints a run's result
+//! as `run` would, with its exit code; `cancel` asks the run's host to
+//! cancel it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_orchestrator::journal::durable::run_info;
+use dsh_orchestrator::journal::{ProviderSpec, Replay, ResumeError, ResumeOptions, resume_stored};
+use dsh_orchestrator::providers::dry_run::DryRunProvider;
+use dsh_orchestrator::providers::scripted::ScriptedProvider;
+use dsh_orchestrator::{ErrorCode, SubagentProvider};
+use dsh_store::{Claimed, Store, StoreUrl};
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+use crate::error::{CliError, exit, print_error};
+use crate::flags::{CancelArgs, HostArgs, OutputMode, RunArgs, WaitArgs};
+use crate::request::{self, agent_types, load_config, open_store, store_url};
+use crate::stack::{self, Answering};
+
+/// How often a host looks for work while it has room, and how often it
+/// looks for cancels of its runs; how often `wait` looks for the result.
+const POLL: Duration = Duration::from_millis(200);
+
+fn needs_store(url: Option<StoreUrl>, what: &str) -> Result<StoreUrl, CliError> {
+    url.ok_or_else(|| {
+        CliError::usage(format!(
+            "{what} needs a store: pass --store postgres://USER@HOST:PORT/DB, or set DSH_STORE, \
+             or [store] url in dsh.toml"
+        ))
+    })
+}
+
+/// `dsh workflow submit`: the run's record, script and fixture text in
+/// the store, for a host; prints the run's id.
+pub async fn submit(a: RunArgs) -> Result<i32, CliError> {
+    let built = request::build(&a)?;
+    let url = needs_store(built.store.clone(), "submit")?;
+    // A script that cannot start is refused here, not by a host later.
+    dsh_orchestrator::prepare(&built.req)?;
+    let fixture = match &a.fixture {
+        Some(f) => Some(
+            dsh_orchestrator::files::read_text(f, dsh_orchestrator::files::FIXTURE_LIMIT).map_err(
+                |e| CliError::usage(format!("--fixture {}: cannot read: {e}", f.display())),
+            )?,
+        ),
+        None => None,
+    };
+    let store = open_store(&url).await?;
+    let id = dsh_orchestrator::run::new_run_id();
+    let info = run_info(&id, &built.req, &a.script, built.spec);
+    let info = serde_json::to_value(&info).unwrap_or(Value::Null);
+    store
+        .submit(
+            &id,
+            &info,
+            &built.req.source,
+            &json!({ "fixture": fixture }),
+        )
+        .await
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    println!("{id}");
+    Ok(exit::COMPLETED)
+}
+
+/// `dsh workflow host`: claims runs while it has room, runs them, and on
+/// SIGTERM or SIGINT stops claiming and finishes the ones it has.
+pub async fn host(a: HostArgs) -> Result<i32, CliError> {
+    let config = load_config(a.config.as_deref())?;
+    let url = needs_store(store_url(a.store.as_deref(), &config)?, "host")?;
+    let store = Arc::new(open_store(&url).await?);
+    let name = format!(
+        "{}:{}",
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "host".into()),
+        std::process::id()
+    );
+    let config = Arc::new(config);
+    let mut signals = crate::execute::Signals::install();
+    let mut runs: JoinSet<()> = JoinSet::new();
+    let mut running: HashMap<tokio::task::Id, String> = HashMap::new();
+    eprintln!("dsh: host {name} runs up to {} run(s) of {url}", a.runs);
+    loop {
+        tokio::select! {
+            _ = signals.next() => break,
+            Some(done) = runs.join_next_with_id() => {
+                if let Ok((task, ())) = done {
+                    running.remove(&task);
+                }
+            }
+            () = tokio::time::sleep(POLL), if running.len() < a.runs as usize => {
+                let ids: Vec<String> = running.values().cloned().collect();
+                match store.claim(&name, &ids).await {
+                    Ok(Some(claimed)) => {
+                        let id = claimed.id.clone();
+                        let handle = runs.spawn(run_claimed(store.clone(), claimed, config.clone()));
+                        running.insert(handle.id(), id);
+                    }
+                    Ok(None) => {}
+                    Err(e) => eprintln!("dsh: host {name}: cannot claim: {e}"),
+                }
+            }
+        }
+    }
+    eprintln!(
+        "dsh: host {name} stops claiming; finishing {} run(s)",
+        running.len()
+    );
+    while runs.join_next().await.is_some() {}
+    Ok(exit::COMPLETED)
+}
+
+/// Runs one claimed run to its end and records its result; a run that
+/// cannot start is recorded as failed, so its waiters hear why.
+async fn run_claimed(
+    store: Arc<Store>,
+    claimed: Claimed,
+    config: Arc<dsh_orchestrator::config::Config>,
+) {
+    let id = claimed.id.clone();
+    if let Err(e) = run_one(&store, &claimed, &config).await {
+        let doc = json!({
+            "result": {
+                "value": null,
+                "stopReason": "error",
+                "error": { "code": e.code.as_str(), "message": e.message },
+                "agentsStarted": 0
+            },
+            "endedAt": dsh_orchestrator::journal::now_ms(),
+            "attempt": claimed.claims,
+            "replayed": 0,
+            "live": 0
+        });
+        if let Err(e) = store.set_result(&id, claimed.claims, &doc).await {
+            eprintln!("dsh: run {id}: cannot record that it could not start: {e}");
+        }
+    }
+    if let Err(e) = store.let_go(&id).await {
+        eprintln!("dsh: run {id}: {e}");
+    }
+}
+
+async fn run_one(
+    store: &Arc<Store>,
+    claimed: &Claimed,
+    config: &dsh_orchestrator::config::Config,
+) -> Result<(), CliError> {
+    let fixture = claimed
+        .submission
+        .as_ref()
+        .and_then(|s| s["fixture"].as_str())
+        .map(str::to_string);
+    let options = ResumeOptions {
+        replay: Replay::Answers,
+        ..ResumeOptions::default()
+    };
+    let runs_store: Arc<dyn dsh_orchestrator::journal::RunStore> = store.clone();
+    let (mut req, durable, answering) = resume_stored(runs_store, &claimed.id, &options, |spec| {
+        answering_for(spec, fixture.as_deref(), config)
+    })
+    .await
+    .map_err(|e| match e {
+        ResumeError::Run(message) => CliError::usage(message),
+        ResumeError::Provider(e) => e,
+    })?;
+    req.provider = stack::compose(answering, durable.layer());
+    let req = req
+        .with_worker(request::worker()?)
+        .with_catalog(request::catalog(config));
+    let run = durable.start(req)?;
+    loop {
+        tokio::select! {
+            _ = run.run().result() => break,
+            () = tokio::time::sleep(POLL) => {
+                if let Ok(Some(reason)) = store.cancel_requested(&claimed.id).await {
+                    run.run().cancel(reason);
+                }
+            }
+        }
+    }
+    let finished = run.finish().await;
+    for w in finished.warnings {
+        eprintln!("dsh: run {}: {w}", claimed.id);
+    }
+    Ok(())
+}
+
+/// What answers a hosted run's calls: the fixture it was submitted with,
+/// the dry run, or this host's own providers (its keys, its `dsh.toml`).
+fn answering_for(
+    spec: &ProviderSpec,
+    fixture: Option<&str>,
+    config: &dsh_orchestrator::config::Config,
+) -> Result<Answering, CliError> {
+    let scripted = |p: Arc<dyn SubagentProvider>| Answering::Scripted(p, agent_types(config));
+    Ok(match (spec, fixture) {
+        (_, Some(text)) => {
+            let p = ScriptedProvider::from_json_text("the submitted fixture", text)
+                .map_err(|e| CliError::new(ErrorCode::FixtureInvalid, e.to_string()))?;
+            scripted(Arc::new(p))
+        }
+        (ProviderSpec::DryRun, None) => scripted(Arc::new(DryRunProvider::new())),
+        (ProviderSpec::Configured { provider, .. }, None) => {
+            Answering::Router(request::host_router(config, provider.clone())?)
+        }
+        (other, None) => {
+            return Err(CliError::usage(format!(
+                "the run names no provider this host can make ({other:?})"
+            )));
+        }
+    })
+}
+
+/// `dsh workflow wait`: waits for the run's result and prints it as `run`
+/// does, with `run`'s exit code.
+pub async fn wait(a: WaitArgs) -> Result<i32, CliError> {
+    let config = load_config(None).unwrap_or_else(|_| dsh_orchestrator::config::Config::builtin());
+    let url = needs_store(store_url(a.store.as_deref(), &config)?, "wait")?;
+    let store = open_store(&url).await?;
+    let mut signals = crate::execute::Signals::install();
+    let doc = loop {
+        match store.result(&a.run).await {
+            Ok(Some(doc)) => break doc,
+            Ok(None) => {}
+            Err(e) => return Err(CliError::usage(e.to_string())),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(POLL) => {}
+            // Waiting is not running: an interrupt ends the wait, not the run.
+            _ = signals.next() => return Ok(exit::CANCELLED),
+        }
+    };
+    Ok(print_result(&doc["result"], a.output))
+}
+
+/// Prints a stored result as `run` prints its own: the value (or the whole
+/// result) on stdout, the error line on stderr; returns `run`'s exit code.
+fn print_result(result: &Value, output: OutputMode) -> i32 {
+    let shown = match output {
+        OutputMode::Value => &result["value"],
+        OutputMode::Result => result,
+    };
+    println!(
+        "{}",
+        serde_json::to_string_pretty(shown).unwrap_or_else(|_| "null".into())
+    );
+    let code = result["error"]["code"].as_str();
+    if let (Some(c), Some(m)) = (code, result["error"]["message"].as_str()) {
+        let c = ErrorCode::parse(c).unwrap_or(ErrorCode::ScriptError);
+        print_error(c, m);
+    }
+    match result["stopReason"].as_str() {
+        Some("completed") => exit::COMPLETED,
+        Some("cancelled") if code == Some("TIMEOUT") => exit::TIMEOUT,
+        Some("cancelled") => exit::CANCELLED,
+        _ => exit::ERROR,
+    }
+}
+
+/// `dsh workflow cancel`: records the cancel; the run's host acts on it
+/// (within [`POLL`]).
+pub async fn cancel(a: CancelArgs) -> Result<i32, CliError> {
+    let config = load_config(None).unwrap_or_else(|_| dsh_orchestrator::config::Config::builtin());
+    let url = needs_store(store_url(a.store.as_deref(), &config)?, "cancel")?;
+    let store = open_store(&url).await?;
+    store
+        .request_cancel(&a.run, "cancelled with dsh workflow cancel")
+        .await
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    Ok(exit::COMPLETED)
+}

@@ -1,0 +1,303 @@
+//! Runs on a store's hosts, against a real PostgreSQL and real `dsh
+//! workflow host` processes (docs/scale.md): submitted runs are run once
+//! each with the right value; a host killed mid-run loses nothing — its
+//! runs are taken over by another and every call settles once; a cancel
+//! from another process reaches the run's host; SIGTERM drains a host.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+#[path = "../store/tests/pg/mod.rs"]
+mod pg;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::DSH;
+use serde_json::{Value, json};
+
+const SCRIPT: &str = r#"export const meta = { name: "fleet", description: "runs on hosts" };
+const a = await agent(`first of ${args.n}`, { label: "a" });
+const b = await agent(`second of ${args.n}`, { label: "b" });
+return [args.n, a, b];
+"#;
+
+/// A `dsh workflow host` process, killed (its group) if still there when
+/// dropped.
+struct Host {
+    child: Child,
+}
+
+impl Host {
+    fn start(dir: &Path, url: &str, runs: u32) -> Host {
+        use std::os::unix::process::CommandExt as _;
+        let child = Command::new(DSH)
+            .current_dir(dir)
+            .args([
+                "workflow",
+                "host",
+                "--store",
+                url,
+                "--runs",
+                &runs.to_string(),
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("spawn a host");
+        Host { child }
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        // SAFETY: our own child's process group, not yet reaped.
+        unsafe { libc::kill(-(self.child.id() as libc::pid_t), sig) };
+    }
+
+    /// Waits (bounded) for the host to exit; its status code.
+    fn wait(&mut self) -> Option<i32> {
+        let deadline = Instant::now() + common::RUN_BOUND;
+        loop {
+            if let Some(st) = self.child.try_wait().expect("try_wait") {
+                return st.code();
+            }
+            assert!(Instant::now() < deadline, "the host did not exit");
+            std::thread::sleep(common::POLL);
+        }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            self.signal(libc::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn dsh(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(DSH)
+        .current_dir(dir)
+        .args(["workflow"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("dsh");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn workspace(answers: Value) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("wf.ts"), SCRIPT).expect("script");
+    let fixture = dir.path().join("answers.json");
+    std::fs::write(
+        &fixture,
+        json!({"version": 1, "answers": answers}).to_string(),
+    )
+    .expect("fixture");
+    (dir, fixture)
+}
+
+fn submit(dir: &Path, url: &str, n: u32) -> String {
+    let (code, stdout, stderr) = dsh(
+        dir,
+        &[
+            "submit",
+            "wf.ts",
+            "--fixture",
+            "answers.json",
+            "--args",
+            &json!({ "n": n }).to_string(),
+            "--store",
+            url,
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    stdout.trim().to_string()
+}
+
+async fn query(url: &str, sql: &str) -> Vec<tokio_postgres::Row> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    client.query(sql, &[]).await.expect("query")
+}
+
+/// Every call of every run settled exactly once in the attempt that
+/// completed it: per run, the last attempt's `settled` lines, one per call.
+async fn assert_settled_once(url: &str, runs: usize) {
+    let rows = query(
+        url,
+        "SELECT run_id, line FROM dsh_journal ORDER BY run_id, seq",
+    )
+    .await;
+    let mut per_run: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for r in rows {
+        let line: Value = serde_json::from_str(r.get::<_, &str>(1)).expect("a line");
+        per_run.entry(r.get(0)).or_default().push(line);
+    }
+    assert_eq!(per_run.len(), runs);
+    for (id, lines) in per_run {
+        let last = lines
+            .iter()
+            .rposition(|l| l["type"] == "attempt")
+            .expect("an attempt line");
+        let attempt = &lines[last..];
+        let mut settled: Vec<u64> = attempt
+            .iter()
+            .filter(|l| l["type"] == "settled")
+            .filter_map(|l| l["seq"].as_u64())
+            .collect();
+        let replayed = attempt
+            .iter()
+            .filter(|l| l["type"] == "start" && l["replayed"] == true)
+            .count();
+        settled.sort_unstable();
+        let live = settled.len();
+        assert_eq!(live + replayed, 2, "run {id}: {attempt:?}");
+        settled.dedup();
+        assert_eq!(
+            settled.len(),
+            live,
+            "run {id}: a call settled twice: {attempt:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submitted_runs_are_run_once_each_by_the_hosts() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let (dir, _) = workspace(json!([{ "match": {}, "text": "ok", "delayMs": 50, "times": 1000 }]));
+    let hosts = [
+        Host::start(dir.path(), &url, 4),
+        Host::start(dir.path(), &url, 4),
+    ];
+    let ids: Vec<String> = (0..12).map(|n| submit(dir.path(), &url, n)).collect();
+    for (n, id) in ids.iter().enumerate() {
+        let (code, stdout, stderr) = dsh(dir.path(), &["wait", id, "--store", &url]);
+        assert_eq!(code, Some(0), "{stderr}");
+        let value: Value = serde_json::from_str(&stdout).expect("the value");
+        assert_eq!(value, json!([n, "ok", "ok"]));
+    }
+    assert_settled_once(&url, ids.len()).await;
+    // Both hosts took work.
+    let owners = query(&url, "SELECT count(DISTINCT owner) FROM dsh_runs").await;
+    assert_eq!(owners[0].get::<_, i64>(0), 2);
+    drop(hosts);
+}
+
+/// A host dies (kill -9) with runs in flight: another host takes them
+/// over from the store — the answered calls replayed, the rest run — and
+/// every call settles once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_hosts_runs_are_taken_over() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let (dir, _) = workspace(json!([
+        { "match": { "label": "a" }, "text": "A", "times": 1000 },
+        { "match": { "label": "b" }, "text": "B", "delayMs": 1500, "times": 1000 }
+    ]));
+    let mut doomed = Host::start(dir.path(), &url, 8);
+    let ids: Vec<String> = (0..4).map(|n| submit(dir.path(), &url, n)).collect();
+    // Wait until the doomed host runs them all, each with `a` answered.
+    let deadline = Instant::now() + common::RUN_BOUND;
+    loop {
+        let rows = query(
+            &url,
+            "SELECT count(DISTINCT run_id) FROM dsh_journal WHERE line LIKE '%\"type\":\"settled\"%'",
+        )
+        .await;
+        if rows[0].get::<_, i64>(0) == ids.len() as i64 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the first host never answered a");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    doomed.signal(libc::SIGKILL);
+    doomed.wait();
+    let _survivor = Host::start(dir.path(), &url, 8);
+    for (n, id) in ids.iter().enumerate() {
+        let (code, stdout, stderr) = dsh(dir.path(), &["wait", id, "--store", &url]);
+        assert_eq!(code, Some(0), "{stderr}");
+        let value: Value = serde_json::from_str(&stdout).expect("the value");
+        assert_eq!(value, json!([n, "A", "B"]));
+    }
+    assert_settled_once(&url, ids.len()).await;
+    let claims = query(&url, "SELECT min(claims), max(claims) FROM dsh_runs").await;
+    assert_eq!(
+        (claims[0].get::<_, i32>(0), claims[0].get::<_, i32>(1)),
+        (2, 2)
+    );
+    let replayed = query(
+        &url,
+        "SELECT count(*) FROM dsh_journal WHERE line LIKE '%\"replayed\":true%'",
+    )
+    .await;
+    assert_eq!(
+        replayed[0].get::<_, i64>(0),
+        ids.len() as i64,
+        "each run's a replayed once"
+    );
+}
+
+/// A cancel from another process reaches the run's host, and `wait`
+/// exits as `run` does for a cancelled run; SIGTERM then drains the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_reaches_the_host_and_sigterm_drains_it() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let (dir, _) = workspace(json!([
+        { "match": { "label": "a" }, "text": "A", "times": 1000 },
+        { "match": { "label": "b" }, "hang": true, "times": 1000 }
+    ]));
+    let mut host = Host::start(dir.path(), &url, 2);
+    let id = submit(dir.path(), &url, 7);
+    let deadline = Instant::now() + common::RUN_BOUND;
+    loop {
+        let rows = query(
+            &url,
+            "SELECT count(*) FROM dsh_journal WHERE line LIKE '%\"label\":\"b\"%'",
+        )
+        .await;
+        if rows[0].get::<_, i64>(0) > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "b never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let asked = Instant::now();
+    let (code, _, stderr) = dsh(dir.path(), &["cancel", &id, "--store", &url]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, _, stderr) = dsh(dir.path(), &["wait", &id, "--store", &url]);
+    assert_eq!(code, Some(130), "{stderr}");
+    assert!(stderr.contains("error[CANCELLED]"), "{stderr}");
+    assert!(stderr.contains("dsh workflow cancel"), "{stderr}");
+    // Generous: the point is that it arrives, not how fast on a loaded machine.
+    assert!(asked.elapsed() < Duration::from_secs(30));
+
+    host.signal(libc::SIGTERM);
+    assert_eq!(host.wait(), Some(0));
+}
+
+#[test]
+fn commands_without_a_store_say_how_to_name_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for args in [&["wait", "run-x"][..], &["cancel", "run-x"], &["host"]] {
+        let (code, _, stderr) = dsh(dir.path(), args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("needs a store: pass --store"), "{stderr}");
+    }
+}
