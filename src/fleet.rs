@@ -87,6 +87,9 @@ pub async fn host(a: HostArgs) -> Result<i32, CliError> {
     let mut runs: JoinSet<()> = JoinSet::new();
     let mut running: HashMap<tokio::task::Id, String> = HashMap::new();
     eprintln!("dsh: host {name} runs up to {} run(s) of {url}", a.runs);
+    // After a claim, the next one is tried at once: a queue of many runs
+    // fills the host's room without waiting a poll for each.
+    let mut wait = POLL;
     loop {
         tokio::select! {
             _ = signals.next() => break,
@@ -95,13 +98,15 @@ pub async fn host(a: HostArgs) -> Result<i32, CliError> {
                     running.remove(&task);
                 }
             }
-            () = tokio::time::sleep(POLL), if running.len() < a.runs as usize => {
+            () = tokio::time::sleep(wait), if running.len() < a.runs as usize => {
                 let ids: Vec<String> = running.values().cloned().collect();
+                wait = POLL;
                 match store.claim(&name, &ids).await {
                     Ok(Some(claimed)) => {
                         let id = claimed.id.clone();
                         let handle = runs.spawn(run_claimed(store.clone(), claimed, config.clone()));
                         running.insert(handle.id(), id);
+                        wait = Duration::ZERO;
                     }
                     Ok(None) => {}
                     Err(e) => eprintln!("dsh: host {name}: cannot claim: {e}"),

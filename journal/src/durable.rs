@@ -364,7 +364,9 @@ impl Durable {
     /// and a caller that exits at once may leave the record, which then
     /// lists as interrupted).
     fn abandon(&self) {
+        // A resumed run's record was there before this attempt, and stays.
         if let Some(stored) = &self.stored
+            && self.resumed.is_none()
             && let Ok(handle) = tokio::runtime::Handle::try_current()
         {
             let (store, id) = (stored.store.clone(), stored.info.id.clone());

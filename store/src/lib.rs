@@ -158,15 +158,27 @@ impl Store {
         Ok(())
     }
 
-    /// Records how attempt `attempt` of run `id` settled.
+    /// Records how attempt `attempt` of run `id` settled — unless a later
+    /// attempt has settled already (a process that lost its hold and
+    /// settles late never overwrites the newer result).
     pub async fn set_result(&self, id: &str, attempt: i32, doc: &Value) -> Result<(), StoreError> {
-        self.client
+        let n = self
+            .client
             .execute(
                 "UPDATE dsh_runs SET result = $2, attempt = $3, state = 'settled', updated_at = now()
-                 WHERE id = $1",
+                 WHERE id = $1 AND (result IS NULL OR attempt <= $3)",
                 &[&id, doc, &attempt],
             )
             .await?;
+        if n == 0 {
+            return Err(StoreError::Row {
+                run: id.to_string(),
+                why: format!(
+                    "a later attempt than {attempt} has settled it already (this process lost its \
+                     hold on the run); its result stands"
+                ),
+            });
+        }
         Ok(())
     }
 

@@ -206,3 +206,28 @@ async fn a_second_writer_on_one_journal_is_stopped_not_interleaved() {
         format!("{}{}", attempt(1).to_text(), attempt(2).to_text())
     );
 }
+
+/// A process that lost its hold on a run and settles it late never
+/// overwrites the result of the later attempt that took the run over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_settle_of_an_earlier_attempt_is_refused() {
+    let Some((store, _)) = store().await else {
+        return;
+    };
+    store
+        .create_run("run-d", &json!({}), "")
+        .await
+        .expect("create");
+    store
+        .set_result("run-d", 2, &json!({"by": "the second host"}))
+        .await
+        .expect("the later attempt settles");
+    let late = store
+        .set_result("run-d", 1, &json!({"by": "the first host"}))
+        .await
+        .expect_err("refused");
+    assert!(late.to_string().contains("a later attempt"), "{late}");
+    let runs = store.runs(10).await.expect("runs");
+    assert_eq!(runs[0].result, Some(json!({"by": "the second host"})));
+    assert_eq!(runs[0].attempt, 2);
+}
