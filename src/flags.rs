@@ -156,7 +156,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_journal: bool,
     /// Keep the run in this PostgreSQL store instead of a run directory
-    /// (postgres://USER@HOST:PORT/DB; or DSH_STORE, or [store] url in dsh.toml).
+    /// (postgres://USER@HOST:PORT/DB; or DSH_STORE, or `[store] url` in dsh.toml).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     #[command(flatten)]
@@ -247,7 +247,7 @@ pub struct ResumeArgs {
     /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
     #[arg(long, value_name = "DIR")]
     pub runs_dir: Option<PathBuf>,
-    /// Resume a run kept in this PostgreSQL store (its exact id; or DSH_STORE, or [store] url in dsh.toml).
+    /// Resume a run kept in this PostgreSQL store (its exact id; or DSH_STORE, or `[store] url` in dsh.toml).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     /// Answer the calls that are not replayed from this fixture (default: the run's own provider).
@@ -271,7 +271,7 @@ pub struct ResumeArgs {
 
 #[derive(Args, Debug)]
 pub struct HostArgs {
-    /// The PostgreSQL store whose runs this host runs (or DSH_STORE, or [store] url in dsh.toml).
+    /// The PostgreSQL store whose runs this host runs (or DSH_STORE, or `[store] url` in dsh.toml).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     /// How many runs at once.
@@ -286,7 +286,7 @@ pub struct HostArgs {
 pub struct WaitArgs {
     /// The run's id (as `submit` printed it).
     pub run: String,
-    /// The PostgreSQL store (or DSH_STORE, or [store] url in dsh.toml).
+    /// The PostgreSQL store (or DSH_STORE, or `[store] url` in dsh.toml).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     /// What to print: the value, or the whole result.
@@ -298,7 +298,7 @@ pub struct WaitArgs {
 pub struct CancelArgs {
     /// The run's id.
     pub run: String,
-    /// The PostgreSQL store (or DSH_STORE, or [store] url in dsh.toml).
+    /// The PostgreSQL store (or DSH_STORE, or `[store] url` in dsh.toml).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
 }
@@ -308,7 +308,7 @@ pub struct RunsArgs {
     /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
     #[arg(long, value_name = "DIR")]
     pub runs_dir: Option<PathBuf>,
-    /// List the runs of this PostgreSQL store instead (or DSH_STORE, or [store] url in dsh.toml).
+    /// List the runs of this PostgreSQL store instead (or DSH_STORE, or `[store] url` in dsh.toml).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     /// The configuration file (default: dsh.toml from the working directory upward).
@@ -329,7 +329,7 @@ pub struct ShowArgs {
     /// Print one JSON object (run, totals, agents) instead of the text view.
     #[arg(long)]
     pub json: bool,
-    /// Show a run kept in this PostgreSQL store (its exact id; or DSH_STORE, or [store] url in dsh.toml).
+    /// Show a run kept in this PostgreSQL store (its exact id; or DSH_STORE, or `[store] url` in dsh.toml).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
 }
@@ -344,7 +344,7 @@ pub struct ReportArgs {
     /// Where to write the report (default: report.html in the run directory).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Report a run kept in this PostgreSQL store (its exact id; or DSH_STORE, or [store] url in dsh.toml); default output <run-id>.html.
+    /// Report a run kept in this PostgreSQL store (its exact id; or DSH_STORE, or `[store] url` in dsh.toml); default output RUN.html.
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
 }
