@@ -94,9 +94,25 @@ pub async fn host(a: HostArgs) -> Result<i32, CliError> {
         tokio::select! {
             _ = signals.next() => break,
             Some(done) = runs.join_next_with_id() => {
-                if let Ok((task, ())) = done {
-                    running.remove(&task);
-                }
+                let task = match done {
+                    Ok((task, ())) => task,
+                    Err(e) => {
+                        eprintln!("dsh: host {name}: a run's task failed: {e}");
+                        e.id()
+                    }
+                };
+                running.remove(&task);
+            }
+            // The holds are this connection's: without it, other hosts
+            // take these runs over, so this one must not go on with them.
+            () = tokio::time::sleep(POLL), if store.is_closed() => {
+                eprintln!(
+                    "dsh: host {name} lost its connection to {url}, and with it its hold on {} \
+                     run(s): it stops them (another host takes them over) and exits",
+                    running.len()
+                );
+                runs.shutdown().await;
+                return Ok(exit::ERROR);
             }
             () = tokio::time::sleep(wait), if running.len() < a.runs as usize => {
                 let ids: Vec<String> = running.values().cloned().collect();

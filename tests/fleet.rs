@@ -252,6 +252,61 @@ async fn a_dead_hosts_runs_are_taken_over() {
     );
 }
 
+/// A host whose connection to the store is cut (every session of the
+/// database terminated, as a restart does) has lost its holds: it stops
+/// its runs and exits 1 rather than run them beside the host that takes
+/// them over; the next host completes them, every call settled once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_loses_the_store_stops_and_its_runs_are_taken_over() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let (dir, _) = workspace(json!([
+        { "match": { "label": "a" }, "text": "A", "times": 1000 },
+        { "match": { "label": "b" }, "text": "B", "delayMs": 1500, "times": 1000 }
+    ]));
+    let mut cut = Host::start(dir.path(), &url, 4);
+    let ids: Vec<String> = (0..2).map(|n| submit(dir.path(), &url, n)).collect();
+    let deadline = Instant::now() + common::RUN_BOUND;
+    loop {
+        let rows = query(
+            &url,
+            "SELECT count(DISTINCT run_id) FROM dsh_journal WHERE line LIKE '%\"type\":\"settled\"%'",
+        )
+        .await;
+        if rows[0].get::<_, i64>(0) == ids.len() as i64 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the host never answered a");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let db = url
+        .rsplit_once('/')
+        .map(|(_, d)| d.to_string())
+        .expect("db");
+    let (admin, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = $1 AND pid <> pg_backend_pid()",
+            &[&db],
+        )
+        .await
+        .expect("terminate");
+    assert_eq!(cut.wait(), Some(1));
+    let _next = Host::start(dir.path(), &url, 4);
+    for (n, id) in ids.iter().enumerate() {
+        let (code, stdout, stderr) = dsh(dir.path(), &["wait", id, "--store", &url]);
+        assert_eq!(code, Some(0), "{stderr}");
+        let value: Value = serde_json::from_str(&stdout).expect("the value");
+        assert_eq!(value, json!([n, "A", "B"]));
+    }
+    assert_settled_once(&url, ids.len()).await;
+}
+
 /// A cancel from another process reaches the run's host, and `wait`
 /// exits as `run` does for a cancelled run; SIGTERM then drains the host.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -147,6 +147,12 @@ impl Store {
         &self.url
     }
 
+    /// Whether the store's connection is gone (and with it every hold
+    /// this process had).
+    pub fn is_closed(&self) -> bool {
+        self.client.is_closed()
+    }
+
     /// Records a new run: its `run.json` document and script.
     pub async fn create_run(&self, id: &str, info: &Value, source: &str) -> Result<(), StoreError> {
         self.client
