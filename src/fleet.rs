@@ -14,7 +14,7 @@ use dsh_orchestrator::journal::durable::run_info;
 use dsh_orchestrator::journal::{ProviderSpec, Replay, ResumeError, ResumeOptions, resume_stored};
 use dsh_orchestrator::providers::dry_run::DryRunProvider;
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
-use dsh_orchestrator::{ErrorCode, SubagentProvider};
+use dsh_orchestrator::{ErrorCode, SandboxPolicy, SubagentProvider};
 use dsh_store::{Claimed, Store, StoreUrl};
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
@@ -192,6 +192,13 @@ async fn run_one(
         ResumeError::Provider(e) => e,
     })?;
     req.provider = stack::compose(answering, durable.layer());
+    // A row is data anyone with write access to the store could have
+    // changed: its sandbox policy is never weaker than this host's own
+    // (`[workflow] sandbox`, best-effort unless set).
+    let floor = config.workflow.sandbox.unwrap_or(SandboxPolicy::BestEffort);
+    if strength(req.sandbox) < strength(floor) {
+        req.sandbox = floor;
+    }
     let req = req
         .with_worker(request::worker()?)
         .with_catalog(request::catalog(config));
@@ -211,6 +218,15 @@ async fn run_one(
         eprintln!("dsh: run {}: {w}", claimed.id);
     }
     Ok(())
+}
+
+/// How much a policy confines: `off` < `best-effort` < `strict`.
+fn strength(p: SandboxPolicy) -> u8 {
+    match p {
+        SandboxPolicy::Off => 0,
+        SandboxPolicy::BestEffort => 1,
+        SandboxPolicy::Strict => 2,
+    }
 }
 
 /// What answers a hosted run's calls: the fixture it was submitted with,

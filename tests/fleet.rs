@@ -356,3 +356,44 @@ fn commands_without_a_store_say_how_to_name_one() {
         assert!(stderr.contains("needs a store: pass --store"), "{stderr}");
     }
 }
+
+/// A run submitted (or tampered with) to run without a sandbox gets the
+/// host's own floor: best-effort unless the host's `dsh.toml` says `off`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_never_gets_a_weaker_sandbox_than_its_host() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let (dir, _) = workspace(json!([{ "match": {}, "text": "ok", "times": 10 }]));
+    let _host = Host::start(dir.path(), &url, 2);
+    let (code, stdout, stderr) = dsh(
+        dir.path(),
+        &[
+            "submit",
+            "wf.ts",
+            "--fixture",
+            "answers.json",
+            "--args",
+            "{\"n\":1}",
+            "--sandbox",
+            "off",
+            "--store",
+            &url,
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let id = stdout.trim().to_string();
+    let (code, stdout, stderr) = dsh(
+        dir.path(),
+        &["wait", &id, "--store", &url, "--output", "result"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let result: Value = serde_json::from_str(&stdout).expect("the result");
+    assert_ne!(result["sandbox"]["level"], "none", "{result}");
+    assert!(
+        result["sandbox"]["enforced"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty()),
+        "{result}"
+    );
+}
