@@ -23,7 +23,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Top {
-    /// Workflow scripts: run, check, types, test, runs, show, report, resume, providers, list, agents.
+    /// Workflow scripts: run, check, types, test, runs, show, report, resume, submit, host, wait, cancel, providers, list, agents.
     Workflow {
         #[command(subcommand)]
         command: WorkflowCmd,
