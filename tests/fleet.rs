@@ -132,6 +132,34 @@ async fn query(url: &str, sql: &str) -> Vec<tokio_postgres::Row> {
     client.query(sql, &[]).await.expect("query")
 }
 
+/// Waits (bounded) until each of `runs` runs has had a call answered.
+async fn each_answered_once(url: &str, runs: usize) {
+    let deadline = Instant::now() + common::RUN_BOUND;
+    loop {
+        let rows = query(
+            url,
+            "SELECT count(DISTINCT run_id) FROM dsh_journal WHERE line LIKE '%\"type\":\"settled\"%'",
+        )
+        .await;
+        if rows[0].get::<_, i64>(0) == runs as i64 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the runs were never answered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `wait`s for each run of `ids` (run `n` submitted with `n`): exit 0 and
+/// the value `[n, a, b]`.
+fn wait_all(dir: &Path, url: &str, ids: &[String], a: &str, b: &str) {
+    for (n, id) in ids.iter().enumerate() {
+        let (code, stdout, stderr) = dsh(dir, &["wait", id, "--store", url]);
+        assert_eq!(code, Some(0), "{stderr}");
+        let value: Value = serde_json::from_str(&stdout).expect("the value");
+        assert_eq!(value, json!([n, a, b]));
+    }
+}
+
 /// Every call of every run settled exactly once in the attempt that
 /// completed it: per run, the last attempt's `settled` lines, one per call.
 async fn assert_settled_once(url: &str, runs: usize) {
@@ -184,12 +212,7 @@ async fn submitted_runs_are_run_once_each_by_the_hosts() {
         Host::start(dir.path(), &url, 4),
     ];
     let ids: Vec<String> = (0..12).map(|n| submit(dir.path(), &url, n)).collect();
-    for (n, id) in ids.iter().enumerate() {
-        let (code, stdout, stderr) = dsh(dir.path(), &["wait", id, "--store", &url]);
-        assert_eq!(code, Some(0), "{stderr}");
-        let value: Value = serde_json::from_str(&stdout).expect("the value");
-        assert_eq!(value, json!([n, "ok", "ok"]));
-    }
+    wait_all(dir.path(), &url, &ids, "ok", "ok");
     assert_settled_once(&url, ids.len()).await;
     // Both hosts took work.
     let owners = query(&url, "SELECT count(DISTINCT owner) FROM dsh_runs").await;
@@ -212,28 +235,11 @@ async fn a_dead_hosts_runs_are_taken_over() {
     let mut doomed = Host::start(dir.path(), &url, 8);
     let ids: Vec<String> = (0..4).map(|n| submit(dir.path(), &url, n)).collect();
     // Wait until the doomed host runs them all, each with `a` answered.
-    let deadline = Instant::now() + common::RUN_BOUND;
-    loop {
-        let rows = query(
-            &url,
-            "SELECT count(DISTINCT run_id) FROM dsh_journal WHERE line LIKE '%\"type\":\"settled\"%'",
-        )
-        .await;
-        if rows[0].get::<_, i64>(0) == ids.len() as i64 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the first host never answered a");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    each_answered_once(&url, ids.len()).await;
     doomed.signal(libc::SIGKILL);
     doomed.wait();
     let _survivor = Host::start(dir.path(), &url, 8);
-    for (n, id) in ids.iter().enumerate() {
-        let (code, stdout, stderr) = dsh(dir.path(), &["wait", id, "--store", &url]);
-        assert_eq!(code, Some(0), "{stderr}");
-        let value: Value = serde_json::from_str(&stdout).expect("the value");
-        assert_eq!(value, json!([n, "A", "B"]));
-    }
+    wait_all(dir.path(), &url, &ids, "A", "B");
     assert_settled_once(&url, ids.len()).await;
     let claims = query(&url, "SELECT min(claims), max(claims) FROM dsh_runs").await;
     assert_eq!(
@@ -267,19 +273,7 @@ async fn a_host_that_loses_the_store_stops_and_its_runs_are_taken_over() {
     ]));
     let mut cut = Host::start(dir.path(), &url, 4);
     let ids: Vec<String> = (0..2).map(|n| submit(dir.path(), &url, n)).collect();
-    let deadline = Instant::now() + common::RUN_BOUND;
-    loop {
-        let rows = query(
-            &url,
-            "SELECT count(DISTINCT run_id) FROM dsh_journal WHERE line LIKE '%\"type\":\"settled\"%'",
-        )
-        .await;
-        if rows[0].get::<_, i64>(0) == ids.len() as i64 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the host never answered a");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    each_answered_once(&url, ids.len()).await;
     let db = url
         .rsplit_once('/')
         .map(|(_, d)| d.to_string())
@@ -298,12 +292,7 @@ async fn a_host_that_loses_the_store_stops_and_its_runs_are_taken_over() {
         .expect("terminate");
     assert_eq!(cut.wait(), Some(1));
     let _next = Host::start(dir.path(), &url, 4);
-    for (n, id) in ids.iter().enumerate() {
-        let (code, stdout, stderr) = dsh(dir.path(), &["wait", id, "--store", &url]);
-        assert_eq!(code, Some(0), "{stderr}");
-        let value: Value = serde_json::from_str(&stdout).expect("the value");
-        assert_eq!(value, json!([n, "A", "B"]));
-    }
+    wait_all(dir.path(), &url, &ids, "A", "B");
     assert_settled_once(&url, ids.len()).await;
 }
 
