@@ -124,19 +124,11 @@ fn submit(dir: &Path, url: &str, n: u32) -> String {
     stdout.trim().to_string()
 }
 
-async fn query(url: &str, sql: &str) -> Vec<tokio_postgres::Row> {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(conn);
-    client.query(sql, &[]).await.expect("query")
-}
-
 /// Waits (bounded) until each of `runs` runs has had a call answered.
 async fn each_answered_once(url: &str, runs: usize) {
     let deadline = Instant::now() + common::RUN_BOUND;
     loop {
-        let rows = query(
+        let rows = pg::query(
             url,
             "SELECT count(DISTINCT run_id) FROM dsh_journal WHERE line LIKE '%\"type\":\"settled\"%'",
         )
@@ -163,7 +155,7 @@ fn wait_all(dir: &Path, url: &str, ids: &[String], a: &str, b: &str) {
 /// Every call of every run settled exactly once in the attempt that
 /// completed it: per run, the last attempt's `settled` lines, one per call.
 async fn assert_settled_once(url: &str, runs: usize) {
-    let rows = query(
+    let rows = pg::query(
         url,
         "SELECT run_id, line FROM dsh_journal ORDER BY run_id, seq",
     )
@@ -215,7 +207,7 @@ async fn submitted_runs_are_run_once_each_by_the_hosts() {
     wait_all(dir.path(), &url, &ids, "ok", "ok");
     assert_settled_once(&url, ids.len()).await;
     // Both hosts took work.
-    let owners = query(&url, "SELECT count(DISTINCT owner) FROM dsh_runs").await;
+    let owners = pg::query(&url, "SELECT count(DISTINCT owner) FROM dsh_runs").await;
     assert_eq!(owners[0].get::<_, i64>(0), 2);
     drop(hosts);
 }
@@ -241,12 +233,12 @@ async fn a_dead_hosts_runs_are_taken_over() {
     let _survivor = Host::start(dir.path(), &url, 8);
     wait_all(dir.path(), &url, &ids, "A", "B");
     assert_settled_once(&url, ids.len()).await;
-    let claims = query(&url, "SELECT min(claims), max(claims) FROM dsh_runs").await;
+    let claims = pg::query(&url, "SELECT min(claims), max(claims) FROM dsh_runs").await;
     assert_eq!(
         (claims[0].get::<_, i32>(0), claims[0].get::<_, i32>(1)),
         (2, 2)
     );
-    let replayed = query(
+    let replayed = pg::query(
         &url,
         "SELECT count(*) FROM dsh_journal WHERE line LIKE '%\"replayed\":true%'",
     )
@@ -311,7 +303,7 @@ async fn a_cancel_reaches_the_host_and_sigterm_drains_it() {
     let id = submit(dir.path(), &url, 7);
     let deadline = Instant::now() + common::RUN_BOUND;
     loop {
-        let rows = query(
+        let rows = pg::query(
             &url,
             "SELECT count(*) FROM dsh_journal WHERE line LIKE '%\"label\":\"b\"%'",
         )

@@ -27,14 +27,6 @@ fn fixture() -> Value {
     ]})
 }
 
-async fn query(url: &str, sql: &str) -> Vec<tokio_postgres::Row> {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(conn);
-    client.query(sql, &[]).await.expect("query")
-}
-
 fn runs(
     dir: &std::path::Path,
     args: &[&str],
@@ -69,7 +61,7 @@ async fn a_run_kept_in_the_store_is_journaled_there_and_listed() {
     // No run directory: the run is in the store.
     assert!(!dir.join(".dsh/runs").exists());
 
-    let rows = query(
+    let rows = pg::query(
         &url,
         "SELECT id, info, attempt, result, source FROM dsh_runs",
     )
@@ -91,7 +83,7 @@ async fn a_run_kept_in_the_store_is_journaled_there_and_listed() {
 
     // The journal: the attempt, then each call started and settled, in
     // order, as journal.jsonl would have them.
-    let lines: Vec<Value> = query(&url, "SELECT line FROM dsh_journal ORDER BY seq")
+    let lines: Vec<Value> = pg::query(&url, "SELECT line FROM dsh_journal ORDER BY seq")
         .await
         .iter()
         .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("a journal line"))
@@ -118,7 +110,7 @@ async fn a_run_kept_in_the_store_is_journaled_there_and_listed() {
 
     // The run's events, as events.jsonl would have them: from its start
     // to its end, each call's start and end between.
-    let events: Vec<Value> = query(&url, "SELECT event FROM dsh_events ORDER BY seq")
+    let events: Vec<Value> = pg::query(&url, "SELECT event FROM dsh_events ORDER BY seq")
         .await
         .iter()
         .map(|r| serde_json::from_str(r.get::<_, &str>(0)).expect("an event"))
@@ -203,7 +195,7 @@ async fn the_store_is_also_named_by_dsh_store_and_by_dsh_toml() {
     // The output owns the directory: kept until the listing below.
     let out = ws.run(&[]);
     out.assert_code(0);
-    let rows = query(
+    let rows = pg::query(
         &url,
         "SELECT count(*) FROM dsh_runs WHERE result IS NOT NULL",
     )
@@ -229,14 +221,14 @@ async fn a_script_that_cannot_start_leaves_no_record() {
     out.assert_code(2);
     out.assert_error_line("SCRIPT_PARSE");
     // The schema may or may not exist: the store was never opened.
-    let rows = query(
+    let rows = pg::query(
         &url,
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'dsh_runs'",
     )
     .await;
     if rows[0].get::<_, i64>(0) == 1 {
         assert_eq!(
-            query(&url, "SELECT count(*) FROM dsh_runs").await[0].get::<_, i64>(0),
+            pg::query(&url, "SELECT count(*) FROM dsh_runs").await[0].get::<_, i64>(0),
             0
         );
     }
@@ -319,7 +311,7 @@ async fn a_stored_run_whose_process_died_is_resumed_from_the_store() {
     running.wait_for_event("the start of b", |e| {
         e["type"] == "workflow/agent-start" && e["label"] == "b"
     });
-    let id: String = query(&url, "SELECT id FROM dsh_runs").await[0].get(0);
+    let id: String = pg::query(&url, "SELECT id FROM dsh_runs").await[0].get(0);
 
     let elsewhere = tempfile::tempdir().expect("tempdir");
     let second = elsewhere.path().join("answers.json");
@@ -359,7 +351,7 @@ async fn a_stored_run_whose_process_died_is_resumed_from_the_store() {
     assert_eq!(result["value"], json!(["A", "B"]), "{result}");
     assert!(!elsewhere.path().join(".dsh").exists());
 
-    let rows = query(&url, "SELECT attempt, result FROM dsh_runs").await;
+    let rows = pg::query(&url, "SELECT attempt, result FROM dsh_runs").await;
     assert_eq!(rows[0].get::<_, i32>(0), 2);
     let doc: Value = rows[0].get::<_, Option<Value>>(1).expect("a result");
     assert_eq!(doc["result"]["stopReason"], "completed");
@@ -367,7 +359,7 @@ async fn a_stored_run_whose_process_died_is_resumed_from_the_store() {
         (doc["replayed"].as_u64(), doc["live"].as_u64()),
         (Some(1), Some(1))
     );
-    let attempts = query(
+    let attempts = pg::query(
         &url,
         "SELECT count(*) FROM dsh_journal WHERE line LIKE '{\"type\":\"attempt\"%'",
     )

@@ -248,12 +248,6 @@ impl Durable {
         Ok(durable)
     }
 
-    /// Where the run is kept when it is kept in a store: the store's
-    /// location (never a password).
-    pub fn store_location(&self) -> Option<String> {
-        self.stored.as_ref().map(|s| s.store.location())
-    }
-
     /// The journal as a layer of the run's provider stack: `None` when the
     /// run keeps neither a journal nor a recording. The provider of the
     /// request given to [`Durable::start`] must have been composed with it.

@@ -244,10 +244,7 @@ impl Store {
             .client
             .query_opt("SELECT info, result FROM dsh_runs WHERE id = $1", &[&id])
             .await?
-            .ok_or_else(|| StoreError::Row {
-                run: id.to_string(),
-                why: "no such run in this store; see `dsh workflow runs --store URL`".into(),
-            })?;
+            .ok_or_else(|| no_such_run(id))?;
         let journal = self.journal_text(id).await?;
         let held = if self.held_elsewhere(id).await? {
             Held::Running
@@ -274,14 +271,7 @@ impl Store {
 
     /// Whether another process holds run `id` (see `RunStore::hold`).
     async fn held_elsewhere(&self, id: &str) -> Result<bool, StoreError> {
-        let free: bool = self
-            .client
-            .query_one(
-                "SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
-                &[&id],
-            )
-            .await?
-            .get(0);
+        let free = self.try_hold(id).await?;
         if free {
             self.client
                 .execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", &[&id])
@@ -466,12 +456,7 @@ impl dsh_journal::RunStore for Store {
             .query_opt("SELECT info, source FROM dsh_runs WHERE id = $1", &[&id])
             .await
             .map_err(|e| boxed(e.into()))?
-            .ok_or_else(|| {
-                boxed(StoreError::Row {
-                    run: id.to_string(),
-                    why: "no such run in this store; see `dsh workflow runs --store URL`".into(),
-                })
-            })?;
+            .ok_or_else(|| boxed(no_such_run(id)))?;
         self.hold_run(id).await.map_err(boxed)?;
         let journal = self.journal_text(id).await.map_err(boxed)?;
         Ok(dsh_journal::StoredRecord {
@@ -508,19 +493,25 @@ impl dsh_journal::RunStore for Store {
 }
 
 impl Store {
-    /// Holds run `id` for this process: a session-level advisory lock on
-    /// the store's connection, so it is let go when the process ends,
-    /// however it ends. Refused while another process holds it.
-    async fn hold_run(&self, id: &str) -> Result<(), StoreError> {
-        let held: bool = self
+    /// Takes the hold on run `id` if nobody else has it (a session's
+    /// advisory lock: the session itself may take it again); whether it
+    /// did.
+    async fn try_hold(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self
             .client
             .query_one(
                 "SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
                 &[&id],
             )
             .await?
-            .get(0);
-        if held {
+            .get(0))
+    }
+
+    /// Holds run `id` for this process: a session-level advisory lock on
+    /// the store's connection, so it is let go when the process ends,
+    /// however it ends. Refused while another process holds it.
+    async fn hold_run(&self, id: &str) -> Result<(), StoreError> {
+        if self.try_hold(id).await? {
             Ok(())
         } else {
             Err(StoreError::Row {

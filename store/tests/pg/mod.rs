@@ -57,6 +57,15 @@ pub async fn database() -> Option<String> {
     Some(with_database(&admin, &name))
 }
 
+/// The rows of `sql` in the database at `url` (a connection of its own).
+pub async fn query(url: &str, sql: &str) -> Vec<tokio_postgres::Row> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    client.query(sql, &[]).await.expect("query")
+}
+
 /// `url` naming database `name` instead of its own.
 pub fn with_database(url: &str, name: &str) -> String {
     let (base, _) = url.rsplit_once('/').expect("a URL with a database");
