@@ -277,6 +277,9 @@ pub struct HostArgs {
     /// How many runs at once.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub runs: u32,
+    /// How long a run stays this host's without a heartbeat (renewed every third of it): a host dead, paused or cut off for longer loses its runs to another.
+    #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub lease: u32,
     /// The configuration file (default: dsh.toml from the working directory upward): its providers answer the runs' calls.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,

@@ -8,15 +8,16 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dsh_orchestrator::journal::durable::run_info;
 use dsh_orchestrator::journal::{ProviderSpec, Replay, ResumeError, ResumeOptions, resume_stored};
 use dsh_orchestrator::providers::dry_run::DryRunProvider;
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::{ErrorCode, SandboxPolicy, SubagentProvider};
-use dsh_store::{Claimed, Store, StoreUrl};
+use dsh_store::{Claimed, Notice, Store, StoreUrl};
 use serde_json::{Value, json};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::error::{CliError, exit, print_error};
@@ -24,9 +25,10 @@ use crate::flags::{CancelArgs, HostArgs, OutputMode, RunArgs, WaitArgs};
 use crate::request::{self, agent_types, load_config, open_store, store_url};
 use crate::stack::{self, Answering};
 
-/// How often a host looks for work while it has room, and how often it
-/// looks for cancels of its runs; how often `wait` looks for the result.
-const POLL: Duration = Duration::from_millis(200);
+/// How often a host looks for work while it has room, and `wait` for the
+/// result, besides the store's notices (which may be missed while a
+/// connection is down).
+const POLL: Duration = Duration::from_secs(1);
 
 fn needs_store(url: Option<StoreUrl>, what: &str) -> Result<StoreUrl, CliError> {
     url.ok_or_else(|| {
@@ -69,12 +71,34 @@ pub async fn submit(a: RunArgs) -> Result<i32, CliError> {
     Ok(exit::COMPLETED)
 }
 
-/// `dsh workflow host`: claims runs while it has room, runs them, and on
-/// SIGTERM or SIGINT stops claiming and finishes the ones it has.
+/// What a host is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HostState {
+    /// Claiming runs while it has room.
+    Claiming,
+    /// Told to stop (SIGTERM, SIGINT): claims nothing more, finishes the
+    /// runs it has, keeps their leases meanwhile.
+    Draining,
+    /// Told twice: cancels the runs it has, then exits.
+    Cancelling,
+}
+
+/// Why a host stops a run it no longer holds.
+const LEASE_LOST: &str = "this host lost its lease on the run (it was paused, or cut off from \
+                          the store, for longer than the lease); another host runs it";
+
+/// `dsh workflow host`: claims runs while it has room and runs them,
+/// keeping their leases; on SIGTERM or SIGINT stops claiming and finishes
+/// the ones it has (a second signal cancels them).
 pub async fn host(a: HostArgs) -> Result<i32, CliError> {
     let config = load_config(a.config.as_deref())?;
     let url = needs_store(store_url(a.store.as_deref(), &config)?, "host")?;
     let store = Arc::new(open_store(&url).await?);
+    let usage = |e: dsh_store::StoreError| CliError::usage(e.to_string());
+    let mut listener = store
+        .listen(&["dsh_queued", "dsh_cancel"])
+        .await
+        .map_err(usage)?;
     let name = format!(
         "{}:{}",
         std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -82,17 +106,57 @@ pub async fn host(a: HostArgs) -> Result<i32, CliError> {
             .unwrap_or_else(|_| "host".into()),
         std::process::id()
     );
+    let lease = Duration::from_secs(u64::from(a.lease));
     let config = Arc::new(config);
     let mut signals = crate::execute::Signals::install();
     let mut runs: JoinSet<()> = JoinSet::new();
     let mut running: HashMap<tokio::task::Id, String> = HashMap::new();
-    eprintln!("dsh: host {name} runs up to {} run(s) of {url}", a.runs);
-    // After a claim, the next one is tried at once: a queue of many runs
-    // fills the host's room without waiting a poll for each.
-    let mut wait = POLL;
+    let mut cancels: HashMap<String, watch::Sender<Option<String>>> = HashMap::new();
+    let mut heartbeat = tokio::time::interval(lease / 3);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut renewed = Instant::now();
+    let mut state = HostState::Claiming;
+    // When to look for work next: at once at start, after a claim (a long
+    // queue fills the host's room without a wait per run) and on a notice;
+    // else a poll after the last look (a deadline, not a sleep made
+    // afresh each turn of the loop, which the heartbeat would keep
+    // putting off).
+    let mut next_look = tokio::time::Instant::now();
+    eprintln!(
+        "dsh: host {name} runs up to {} run(s) of {url}, lease {}s",
+        a.runs, a.lease
+    );
+    let cancel = |cancels: &HashMap<String, watch::Sender<Option<String>>>, id: &str, why: &str| {
+        if let Some(tx) = cancels.get(id) {
+            tx.send_if_modified(|r| {
+                let first = r.is_none();
+                if first {
+                    *r = Some(why.to_string());
+                }
+                first
+            });
+        }
+    };
     loop {
+        let room = state == HostState::Claiming && running.len() < a.runs as usize;
         tokio::select! {
-            _ = signals.next() => break,
+            _ = signals.next() => {
+                state = match state {
+                    HostState::Claiming => {
+                        eprintln!(
+                            "dsh: host {name} stops claiming; finishing {} run(s) (again to cancel them)",
+                            running.len()
+                        );
+                        HostState::Draining
+                    }
+                    _ => {
+                        for id in running.values() {
+                            cancel(&cancels, id, "the host running it was told to stop");
+                        }
+                        HostState::Cancelling
+                    }
+                };
+            }
             Some(done) = runs.join_next_with_id() => {
                 let task = match done {
                     Ok((task, ())) => task,
@@ -101,40 +165,64 @@ pub async fn host(a: HostArgs) -> Result<i32, CliError> {
                         e.id()
                     }
                 };
-                running.remove(&task);
+                if let Some(id) = running.remove(&task) {
+                    cancels.remove(&id);
+                }
             }
-            // The holds are this connection's: without it, other hosts
-            // take these runs over, so this one must not go on with them.
-            () = tokio::time::sleep(POLL), if store.is_closed() => {
-                eprintln!(
-                    "dsh: host {name} lost its connection to {url}, and with it its hold on {} \
-                     run(s): it stops them (another host takes them over) and exits",
-                    running.len()
-                );
-                runs.shutdown().await;
-                return Ok(exit::ERROR);
-            }
-            () = tokio::time::sleep(wait), if running.len() < a.runs as usize => {
-                let ids: Vec<String> = running.values().cloned().collect();
-                wait = POLL;
-                match store.claim(&name, &ids).await {
+            _ = heartbeat.tick() => match store.renew(&name, lease).await {
+                Ok(renewal) => {
+                    renewed = Instant::now();
+                    for id in &renewal.lost {
+                        eprintln!("dsh: host {name}: run {id}: {LEASE_LOST}; stopping it");
+                        cancel(&cancels, id, LEASE_LOST);
+                    }
+                    for (id, reason) in &renewal.cancels {
+                        cancel(&cancels, id, reason);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("dsh: host {name}: cannot renew its leases: {e}");
+                    // Past the lease, other hosts may run these runs:
+                    // this one must not go on with them.
+                    if renewed.elapsed() >= lease {
+                        for id in running.values() {
+                            cancel(&cancels, id, LEASE_LOST);
+                        }
+                    }
+                }
+            },
+            Some(notice) = listener.next() => match notice {
+                Notice::Run { channel, id } if channel == "dsh_cancel" => {
+                    if cancels.contains_key(&id)
+                        && let Ok(Some(reason)) = store.cancel_requested(&id).await
+                    {
+                        cancel(&cancels, &id, &reason);
+                    }
+                }
+                // Submitted, or the listener was away: look.
+                Notice::Run { .. } | Notice::Resumed => next_look = tokio::time::Instant::now(),
+            },
+            () = tokio::time::sleep_until(next_look), if room => {
+                next_look = tokio::time::Instant::now() + POLL;
+                match store.claim(&name, lease).await {
                     Ok(Some(claimed)) => {
                         let id = claimed.id.clone();
-                        let handle = runs.spawn(run_claimed(store.clone(), claimed, config.clone()));
-                        running.insert(handle.id(), id);
-                        wait = Duration::ZERO;
+                        let (tx, rx) = watch::channel(claimed.cancel_requested.clone());
+                        let handle =
+                            runs.spawn(run_claimed(store.clone(), claimed, config.clone(), rx));
+                        running.insert(handle.id(), id.clone());
+                        cancels.insert(id, tx);
+                        next_look = tokio::time::Instant::now();
                     }
                     Ok(None) => {}
                     Err(e) => eprintln!("dsh: host {name}: cannot claim: {e}"),
                 }
             }
         }
+        if state != HostState::Claiming && running.is_empty() {
+            break;
+        }
     }
-    eprintln!(
-        "dsh: host {name} stops claiming; finishing {} run(s)",
-        running.len()
-    );
-    while runs.join_next().await.is_some() {}
     Ok(exit::COMPLETED)
 }
 
@@ -144,9 +232,10 @@ async fn run_claimed(
     store: Arc<Store>,
     claimed: Claimed,
     config: Arc<dsh_orchestrator::config::Config>,
+    cancel: watch::Receiver<Option<String>>,
 ) {
     let id = claimed.id.clone();
-    if let Err(e) = run_one(&store, &claimed, &config).await {
+    if let Err(e) = run_one(&store, &claimed, &config, cancel).await {
         let doc = json!({
             "result": {
                 "value": null,
@@ -172,6 +261,7 @@ async fn run_one(
     store: &Arc<Store>,
     claimed: &Claimed,
     config: &dsh_orchestrator::config::Config,
+    mut cancel: watch::Receiver<Option<String>>,
 ) -> Result<(), CliError> {
     let fixture = claimed
         .submission
@@ -203,15 +293,21 @@ async fn run_one(
         .with_worker(request::worker()?)
         .with_catalog(request::catalog(config));
     let run = durable.start(req)?;
-    loop {
-        tokio::select! {
-            _ = run.run().result() => break,
-            () = tokio::time::sleep(POLL) => {
-                if let Ok(Some(reason)) = store.cancel_requested(&claimed.id).await {
-                    run.run().cancel(reason);
-                }
+    // Cancelled while it waited, from anywhere since, or lost: the
+    // host's heartbeat and listener say so through `cancel`.
+    let cancelled = async {
+        loop {
+            if let Some(reason) = cancel.borrow_and_update().clone() {
+                return reason;
+            }
+            if cancel.changed().await.is_err() {
+                return std::future::pending().await;
             }
         }
+    };
+    tokio::select! {
+        _ = run.run().result() => {}
+        reason = cancelled => run.run().cancel(reason),
     }
     let finished = run.finish().await;
     for w in finished.warnings {
@@ -261,6 +357,12 @@ pub async fn wait(a: WaitArgs) -> Result<i32, CliError> {
     let config = load_config(None).unwrap_or_else(|_| dsh_orchestrator::config::Config::builtin());
     let url = needs_store(store_url(a.store.as_deref(), &config)?, "wait")?;
     let store = open_store(&url).await?;
+    // Listening before the first look: a result recorded between the two
+    // is heard, not missed.
+    let mut listener = store
+        .listen(&["dsh_settled"])
+        .await
+        .map_err(|e| CliError::usage(e.to_string()))?;
     let mut signals = crate::execute::Signals::install();
     let doc = loop {
         match store.result(&a.run).await {
@@ -268,7 +370,18 @@ pub async fn wait(a: WaitArgs) -> Result<i32, CliError> {
             Ok(None) => {}
             Err(e) => return Err(CliError::usage(e.to_string())),
         }
+        // Until a notice for this run (or a missed one) or the poll.
+        let heard = async {
+            loop {
+                match listener.next().await {
+                    Some(Notice::Run { id, .. }) if id != a.run => {}
+                    Some(_) => return,
+                    None => return std::future::pending().await,
+                }
+            }
+        };
         tokio::select! {
+            () = heard => {}
             () = tokio::time::sleep(POLL) => {}
             // Waiting is not running: an interrupt ends the wait, not the run.
             _ = signals.next() => return Ok(exit::CANCELLED),
@@ -301,8 +414,9 @@ fn print_result(result: &Value, output: OutputMode) -> i32 {
     }
 }
 
-/// `dsh workflow cancel`: records the cancel; the run's host acts on it
-/// (within [`POLL`]).
+/// `dsh workflow cancel`: records the cancel; the store notifies the run's
+/// host, which cancels it at once (or at its next heartbeat, a third of
+/// its lease, if the notice was missed).
 pub async fn cancel(a: CancelArgs) -> Result<i32, CliError> {
     let config = load_config(None).unwrap_or_else(|_| dsh_orchestrator::config::Config::builtin());
     let url = needs_store(store_url(a.store.as_deref(), &config)?, "cancel")?;

@@ -25,31 +25,47 @@ return [args.n, a, b];
 "#;
 
 /// A `dsh workflow host` process, killed (its group) if still there when
-/// dropped.
+/// dropped; its stderr in a file of the test's directory.
 struct Host {
     child: Child,
+    stderr: PathBuf,
 }
 
 impl Host {
-    fn start(dir: &Path, url: &str, runs: u32) -> Host {
+    /// A host of `runs` runs at once and a lease of `lease` seconds.
+    fn start(dir: &Path, url: &str, runs: u32, lease: u32) -> Host {
         use std::os::unix::process::CommandExt as _;
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let stderr = dir.join(format!("host-{n}.stderr"));
         let child = Command::new(DSH)
             .current_dir(dir)
-            .args([
-                "workflow",
-                "host",
-                "--store",
-                url,
-                "--runs",
-                &runs.to_string(),
-            ])
+            .args(["workflow", "host", "--store", url])
+            .args(["--runs", &runs.to_string(), "--lease", &lease.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).expect("stderr file"))
             .process_group(0)
             .spawn()
             .expect("spawn a host");
-        Host { child }
+        Host { child, stderr }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Waits (bounded) until the host's stderr says `what`.
+    async fn says(&self, what: &str) {
+        let deadline = Instant::now() + common::RUN_BOUND;
+        while !self.stderr().contains(what) {
+            assert!(
+                Instant::now() < deadline,
+                "the host never said {what:?}: {}",
+                self.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     fn signal(&self, sig: libc::c_int) {
@@ -79,19 +95,13 @@ impl Drop for Host {
     }
 }
 
+/// `dsh workflow ARGS` in `dir`, bounded: its code, stdout and stderr.
 fn dsh(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = Command::new(DSH)
-        .current_dir(dir)
-        .args(["workflow"])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("dsh");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let args: Vec<&str> = std::iter::once("workflow")
+        .chain(args.iter().copied())
+        .collect();
+    let (stdout, stderr, code) = common::dsh_in(dir, &args);
+    (code, stdout, stderr)
 }
 
 fn workspace(answers: Value) -> (tempfile::TempDir, PathBuf) {
@@ -200,8 +210,8 @@ async fn submitted_runs_are_run_once_each_by_the_hosts() {
     };
     let (dir, _) = workspace(json!([{ "match": {}, "text": "ok", "delayMs": 50, "times": 1000 }]));
     let hosts = [
-        Host::start(dir.path(), &url, 4),
-        Host::start(dir.path(), &url, 4),
+        Host::start(dir.path(), &url, 4, 10),
+        Host::start(dir.path(), &url, 4, 10),
     ];
     let ids: Vec<String> = (0..12).map(|n| submit(dir.path(), &url, n)).collect();
     wait_all(dir.path(), &url, &ids, "ok", "ok");
@@ -212,9 +222,9 @@ async fn submitted_runs_are_run_once_each_by_the_hosts() {
     drop(hosts);
 }
 
-/// A host dies (kill -9) with runs in flight: another host takes them
-/// over from the store — the answered calls replayed, the rest run — and
-/// every call settles once.
+/// A host dies (kill -9) with runs in flight: once its lease has passed,
+/// another host takes them over from the store — the answered calls
+/// replayed, the rest run — and every call settles once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_hosts_runs_are_taken_over() {
     let Some(url) = pg::database().await else {
@@ -224,13 +234,13 @@ async fn a_dead_hosts_runs_are_taken_over() {
         { "match": { "label": "a" }, "text": "A", "times": 1000 },
         { "match": { "label": "b" }, "text": "B", "delayMs": 1500, "times": 1000 }
     ]));
-    let mut doomed = Host::start(dir.path(), &url, 8);
+    let mut doomed = Host::start(dir.path(), &url, 8, 2);
     let ids: Vec<String> = (0..4).map(|n| submit(dir.path(), &url, n)).collect();
     // Wait until the doomed host runs them all, each with `a` answered.
     each_answered_once(&url, ids.len()).await;
     doomed.signal(libc::SIGKILL);
     doomed.wait();
-    let _survivor = Host::start(dir.path(), &url, 8);
+    let _survivor = Host::start(dir.path(), &url, 8, 2);
     wait_all(dir.path(), &url, &ids, "A", "B");
     assert_settled_once(&url, ids.len()).await;
     let claims = pg::query(&url, "SELECT min(claims), max(claims) FROM dsh_runs").await;
@@ -250,27 +260,14 @@ async fn a_dead_hosts_runs_are_taken_over() {
     );
 }
 
-/// A host whose connection to the store is cut (every session of the
-/// database terminated, as a restart does) has lost its holds: it stops
-/// its runs and exits 1 rather than run them beside the host that takes
-/// them over; the next host completes them, every call settled once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_that_loses_the_store_stops_and_its_runs_are_taken_over() {
-    let Some(url) = pg::database().await else {
-        return;
-    };
-    let (dir, _) = workspace(json!([
-        { "match": { "label": "a" }, "text": "A", "times": 1000 },
-        { "match": { "label": "b" }, "text": "B", "delayMs": 1500, "times": 1000 }
-    ]));
-    let mut cut = Host::start(dir.path(), &url, 4);
-    let ids: Vec<String> = (0..2).map(|n| submit(dir.path(), &url, n)).collect();
-    each_answered_once(&url, ids.len()).await;
+/// Terminates every other session of the database at `url`, as a
+/// restart of the server does to its clients.
+async fn cut_connections(url: &str) {
     let db = url
         .rsplit_once('/')
         .map(|(_, d)| d.to_string())
         .expect("db");
-    let (admin, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+    let (admin, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
         .await
         .expect("connect");
     tokio::spawn(conn);
@@ -282,10 +279,69 @@ async fn a_host_that_loses_the_store_stops_and_its_runs_are_taken_over() {
         )
         .await
         .expect("terminate");
-    assert_eq!(cut.wait(), Some(1));
-    let _next = Host::start(dir.path(), &url, 4);
+}
+
+/// A host whose connections to the store are cut mid-run (every session
+/// of the database terminated, as a restart does) connects again and
+/// finishes its runs under the leases it still has: no run is taken over,
+/// every call settles once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_whose_connections_are_cut_connects_again_and_finishes() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let (dir, _) = workspace(json!([
+        { "match": { "label": "a" }, "text": "A", "times": 1000 },
+        { "match": { "label": "b" }, "text": "B", "delayMs": 1500, "times": 1000 }
+    ]));
+    let mut host = Host::start(dir.path(), &url, 4, 10);
+    let ids: Vec<String> = (0..2).map(|n| submit(dir.path(), &url, n)).collect();
+    each_answered_once(&url, ids.len()).await;
+    cut_connections(&url).await;
     wait_all(dir.path(), &url, &ids, "A", "B");
     assert_settled_once(&url, ids.len()).await;
+    let claims = pg::query(&url, "SELECT max(claims) FROM dsh_runs").await;
+    assert_eq!(claims[0].get::<_, i32>(0), 1, "no run was taken over");
+    host.signal(libc::SIGTERM);
+    assert_eq!(host.wait(), Some(0), "{}", host.stderr());
+}
+
+/// A host paused (SIGSTOP) past its lease loses its runs to another host,
+/// which completes them; continued (SIGCONT), the paused host finds its
+/// leases gone, stops those runs, and its late writes are refused: every
+/// call settled once, each result the new host's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_paused_past_its_lease_loses_its_runs_and_its_late_writes() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let (dir, _) = workspace(json!([
+        { "match": { "label": "a" }, "text": "A", "times": 1000 },
+        { "match": { "label": "b" }, "text": "B", "delayMs": 1500, "times": 1000 }
+    ]));
+    let mut paused = Host::start(dir.path(), &url, 4, 2);
+    let ids: Vec<String> = (0..2).map(|n| submit(dir.path(), &url, n)).collect();
+    each_answered_once(&url, ids.len()).await;
+    paused.signal(libc::SIGSTOP);
+    let other = Host::start(dir.path(), &url, 4, 2);
+    wait_all(dir.path(), &url, &ids, "A", "B");
+    paused.signal(libc::SIGCONT);
+    paused.says("lost its lease on the run").await;
+    // Its runs stopped and let go, the paused host is still a host: it
+    // drains and exits on SIGTERM.
+    paused.signal(libc::SIGTERM);
+    assert_eq!(paused.wait(), Some(0), "{}", paused.stderr());
+    assert_settled_once(&url, ids.len()).await;
+    let rows = pg::query(
+        &url,
+        "SELECT claims, result->'result'->>'stopReason' FROM dsh_runs",
+    )
+    .await;
+    for r in rows {
+        assert_eq!(r.get::<_, i32>(0), 2);
+        assert_eq!(r.get::<_, Option<&str>>(1), Some("completed"));
+    }
+    drop(other);
 }
 
 /// A cancel from another process reaches the run's host, and `wait`
@@ -299,7 +355,7 @@ async fn a_cancel_reaches_the_host_and_sigterm_drains_it() {
         { "match": { "label": "a" }, "text": "A", "times": 1000 },
         { "match": { "label": "b" }, "hang": true, "times": 1000 }
     ]));
-    let mut host = Host::start(dir.path(), &url, 2);
+    let mut host = Host::start(dir.path(), &url, 2, 10);
     let id = submit(dir.path(), &url, 7);
     let deadline = Instant::now() + common::RUN_BOUND;
     loop {
@@ -346,7 +402,7 @@ async fn a_run_never_gets_a_weaker_sandbox_than_its_host() {
         return;
     };
     let (dir, _) = workspace(json!([{ "match": {}, "text": "ok", "times": 10 }]));
-    let _host = Host::start(dir.path(), &url, 2);
+    let _host = Host::start(dir.path(), &url, 2, 10);
     let (code, stdout, stderr) = dsh(
         dir.path(),
         &[

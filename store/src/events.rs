@@ -4,40 +4,32 @@
 //! stored run has its logs.
 //!
 //! One task per run with a connection of its own takes every event that
-//! has come since its last insert and writes them in one statement. The
-//! first error stops it (the run goes on; the caller says it once), as the
-//! events file's first write error does.
+//! has come since its last insert and writes them in one statement, fenced
+//! by the run's claim and riding out a broken connection as the journal
+//! does (`lines.rs`). A write that fails for good stops it (the run goes
+//! on; the caller says it once), as the events file's first write error
+//! does.
 
 use dsh_engine::events::EventStream;
 use dsh_engine::events_file::Written;
 
-use crate::{StoreError, StoreUrl, connect};
+use crate::StoreUrl;
+use crate::lines::{Appender, Table};
 
-/// Keeps `events` of run `id` (see the module docs).
-pub(crate) async fn keep(url: &StoreUrl, id: &str, mut events: EventStream, limit: u64) -> Written {
+/// Keeps `events` of run `id`, held under claim `fence` (see the module
+/// docs).
+pub(crate) async fn keep(
+    url: &StoreUrl,
+    id: &str,
+    fence: Option<i32>,
+    mut events: EventStream,
+    limit: u64,
+) -> Written {
     let mut written = Written::default();
-    let fail = |e: StoreError| Some(std::io::Error::other(e.to_string()));
-    let client = match connect(url).await {
-        Ok(c) => c,
+    let (mut appender, mut size) = match Appender::open(url, id, fence, Table::Events).await {
+        Ok(opened) => opened,
         Err(e) => {
-            written.error = fail(e);
-            return written;
-        }
-    };
-    let (mut next, mut size) = match client
-        .query_one(
-            "SELECT coalesce(max(seq), 0), coalesce(sum(octet_length(event)), 0)::bigint
-             FROM dsh_events WHERE run_id = $1",
-            &[&id],
-        )
-        .await
-    {
-        Ok(row) => (
-            row.get::<_, i64>(0) + 1,
-            u64::try_from(row.get::<_, i64>(1)).unwrap_or(0),
-        ),
-        Err(e) => {
-            written.error = fail(e.into());
+            written.error = Some(std::io::Error::other(e.to_string()));
             return written;
         }
     };
@@ -61,20 +53,9 @@ pub(crate) async fn keep(url: &StoreUrl, id: &str, mut events: EventStream, limi
             size += len;
             lines.push(line);
         }
-        if !lines.is_empty() {
-            let seqs: Vec<i64> = (next..next + lines.len() as i64).collect();
-            if let Err(e) = client
-                .execute(
-                    "INSERT INTO dsh_events (run_id, seq, event)
-                     SELECT $1, s, e FROM unnest($2::bigint[], $3::text[]) AS t(s, e)",
-                    &[&id, &seqs, &lines],
-                )
-                .await
-            {
-                written.error = fail(e.into());
-                break;
-            }
-            next += lines.len() as i64;
+        if let Err(why) = appender.append(&lines).await {
+            written.error = Some(std::io::Error::other(why));
+            break;
         }
         if written.capped {
             break;

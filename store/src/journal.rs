@@ -6,28 +6,22 @@
 //! unchanged. A writer task with a connection of its own takes what has
 //! queued since its last write and inserts it in one statement — group
 //! commit, as the file journal's `fdatasync` — and acknowledges the lines
-//! once PostgreSQL has committed them. A connection that breaks is opened
-//! again and the batch written again (the primary key makes a repeat a
-//! no-op); a store that stays unreachable is reported once, and the layer
-//! counts the calls of the lines not kept as not journaled. A first try
-//! that finds its places taken means another process writes this run's
-//! journal: this writer stops rather than interleave.
+//! once PostgreSQL has committed them. Every insert is fenced by the
+//! claim the run is held under, and a broken connection is opened again
+//! (`lines.rs`). A store that stays unreachable, a run claimed by another
+//! host, or places another process wrote: the writer stops, says why
+//! once, and the layer counts the calls of the lines not kept as not
+//! journaled — it never interleaves with the run's new holder.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use dsh_journal::{JournalFull, JournalStore, Line};
 use tokio::sync::{mpsc, oneshot};
-use tokio_postgres::Client;
 
-use crate::{StoreError, StoreUrl, connect};
-
-/// How often a batch is tried before the store is given up for this run,
-/// and how long to wait between tries (doubling).
-const TRIES: u32 = 6;
-const FIRST_WAIT: Duration = Duration::from_millis(250);
+use crate::lines::{Appender, Table};
+use crate::{StoreError, StoreUrl};
 
 enum Req {
     Line(String, Option<oneshot::Sender<bool>>),
@@ -42,25 +36,20 @@ pub struct PgJournal {
 
 impl PgJournal {
     /// Appends to the journal of run `run_id` (which must exist in
-    /// `dsh_runs`) after the lines it already has. Inside a tokio runtime.
-    pub async fn open(url: &StoreUrl, run_id: &str) -> Result<PgJournal, StoreError> {
-        let client = connect(url).await?;
-        let row = client
-            .query_one(
-                "SELECT coalesce(max(seq), 0), coalesce(sum(octet_length(line)), 0)::bigint
-                 FROM dsh_journal WHERE run_id = $1",
-                &[&run_id],
-            )
-            .await?;
-        let last: i64 = row.get(0);
-        let bytes: i64 = row.get(1);
-        let queued = Arc::new(AtomicU64::new(u64::try_from(bytes).unwrap_or(0)));
+    /// `dsh_runs`) after the lines it already has, while the run's claim
+    /// is `fence` (`None`: unfenced). Inside a tokio runtime.
+    pub async fn open(
+        url: &StoreUrl,
+        run_id: &str,
+        fence: Option<i32>,
+    ) -> Result<PgJournal, StoreError> {
+        let (appender, bytes) = Appender::open(url, run_id, fence, Table::Journal).await?;
+        let queued = Arc::new(AtomicU64::new(bytes));
         let (tx, rx) = mpsc::unbounded_channel();
         let writer = Writer {
-            url: url.clone(),
-            client: Some(client),
+            appender,
+            url: url.to_string(),
             run_id: run_id.to_string(),
-            next_seq: last + 1,
             given_up: None,
         };
         tokio::spawn(writer.run(rx));
@@ -111,12 +100,11 @@ impl JournalStore for PgJournal {
     }
 }
 
-/// The task that owns the journal's connection.
+/// The task that owns the journal's appender.
 struct Writer {
-    url: StoreUrl,
-    client: Option<Client>,
+    appender: Appender,
+    url: String,
     run_id: String,
-    next_seq: i64,
     /// Why the store was given up for this run, once it was.
     given_up: Option<String>,
 }
@@ -137,68 +125,29 @@ impl Writer {
             while let Ok(req) = rx.try_recv() {
                 take(req);
             }
-            let kept = lines.is_empty() || self.write(lines).await;
+            let kept = self.write(&lines).await;
             for ack in acks {
                 let _ = ack.send(kept);
             }
         }
     }
 
-    /// Writes `lines` after the ones written so far; `false` when the
-    /// store is (or now is) given up.
-    async fn write(&mut self, lines: Vec<String>) -> bool {
+    /// Writes `lines`; `false` when the store is (or now is) given up.
+    async fn write(&mut self, lines: &[String]) -> bool {
         if self.given_up.is_some() {
-            return false;
+            return lines.is_empty();
         }
-        let count = lines.len() as i64;
-        let seqs: Vec<i64> = (self.next_seq..self.next_seq + count).collect();
-        let mut wait = FIRST_WAIT;
-        let mut last_error = String::new();
-        for try_ in 0..TRIES {
-            if self.client.as_ref().is_none_or(Client::is_closed) {
-                self.client = connect(&self.url).await.ok();
+        match self.appender.append(lines).await {
+            Ok(()) => true,
+            Err(why) => {
+                tracing::warn!(
+                    "the store {} stopped taking run {}'s journal ({why}); this run's later calls are not journaled",
+                    self.url,
+                    self.run_id
+                );
+                self.given_up = Some(why);
+                false
             }
-            if let Some(client) = &self.client {
-                match client
-                    .execute(
-                        "INSERT INTO dsh_journal (run_id, seq, line)
-                         SELECT $1, s, l FROM unnest($2::bigint[], $3::text[]) AS t(s, l)
-                         ON CONFLICT (run_id, seq) DO NOTHING",
-                        &[&self.run_id, &seqs, &lines],
-                    )
-                    .await
-                {
-                    // Fewer rows than lines on a first try: another
-                    // process wrote these places of this run's journal (it
-                    // resumed the run while this one still ran). Its lines
-                    // stand; this process stops journaling rather than
-                    // interleave with it. On a later try the missing rows
-                    // are this writer's own earlier commit.
-                    Ok(written) if written != count as u64 && try_ == 0 => {
-                        last_error = format!(
-                            "another process wrote run {}'s journal at line {}",
-                            self.run_id, self.next_seq
-                        );
-                        break;
-                    }
-                    Ok(_) => {
-                        self.next_seq += count;
-                        return true;
-                    }
-                    Err(e) => last_error = StoreError::from(e).to_string(),
-                }
-            } else {
-                last_error = format!("cannot connect to {}", self.url);
-            }
-            tokio::time::sleep(wait).await;
-            wait *= 2;
         }
-        tracing::warn!(
-            "the store {} stopped taking run {}'s journal ({last_error}); this run's later calls are not journaled",
-            self.url,
-            self.run_id
-        );
-        self.given_up = Some(last_error);
-        false
     }
 }

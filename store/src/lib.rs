@@ -9,17 +9,32 @@
 //! layer above it — what is journaled, when it must be durable, how a
 //! resume replays by content key — is the same on either store.
 //!
-//! What it is not: a queue, a scheduler or a second journal format. The
-//! file journal stays the embedded default; nothing of this crate runs
-//! unless a store URL is given.
+//! It is also the queue hosts share: [`Store::submit`] records a run for
+//! a host, [`Store::claim`] takes the oldest claimable one (`FOR UPDATE
+//! SKIP LOCKED`) under a lease that [`Store::renew`] keeps, and every
+//! write of a run — journal, events, record, result — is fenced by the
+//! claim it is made under (`claims`), so a host paused past its lease
+//! cannot overwrite its successor's. [`Listener`] hears what changed
+//! (`LISTEN/NOTIFY`) instead of asking.
+//!
+//! What it is not: a scheduler of agent calls, or a second journal
+//! format. The file journal stays the embedded default; nothing of this
+//! crate runs unless a store URL is given.
 
 mod events;
 mod journal;
+mod lines;
+mod listen;
 pub mod migrate;
 mod url;
 
 pub use journal::PgJournal;
+pub use listen::{Listener, Notice};
 pub use url::StoreUrl;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use dsh_journal::summary::{Held, RunSummary, summarize_stored};
 use serde_json::Value;
@@ -105,10 +120,42 @@ pub struct Claimed {
     /// The run's id.
     pub id: String,
     /// How many times it has been claimed, this claim included (more than
-    /// one: an earlier host is gone, and this one resumes it).
+    /// one: an earlier host is gone, and this one resumes it). Every write
+    /// of the run is fenced by it.
     pub claims: i32,
     /// What the submitter gave besides the record (the fixture's text).
     pub submission: Option<Value>,
+    /// The cancel asked for it already, if any (while it was queued).
+    pub cancel_requested: Option<String>,
+}
+
+/// What a heartbeat found ([`Store::renew`]).
+#[derive(Debug, Default)]
+pub struct Renewal {
+    /// Runs whose lease this host no longer has: another host claimed
+    /// them (this one was paused or cut off past the lease), or they were
+    /// settled elsewhere. This host must stop them.
+    pub lost: Vec<String>,
+    /// Runs a cancel was asked for, with its reason.
+    pub cancels: Vec<(String, String)>,
+}
+
+/// How this process holds a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HoldKind {
+    /// By a lease a host renews ([`Store::claim`], [`Store::renew`]).
+    Lease,
+    /// By a session advisory lock on the store's connection: a run this
+    /// process made (`run --store`) or resumed (`resume --store`). The
+    /// lock only keeps a second process from starting it; the fence keeps
+    /// the writes apart.
+    Session,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Hold {
+    claim: i32,
+    kind: HoldKind,
 }
 
 fn no_such_run(id: &str) -> StoreError {
@@ -118,16 +165,23 @@ fn no_such_run(id: &str) -> StoreError {
     }
 }
 
-/// The store: one connection, the schema up to date.
+/// The store: one connection (opened again when it breaks), the schema up
+/// to date, and the runs this process holds with the claim of each.
 pub struct Store {
     url: StoreUrl,
-    client: Client,
+    client: Mutex<Arc<Client>>,
+    held: Mutex<HashMap<String, Hold>>,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("url", &self.url).finish()
     }
+}
+
+/// A lock whose holder panicked still guards plain data.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Store {
@@ -138,7 +192,8 @@ impl Store {
         migrate::migrate(&mut client).await?;
         Ok(Store {
             url: url.clone(),
-            client,
+            client: Mutex::new(Arc::new(client)),
+            held: Mutex::new(HashMap::new()),
         })
     }
 
@@ -147,41 +202,67 @@ impl Store {
         &self.url
     }
 
-    /// Whether the store's connection is gone (and with it every hold
-    /// this process had).
-    pub fn is_closed(&self) -> bool {
-        self.client.is_closed()
+    /// The store's connection, opened again if it broke (the server
+    /// restarted, the network was cut). A session's advisory locks do not
+    /// survive that; leases and fences do.
+    async fn db(&self) -> Result<Arc<Client>, StoreError> {
+        let current = lock(&self.client).clone();
+        if !current.is_closed() {
+            return Ok(current);
+        }
+        let fresh = Arc::new(connect(&self.url).await?);
+        *lock(&self.client) = fresh.clone();
+        Ok(fresh)
     }
 
-    /// Records a new run: its `run.json` document and script.
+    /// The claim run `id` is held under by this process, if it holds it.
+    fn fence(&self, id: &str) -> Option<i32> {
+        lock(&self.held).get(id).map(|h| h.claim)
+    }
+
+    /// Records a new run: its `run.json` document and script, held by this
+    /// process under its first claim.
     pub async fn create_run(&self, id: &str, info: &Value, source: &str) -> Result<(), StoreError> {
-        self.client
+        self.db()
+            .await?
             .execute(
-                "INSERT INTO dsh_runs (id, info, source) VALUES ($1, $2, $3)",
+                "INSERT INTO dsh_runs (id, info, source, claims) VALUES ($1, $2, $3, 1)",
                 &[&id, info, &source],
             )
             .await?;
+        lock(&self.held).insert(
+            id.to_string(),
+            Hold {
+                claim: 1,
+                kind: HoldKind::Session,
+            },
+        );
         Ok(())
     }
 
-    /// Records how attempt `attempt` of run `id` settled — unless a later
-    /// attempt has settled already (a process that lost its hold and
-    /// settles late never overwrites the newer result).
+    /// Records how attempt `attempt` of run `id` settled — unless this
+    /// process's claim on it is no longer the run's (another host took it
+    /// over), or a later attempt has settled it already: a process that
+    /// lost the run and settles late never overwrites the newer result.
     pub async fn set_result(&self, id: &str, attempt: i32, doc: &Value) -> Result<(), StoreError> {
+        let fence = self.fence(id);
         let n = self
-            .client
+            .db()
+            .await?
             .execute(
-                "UPDATE dsh_runs SET result = $2, attempt = $3, state = 'settled', updated_at = now()
-                 WHERE id = $1 AND (result IS NULL OR attempt <= $3)",
-                &[&id, doc, &attempt],
+                "UPDATE dsh_runs SET result = $2, attempt = $3, state = 'settled',
+                     lease_until = NULL, updated_at = now()
+                 WHERE id = $1 AND ($4::integer IS NULL OR claims = $4)
+                     AND (result IS NULL OR attempt <= $3)",
+                &[&id, doc, &attempt, &fence],
             )
             .await?;
         if n == 0 {
             return Err(StoreError::Row {
                 run: id.to_string(),
                 why: format!(
-                    "a later attempt than {attempt} has settled it already (this process lost its \
-                     hold on the run); its result stands"
+                    "another host claimed it, or a later attempt than {attempt} settled it, after \
+                     this process lost its hold on the run; that result stands"
                 ),
             });
         }
@@ -191,7 +272,8 @@ impl Store {
     /// The newest `limit` runs, newest first.
     pub async fn runs(&self, limit: i64) -> Result<Vec<RunRow>, StoreError> {
         let rows = self
-            .client
+            .db()
+            .await?
             .query(
                 "SELECT id, info, attempt, result FROM dsh_runs
                  ORDER BY created_at DESC, id DESC LIMIT $1",
@@ -212,7 +294,8 @@ impl Store {
     /// Run `id`'s journal, as the text of `journal.jsonl` would be.
     pub async fn journal_text(&self, id: &str) -> Result<String, StoreError> {
         let rows = self
-            .client
+            .db()
+            .await?
             .query(
                 "SELECT line FROM dsh_journal WHERE run_id = $1 ORDER BY seq",
                 &[&id],
@@ -224,7 +307,8 @@ impl Store {
     /// Run `id`'s events, as the text of `events.jsonl` would be.
     pub async fn events_text(&self, id: &str) -> Result<String, StoreError> {
         let rows = self
-            .client
+            .db()
+            .await?
             .query(
                 "SELECT event FROM dsh_events WHERE run_id = $1 ORDER BY seq",
                 &[&id],
@@ -241,12 +325,18 @@ impl Store {
     /// answer (`None`: none).
     pub async fn summary(&self, id: &str, texts: Option<usize>) -> Result<RunSummary, StoreError> {
         let row = self
-            .client
-            .query_opt("SELECT info, result FROM dsh_runs WHERE id = $1", &[&id])
+            .db()
+            .await?
+            .query_opt(
+                "SELECT info, result, state = 'running' AND lease_until > now()
+                 FROM dsh_runs WHERE id = $1",
+                &[&id],
+            )
             .await?
             .ok_or_else(|| no_such_run(id))?;
         let journal = self.journal_text(id).await?;
-        let held = if self.held_elsewhere(id).await? {
+        let leased: Option<bool> = row.get(2);
+        let held = if leased == Some(true) || self.held_elsewhere(id).await? {
             Held::Running
         } else {
             Held::Free
@@ -269,13 +359,11 @@ impl Store {
         Ok(all)
     }
 
-    /// Whether another process holds run `id` (see `RunStore::hold`).
+    /// Whether another process holds run `id` by its session lock.
     async fn held_elsewhere(&self, id: &str) -> Result<bool, StoreError> {
-        let free = self.try_hold(id).await?;
+        let free = self.try_lock(id).await?;
         if free {
-            self.client
-                .execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", &[&id])
-                .await?;
+            self.unlock(id).await?;
         }
         Ok(!free)
     }
@@ -289,7 +377,8 @@ impl Store {
         source: &str,
         submission: &Value,
     ) -> Result<(), StoreError> {
-        self.client
+        self.db()
+            .await?
             .execute(
                 "INSERT INTO dsh_runs (id, info, source, state, submission)
                  VALUES ($1, $2, $3, 'queued', $4)",
@@ -299,67 +388,97 @@ impl Store {
         Ok(())
     }
 
-    /// Claims the oldest run a host may take — one submitted and waiting,
-    /// or one whose host is gone (its hold was let go without a result) —
-    /// for `host`, and holds it. `None` when there is none.
-    ///
-    /// `running`: the runs this process runs already (it holds them, and a
-    /// session's hold does not keep out the session itself).
-    pub async fn claim(
-        &self,
-        host: &str,
-        running: &[String],
-    ) -> Result<Option<Claimed>, StoreError> {
-        let candidates = self
-            .client
-            .query(
-                "SELECT id FROM dsh_runs WHERE state IN ('queued', 'running')
-                     AND id <> ALL($1)
-                 ORDER BY created_at, id LIMIT 64",
-                &[&running],
+    /// Claims, for `host` and for `lease`, the oldest run a host may take
+    /// — one submitted and waiting, or one whose host's lease has passed
+    /// (it died, or was paused or cut off) — and holds it under the new
+    /// claim. `None` when there is none. Hosts that claim together never
+    /// wait for each other or take one run twice: `FOR UPDATE SKIP
+    /// LOCKED`.
+    pub async fn claim(&self, host: &str, lease: Duration) -> Result<Option<Claimed>, StoreError> {
+        let mine: Vec<String> = lock(&self.held).keys().cloned().collect();
+        let row = self
+            .db()
+            .await?
+            .query_opt(
+                "UPDATE dsh_runs SET state = 'running', owner = $1, claims = claims + 1,
+                     lease_until = now() + make_interval(secs => $2), updated_at = now()
+                 WHERE id = (
+                     SELECT id FROM dsh_runs
+                     WHERE (state = 'queued'
+                            OR (state = 'running'
+                                AND (lease_until IS NULL OR lease_until < now())))
+                         AND id <> ALL($3)
+                     ORDER BY created_at, id LIMIT 1
+                     FOR UPDATE SKIP LOCKED)
+                 RETURNING id, claims, submission, cancel_requested",
+                &[&host, &lease.as_secs_f64(), &mine],
             )
             .await?;
-        for row in candidates {
-            let id: String = row.get(0);
-            if self.hold_run(&id).await.is_err() {
-                continue;
-            }
-            // Held now: nobody else runs it. Settled meanwhile? Let go.
-            let claimed = self
-                .client
-                .query_opt(
-                    "UPDATE dsh_runs SET state = 'running', owner = $2, claims = claims + 1,
-                         updated_at = now()
-                     WHERE id = $1 AND state IN ('queued', 'running')
-                     RETURNING claims, submission",
-                    &[&id, &host],
-                )
-                .await?;
-            match claimed {
-                Some(r) => {
-                    return Ok(Some(Claimed {
-                        id,
-                        claims: r.get(0),
-                        submission: r.get(1),
-                    }));
-                }
-                None => self.let_go(&id).await?,
-            }
-        }
-        Ok(None)
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let claimed = Claimed {
+            id: row.get(0),
+            claims: row.get(1),
+            submission: row.get(2),
+            cancel_requested: row.get(3),
+        };
+        lock(&self.held).insert(
+            claimed.id.clone(),
+            Hold {
+                claim: claimed.claims,
+                kind: HoldKind::Lease,
+            },
+        );
+        Ok(Some(claimed))
     }
 
-    /// Lets go of run `id`, held by this process (every hold of it).
-    pub async fn let_go(&self, id: &str) -> Result<(), StoreError> {
-        for _ in 0..4 {
-            let was: bool = self
-                .client
-                .query_one("SELECT pg_advisory_unlock(hashtextextended($1, 0))", &[&id])
-                .await?
-                .get(0);
-            if !was {
-                break;
+    /// The heartbeat: extends by `lease` the lease of every run `host`
+    /// holds by one, and says which it no longer holds and which a cancel
+    /// was asked for.
+    pub async fn renew(&self, host: &str, lease: Duration) -> Result<Renewal, StoreError> {
+        let (ids, claims): (Vec<String>, Vec<i32>) = lock(&self.held)
+            .iter()
+            .filter(|(_, h)| h.kind == HoldKind::Lease)
+            .map(|(id, h)| (id.clone(), h.claim))
+            .unzip();
+        if ids.is_empty() {
+            return Ok(Renewal::default());
+        }
+        let rows = self
+            .db()
+            .await?
+            .query(
+                "UPDATE dsh_runs r SET lease_until = now() + make_interval(secs => $2)
+                 FROM unnest($3::text[], $4::integer[]) AS h(id, claims)
+                 WHERE r.id = h.id AND r.claims = h.claims AND r.state = 'running'
+                     AND r.owner = $1
+                 RETURNING r.id, r.cancel_requested",
+                &[&host, &lease.as_secs_f64(), &ids, &claims],
+            )
+            .await?;
+        let mut renewal = Renewal::default();
+        let kept: HashMap<String, Option<String>> =
+            rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        for id in ids {
+            match kept.get(&id) {
+                None => renewal.lost.push(id),
+                Some(Some(reason)) => renewal.cancels.push((id, reason.clone())),
+                Some(None) => {}
             }
+        }
+        Ok(renewal)
+    }
+
+    /// Lets go of run `id`: this process writes it no more.
+    pub async fn let_go(&self, id: &str) -> Result<(), StoreError> {
+        let hold = lock(&self.held).remove(id);
+        if let Some(Hold {
+            kind: HoldKind::Session,
+            ..
+        }) = hold
+        {
+            self.unlock(id).await?;
         }
         Ok(())
     }
@@ -367,7 +486,8 @@ impl Store {
     /// Asks the process that runs run `id` to cancel it (`reason`).
     pub async fn request_cancel(&self, id: &str, reason: &str) -> Result<(), StoreError> {
         let n = self
-            .client
+            .db()
+            .await?
             .execute(
                 "UPDATE dsh_runs SET cancel_requested = coalesce(cancel_requested, $2)
                  WHERE id = $1",
@@ -383,7 +503,8 @@ impl Store {
     /// The cancel asked for run `id`, if any.
     pub async fn cancel_requested(&self, id: &str) -> Result<Option<String>, StoreError> {
         Ok(self
-            .client
+            .db()
+            .await?
             .query_opt(
                 "SELECT cancel_requested FROM dsh_runs WHERE id = $1",
                 &[&id],
@@ -395,16 +516,23 @@ impl Store {
     /// Run `id`'s result document, once it has one.
     pub async fn result(&self, id: &str) -> Result<Option<Value>, StoreError> {
         let row = self
-            .client
+            .db()
+            .await?
             .query_opt("SELECT result FROM dsh_runs WHERE id = $1", &[&id])
             .await?
             .ok_or_else(|| no_such_run(id))?;
         Ok(row.get(0))
     }
 
-    /// A writer for run `id`'s journal (see [`PgJournal`]).
+    /// A writer for run `id`'s journal, fenced by this process's claim on
+    /// it (see [`PgJournal`]).
     pub async fn journal(&self, id: &str) -> Result<PgJournal, StoreError> {
-        PgJournal::open(&self.url, id).await
+        PgJournal::open(&self.url, id, self.fence(id)).await
+    }
+
+    /// Hears the store's notices on `channels` (see [`Listener`]).
+    pub async fn listen(&self, channels: &[&str]) -> Result<Listener, StoreError> {
+        Listener::start(&self.url, channels).await
     }
 }
 
@@ -419,18 +547,22 @@ impl dsh_journal::RunStore for Store {
         id: &str,
         info: &Value,
         source: &str,
-    ) -> Result<std::sync::Arc<dyn dsh_journal::JournalStore>, dsh_journal::RunStoreError> {
-        self.hold_run(id).await.map_err(boxed)?;
+    ) -> Result<Arc<dyn dsh_journal::JournalStore>, dsh_journal::RunStoreError> {
+        self.lock_run(id).await.map_err(boxed)?;
         self.create_run(id, info, source).await.map_err(boxed)?;
         let journal = self.journal(id).await.map_err(boxed)?;
-        Ok(std::sync::Arc::new(journal))
+        Ok(Arc::new(journal))
     }
 
     async fn describe(&self, id: &str, info: &Value) -> Result<(), dsh_journal::RunStoreError> {
-        self.client
+        let fence = self.fence(id);
+        self.db()
+            .await
+            .map_err(boxed)?
             .execute(
-                "UPDATE dsh_runs SET info = $2, updated_at = now() WHERE id = $1",
-                &[&id, info],
+                "UPDATE dsh_runs SET info = $2, updated_at = now()
+                 WHERE id = $1 AND ($3::integer IS NULL OR claims = $3)",
+                &[&id, info, &fence],
             )
             .await
             .map_err(|e| boxed(e.into()))?;
@@ -451,13 +583,18 @@ impl dsh_journal::RunStore for Store {
         &self,
         id: &str,
     ) -> Result<dsh_journal::StoredRecord, dsh_journal::RunStoreError> {
+        // A run this host claimed is held already, under its lease.
+        if self.fence(id).is_none() {
+            self.take_over(id).await.map_err(boxed)?;
+        }
         let row = self
-            .client
+            .db()
+            .await
+            .map_err(boxed)?
             .query_opt("SELECT info, source FROM dsh_runs WHERE id = $1", &[&id])
             .await
             .map_err(|e| boxed(e.into()))?
             .ok_or_else(|| boxed(no_such_run(id)))?;
-        self.hold_run(id).await.map_err(boxed)?;
         let journal = self.journal_text(id).await.map_err(boxed)?;
         Ok(dsh_journal::StoredRecord {
             info: row.get(0),
@@ -469,9 +606,9 @@ impl dsh_journal::RunStore for Store {
     async fn reopen(
         &self,
         id: &str,
-    ) -> Result<std::sync::Arc<dyn dsh_journal::JournalStore>, dsh_journal::RunStoreError> {
+    ) -> Result<Arc<dyn dsh_journal::JournalStore>, dsh_journal::RunStoreError> {
         let journal = self.journal(id).await.map_err(boxed)?;
-        Ok(std::sync::Arc::new(journal))
+        Ok(Arc::new(journal))
     }
 
     async fn keep_events(
@@ -480,11 +617,13 @@ impl dsh_journal::RunStore for Store {
         events: dsh_engine::events::EventStream,
         limit: u64,
     ) -> dsh_engine::events_file::Written {
-        events::keep(&self.url, id, events, limit).await
+        events::keep(&self.url, id, self.fence(id), events, limit).await
     }
 
     async fn discard(&self, id: &str) -> Result<(), dsh_journal::RunStoreError> {
-        self.client
+        self.db()
+            .await
+            .map_err(boxed)?
             .execute("DELETE FROM dsh_runs WHERE id = $1", &[&id])
             .await
             .map_err(|e| boxed(e.into()))?;
@@ -493,12 +632,12 @@ impl dsh_journal::RunStore for Store {
 }
 
 impl Store {
-    /// Takes the hold on run `id` if nobody else has it (a session's
-    /// advisory lock: the session itself may take it again); whether it
-    /// did.
-    async fn try_hold(&self, id: &str) -> Result<bool, StoreError> {
+    /// Takes the session lock on run `id` if nobody else has it (the
+    /// session itself may take it again); whether it did.
+    async fn try_lock(&self, id: &str) -> Result<bool, StoreError> {
         Ok(self
-            .client
+            .db()
+            .await?
             .query_one(
                 "SELECT pg_try_advisory_lock(hashtextextended($1, 0))",
                 &[&id],
@@ -507,11 +646,25 @@ impl Store {
             .get(0))
     }
 
-    /// Holds run `id` for this process: a session-level advisory lock on
-    /// the store's connection, so it is let go when the process ends,
-    /// however it ends. Refused while another process holds it.
-    async fn hold_run(&self, id: &str) -> Result<(), StoreError> {
-        if self.try_hold(id).await? {
+    /// Lets go of every session lock on run `id` this session has.
+    async fn unlock(&self, id: &str) -> Result<(), StoreError> {
+        let db = self.db().await?;
+        for _ in 0..4 {
+            let was: bool = db
+                .query_one("SELECT pg_advisory_unlock(hashtextextended($1, 0))", &[&id])
+                .await?
+                .get(0);
+            if !was {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Holds run `id` by the session lock: refused while another process
+    /// holds it so.
+    async fn lock_run(&self, id: &str) -> Result<(), StoreError> {
+        if self.try_lock(id).await? {
             Ok(())
         } else {
             Err(StoreError::Row {
@@ -521,6 +674,56 @@ impl Store {
                     .into(),
             })
         }
+    }
+
+    /// Takes run `id` over for a resume by this process (`resume --store`):
+    /// its session lock, and a new claim — refused while a host's lease on
+    /// it runs, or while it waits for a host.
+    async fn take_over(&self, id: &str) -> Result<(), StoreError> {
+        self.lock_run(id).await?;
+        let taken = self
+            .db()
+            .await?
+            .query_opt(
+                "UPDATE dsh_runs SET claims = claims + 1, state = 'local', owner = NULL,
+                     lease_until = NULL, updated_at = now()
+                 WHERE id = $1 AND (state IN ('local', 'settled')
+                     OR (state = 'running' AND (lease_until IS NULL OR lease_until < now())))
+                 RETURNING claims",
+                &[&id],
+            )
+            .await?;
+        let Some(row) = taken else {
+            self.unlock(id).await?;
+            let state = self
+                .db()
+                .await?
+                .query_opt("SELECT state, owner FROM dsh_runs WHERE id = $1", &[&id])
+                .await?
+                .ok_or_else(|| no_such_run(id))?;
+            let (state, owner): (String, Option<String>) = (state.get(0), state.get(1));
+            let why = match state.as_str() {
+                "queued" => "it waits for a host (`dsh workflow host`); cancel it first \
+                             (`dsh workflow cancel`) to resume it by hand"
+                    .to_string(),
+                _ => format!(
+                    "host {} runs it (its lease is current); wait for it, or cancel it",
+                    owner.as_deref().unwrap_or("?")
+                ),
+            };
+            return Err(StoreError::Row {
+                run: id.to_string(),
+                why,
+            });
+        };
+        lock(&self.held).insert(
+            id.to_string(),
+            Hold {
+                claim: row.get(0),
+                kind: HoldKind::Session,
+            },
+        );
+        Ok(())
     }
 }
 

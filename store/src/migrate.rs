@@ -24,6 +24,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "runs submitted to hosts",
         include_str!("../migrations/0002_queue.sql"),
     ),
+    (
+        3,
+        "leases, fencing and wake-ups",
+        include_str!("../migrations/0003_leases.sql"),
+    ),
 ];
 
 /// The advisory lock every migrating host takes (an arbitrary constant:

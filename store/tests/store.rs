@@ -231,3 +231,174 @@ async fn a_late_settle_of_an_earlier_attempt_is_refused() {
     assert_eq!(runs[0].result, Some(json!({"by": "the second host"})));
     assert_eq!(runs[0].attempt, 2);
 }
+
+async fn open_another(url: &str) -> Store {
+    let parsed = StoreUrl::parse(url, |_| None).expect("test URL");
+    Store::open(&parsed).await.expect("open the store")
+}
+
+/// A host whose lease passed (paused, cut off) loses the run to the next
+/// claim: its journal lines, its result and its heartbeat are refused
+/// from then on, and the new holder's stand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_fences_the_writes_of_the_claim_before_it() {
+    let Some((first, url)) = store().await else {
+        return;
+    };
+    let second = open_another(&url).await;
+    first
+        .submit("run-f", &json!({}), "", &json!({}))
+        .await
+        .expect("submit");
+    let lease = std::time::Duration::from_millis(300);
+    let one = first
+        .claim("one", lease)
+        .await
+        .expect("claim")
+        .expect("a run");
+    assert_eq!((one.id.as_str(), one.claims), ("run-f", 1));
+    // Held under a current lease: nobody else may claim it.
+    assert!(second.claim("two", lease).await.expect("claim").is_none());
+    let stale = first.journal("run-f").await.expect("journal");
+    assert!(stale.append_durable(&attempt(1)).await);
+
+    // The lease passes without a heartbeat: the run is claimable again.
+    let two = loop {
+        if let Some(c) = second.claim("two", lease).await.expect("claim") {
+            break c;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(two.claims, 2);
+    let fresh = second.journal("run-f").await.expect("journal");
+    assert!(fresh.append_durable(&attempt(2)).await);
+
+    // The first host's writes under claim 1 are refused from now on.
+    assert!(!stale.append_durable(&attempt(99)).await);
+    let late = first
+        .set_result("run-f", 1, &json!({"by": "one"}))
+        .await
+        .expect_err("refused");
+    assert!(
+        late.to_string().contains("another host claimed it"),
+        "{late}"
+    );
+    let renewal = first.renew("one", lease).await.expect("renew");
+    assert_eq!(renewal.lost, vec!["run-f".to_string()]);
+    // The second host's heartbeat keeps it, and hears of a cancel.
+    second
+        .request_cancel("run-f", "stop")
+        .await
+        .expect("cancel");
+    let renewal = second.renew("two", lease).await.expect("renew");
+    assert!(renewal.lost.is_empty());
+    assert_eq!(renewal.cancels, vec![("run-f".into(), "stop".into())]);
+    second
+        .set_result("run-f", 1, &json!({"by": "two"}))
+        .await
+        .expect("the holder settles");
+    let text = second.journal_text("run-f").await.expect("read");
+    assert_eq!(
+        text,
+        format!("{}{}", attempt(1).to_text(), attempt(2).to_text())
+    );
+    assert_eq!(
+        second.result("run-f").await.expect("result"),
+        Some(json!({"by": "two"}))
+    );
+}
+
+/// Hosts claiming together take each run once (`SKIP LOCKED`), and none
+/// waits for another's claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosts_claiming_together_take_each_run_once() {
+    let Some((store, url)) = store().await else {
+        return;
+    };
+    for n in 0..40 {
+        store
+            .submit(&format!("run-{n:02}"), &json!({}), "", &json!({}))
+            .await
+            .expect("submit");
+    }
+    let mut hosts = Vec::new();
+    for h in 0..4 {
+        let url = url.clone();
+        hosts.push(tokio::spawn(async move {
+            let store = open_another(&url).await;
+            let mut mine = Vec::new();
+            while let Some(c) = store
+                .claim(&format!("h{h}"), std::time::Duration::from_secs(60))
+                .await
+                .expect("claim")
+            {
+                mine.push(c.id);
+            }
+            mine
+        }));
+    }
+    let mut all = Vec::new();
+    for h in hosts {
+        all.extend(h.await.expect("a host"));
+    }
+    all.sort();
+    let expected: Vec<String> = (0..40).map(|n| format!("run-{n:02}")).collect();
+    assert_eq!(all, expected);
+}
+
+/// A listener hears submits, cancels and results, and says when its
+/// connection came back (notices may have been missed meanwhile).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_hears_what_changed_and_when_it_was_away() {
+    use dsh_store::Notice;
+    let Some((store, url)) = store().await else {
+        return;
+    };
+    let mut listener = store
+        .listen(&["dsh_queued", "dsh_cancel", "dsh_settled"])
+        .await
+        .expect("listen");
+    let heard = |channel: &str| Notice::Run {
+        channel: channel.into(),
+        id: "run-l".into(),
+    };
+    store
+        .submit("run-l", &json!({}), "", &json!({}))
+        .await
+        .expect("submit");
+    assert_eq!(listener.next().await, Some(heard("dsh_queued")));
+    store.request_cancel("run-l", "why").await.expect("cancel");
+    assert_eq!(listener.next().await, Some(heard("dsh_cancel")));
+    store
+        .set_result("run-l", 1, &json!({}))
+        .await
+        .expect("result");
+    assert_eq!(listener.next().await, Some(heard("dsh_settled")));
+
+    let db = url
+        .rsplit_once('/')
+        .map(|(_, d)| d.to_string())
+        .expect("db");
+    let rows = pg::query(
+        &url,
+        &format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = '{db}' AND pid <> pg_backend_pid()"
+        ),
+    )
+    .await;
+    assert!(!rows.is_empty());
+    assert_eq!(listener.next().await, Some(Notice::Resumed));
+    // The store's own connection comes back too.
+    store
+        .submit("run-m", &json!({}), "", &json!({}))
+        .await
+        .expect("submit after the cut");
+    assert_eq!(
+        listener.next().await,
+        Some(Notice::Run {
+            channel: "dsh_queued".into(),
+            id: "run-m".into()
+        })
+    );
+}
