@@ -263,8 +263,11 @@ async fn run_one(
     config: &dsh_orchestrator::config::Config,
     mut cancel: watch::Receiver<Option<String>>,
 ) -> Result<(), CliError> {
-    let fixture = claimed
+    let submission = claimed
         .submission
+        .as_ref()
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    let fixture = submission
         .as_ref()
         .and_then(|s| s["fixture"].as_str())
         .map(str::to_string);

@@ -434,3 +434,62 @@ async fn a_run_never_gets_a_weaker_sandbox_than_its_host() {
         "{result}"
     );
 }
+
+/// Stored rows tampered with before a host claims them: a giant script, a
+/// fixture path in place of the submitted text, a provider the host's
+/// configuration does not have, limits no caller may give. The host runs
+/// none of them — no agent call starts — and records each as failed,
+/// saying why; its waiters hear it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tampered_run_row_is_refused_not_run() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let (dir, _) = workspace(json!([{ "match": {}, "text": "ok", "times": 100 }]));
+    let cases = [
+        (
+            "UPDATE dsh_runs SET source = repeat('x', 17 * 1024 * 1024) WHERE id = $1",
+            "its script is 17825792 bytes",
+        ),
+        (
+            "UPDATE dsh_runs SET submission = NULL,
+                 info = jsonb_set(info, '{provider}', '{\"fixture\": \"/etc/passwd\"}')
+             WHERE id = $1",
+            "names no provider this host can make",
+        ),
+        (
+            "UPDATE dsh_runs SET submission = NULL,
+                 info = jsonb_set(info, '{provider}',
+                     '{\"configured\": {\"config\": \"/tmp/evil.toml\", \"provider\": \"evil\"}}')
+             WHERE id = $1",
+            "evil",
+        ),
+        (
+            "UPDATE dsh_runs SET info = jsonb_set(info, '{limits,maxConcurrentAgents}', '0')
+             WHERE id = $1",
+            "maxConcurrentAgents",
+        ),
+    ];
+    let (db, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    let mut ids = Vec::new();
+    for (n, (tamper, _)) in cases.iter().enumerate() {
+        let id = submit(dir.path(), &url, n as u32);
+        db.execute(*tamper, &[&id]).await.expect("tamper");
+        ids.push(id);
+    }
+    let _host = Host::start(dir.path(), &url, 4, 10);
+    for (id, (_, said)) in ids.iter().zip(cases) {
+        let (code, _, stderr) = dsh(dir.path(), &["wait", id, "--store", &url]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains(said), "{said:?} in {stderr}");
+    }
+    let started = pg::query(
+        &url,
+        "SELECT count(*) FROM dsh_journal WHERE line LIKE '%\"type\":\"start\"%'",
+    )
+    .await;
+    assert_eq!(started[0].get::<_, i64>(0), 0, "no call started");
+}

@@ -101,6 +101,36 @@ pub(crate) async fn connect(url: &StoreUrl) -> Result<Client, StoreError> {
     Ok(client)
 }
 
+/// The most a host reads of a stored run's fields. A row is data anyone
+/// with write access to the store could have changed: a field past its
+/// bound is refused by its length, before it is read, and the run is
+/// recorded as failed saying which field and why.
+pub mod bounds {
+    /// The script (`source`): sixteen times the default script limit.
+    pub const SOURCE: i64 = 16 << 20;
+    /// The record (`info`): the args' own limit (a frame) and 1 MiB.
+    pub const INFO: i64 = 17 << 20;
+    /// What was submitted besides (`submission`): the fixture's limit and
+    /// 1 MiB.
+    pub const SUBMISSION: i64 = 65 << 20;
+    /// The journal read back for a resume: the journal's default limit.
+    pub const JOURNAL: i64 = 256 << 20;
+}
+
+/// Refuses field `what` of run `id` at `len` bytes when over `bound`.
+fn within(id: &str, what: &str, len: Option<i64>, bound: i64) -> Result<(), StoreError> {
+    match len {
+        Some(n) if n > bound => Err(StoreError::Row {
+            run: id.to_string(),
+            why: format!(
+                "its {what} is {n} bytes, over the {bound} bytes a host reads; the row was not \
+                 written by dsh (or not by this version): submit the run again"
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// A run as the store keeps it.
 #[derive(Debug, Clone)]
 pub struct RunRow {
@@ -115,7 +145,7 @@ pub struct RunRow {
 }
 
 /// A run a host claimed ([`Store::claim`]).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Claimed {
     /// The run's id.
     pub id: String,
@@ -123,8 +153,9 @@ pub struct Claimed {
     /// one: an earlier host is gone, and this one resumes it). Every write
     /// of the run is fenced by it.
     pub claims: i32,
-    /// What the submitter gave besides the record (the fixture's text).
-    pub submission: Option<Value>,
+    /// What the submitter gave besides the record (the fixture's text);
+    /// why not, when it is past its bound ([`bounds::SUBMISSION`]).
+    pub submission: Result<Option<Value>, StoreError>,
     /// The cancel asked for it already, if any (while it was queued).
     pub cancel_requested: Option<String>,
 }
@@ -410,17 +441,22 @@ impl Store {
                          AND id <> ALL($3)
                      ORDER BY created_at, id LIMIT 1
                      FOR UPDATE SKIP LOCKED)
-                 RETURNING id, claims, submission, cancel_requested",
-                &[&host, &lease.as_secs_f64(), &mine],
+                 RETURNING id, claims,
+                     CASE WHEN octet_length(submission::text) <= $4::bigint THEN submission END,
+                     cancel_requested, octet_length(submission::text)::bigint",
+                &[&host, &lease.as_secs_f64(), &mine, &bounds::SUBMISSION],
             )
             .await?;
         let Some(row) = row else {
             return Ok(None);
         };
+        let id: String = row.get(0);
+        let submission =
+            within(&id, "submission", row.get(4), bounds::SUBMISSION).map(|()| row.get(2));
         let claimed = Claimed {
-            id: row.get(0),
+            id,
             claims: row.get(1),
-            submission: row.get(2),
+            submission,
             cancel_requested: row.get(3),
         };
         lock(&self.held).insert(
@@ -587,10 +623,21 @@ impl dsh_journal::RunStore for Store {
         if self.fence(id).is_none() {
             self.take_over(id).await.map_err(boxed)?;
         }
-        let row = self
-            .db()
+        let db = self.db().await.map_err(boxed)?;
+        let sizes = db
+            .query_opt(
+                "SELECT octet_length(source)::bigint, octet_length(info::text)::bigint,
+                     (SELECT sum(octet_length(line))::bigint FROM dsh_journal WHERE run_id = $1)
+                 FROM dsh_runs WHERE id = $1",
+                &[&id],
+            )
             .await
-            .map_err(boxed)?
+            .map_err(|e| boxed(e.into()))?
+            .ok_or_else(|| boxed(no_such_run(id)))?;
+        within(id, "script", sizes.get(0), bounds::SOURCE).map_err(boxed)?;
+        within(id, "record (info)", sizes.get(1), bounds::INFO).map_err(boxed)?;
+        within(id, "journal", sizes.get(2), bounds::JOURNAL).map_err(boxed)?;
+        let row = db
             .query_opt("SELECT info, source FROM dsh_runs WHERE id = $1", &[&id])
             .await
             .map_err(|e| boxed(e.into()))?

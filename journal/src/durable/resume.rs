@@ -183,6 +183,13 @@ fn with_settings<E>(
             "{run_file}: the run's limits are not readable by this version of dsh"
         ))
     })?;
+    // A stored record is data: its limits are checked as a caller's are.
+    limits.validate().map_err(|e| {
+        ResumeError::Run(format!(
+            "{run_file}: the run's limit {}: {}",
+            e.knob, e.message
+        ))
+    })?;
     if options.timeout.is_some() {
         limits.wall_timeout = options.timeout;
         limits
