@@ -22,6 +22,7 @@ mod peer;
 mod provider;
 mod report;
 mod stats;
+mod store;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -74,6 +75,18 @@ const GROUPS: &[(&str, &str)] = &[
         "ratelimit200",
         "200 calls under a rate limit: adaptive vs fixed concurrency",
     ),
+    (
+        "store_hosts",
+        "calls/s through the PostgreSQL store with 1, 2 and 4 hosts (needs --store)",
+    ),
+    (
+        "store_call",
+        "what the store adds to each agent call over the file journal (needs --store)",
+    ),
+    (
+        "store_failover",
+        "a host's kill -9 → its runs making progress on another host (needs --store)",
+    ),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -115,6 +128,10 @@ struct Args {
     /// The Node peer's directory (default: bench/peers/node-worker).
     #[arg(long, value_name = "DIR")]
     peer_dir: Option<PathBuf>,
+    /// A PostgreSQL URL whose role may create databases, for the store's
+    /// figures (or DSH_BENCH_STORE); without it they are not measured.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
 }
 
 /// Default iterations (full, quick) and warm-up samples per group.
@@ -132,6 +149,8 @@ fn counts(group: &str) -> (usize, usize, usize) {
         "cache16" => (5, 1, 1),
         "cc_fanout50" => (5, 1, 1),
         "ratelimit200" => (3, 1, 0),
+        "store_hosts" | "store_failover" => (3, 1, 0),
+        "store_call" => (5, 1, 1),
         _ => (10, 2, 1),
     }
 }
@@ -281,7 +300,10 @@ async fn run_groups(
         let (n, warm) = bench.n(group);
         eprintln!(
             "dsh-bench: {group} — {what}: {n} iterations{}",
-            if bench.peer_on() && !matches!(*group, "cancel_stopped" | "breakdown") {
+            if bench.peer_on()
+                && !matches!(*group, "cancel_stopped" | "breakdown")
+                && !group.starts_with("store")
+            {
                 ", interleaved with node"
             } else {
                 ""
@@ -303,6 +325,9 @@ async fn run_groups(
             "cache16" => cache16(bench, n, warm).await?,
             "cc_fanout50" => cc_fanout50(bench, n, warm, repo, scratch).await?,
             "ratelimit200" => ratelimit200(bench, n, warm).await?,
+            "store_hosts" | "store_call" | "store_failover" => {
+                store_figures(bench, group, n, warm).await?;
+            }
             _ => {}
         }
         eprintln!(
@@ -1231,4 +1256,147 @@ fn evaluate_targets(figs: &mut [Figure]) {
             f.targets.push(t);
         }
     }
+}
+
+/// The store's figures (`store.rs`), or why they were not measured.
+async fn store_figures(b: &mut Bench<'_>, group: &str, n: usize, warm: usize) -> Result<()> {
+    let url = b.args.store.clone().or_else(|| {
+        std::env::var("DSH_BENCH_STORE")
+            .ok()
+            .filter(|u| !u.is_empty())
+    });
+    let Some(url) = url else {
+        let mut f = Figure::new("store", "the store's figures", "", Kind::Time);
+        f.unavailable = Some(
+            "no PostgreSQL: pass --store URL (a role that may create databases) or set \
+             DSH_BENCH_STORE"
+                .into(),
+        );
+        if !b.figures.iter().any(|f| f.id == "store") {
+            b.push(f);
+        }
+        return Ok(());
+    };
+    let dsh = b.ctx.dsh.clone();
+    match group {
+        "store_hosts" => {
+            let mut by_hosts = [
+                (1usize, "store_hosts1", Samples::default()),
+                (2, "store_hosts2", Samples::default()),
+                (4, "store_hosts4", Samples::default()),
+            ];
+            for i in 0..warm + n {
+                for (hosts, _, samples) in &mut by_hosts {
+                    samples.add(i, warm, store::throughput(&dsh, &url, *hosts).await?);
+                }
+            }
+            let one = by_hosts[0].2.stats().map(|s| s.median);
+            for (hosts, id, samples) in by_hosts {
+                let mut f = Figure::new(
+                    id,
+                    format!(
+                        "{} runs × {} sequential calls (model: {} ms) through the store, {hosts} \
+                         host(s) of {} runs each",
+                        store::RUNS,
+                        store::CALLS,
+                        ms(store::LATENCY),
+                        store::SLOTS
+                    ),
+                    "calls/s",
+                    Kind::Rate,
+                );
+                f.dsh = samples.stats();
+                f.notes.push(
+                    "from the hosts' start to the last result; the runs were submitted before"
+                        .into(),
+                );
+                if hosts > 1 {
+                    let want = one.map(|o| o * 0.8 * hosts as f64);
+                    f.targets.push(Target {
+                        text: format!("≥ 0.8 × {hosts} × one host's calls/s"),
+                        met: f.dsh.as_ref().zip(want).map(|(s, w)| s.median >= w),
+                        detail: match (&f.dsh, want) {
+                            (Some(s), Some(w)) => {
+                                format!("{} calls/s, the target {}", num(s.median), num(w))
+                            }
+                            _ => "not measured".into(),
+                        },
+                    });
+                }
+                b.push(f);
+            }
+        }
+        "store_call" => {
+            let (mut file, mut pg) = (Vec::new(), Vec::new());
+            for i in 0..warm + n {
+                let f = store::call_gaps(&dsh, &url, false).await?;
+                let p = store::call_gaps(&dsh, &url, true).await?;
+                if i >= warm {
+                    file.extend(f);
+                    pg.extend(p);
+                }
+            }
+            let pct = |v: &mut Vec<f64>, q: f64| {
+                v.sort_by(f64::total_cmp);
+                v.get(((v.len() as f64 - 1.0) * q).round() as usize)
+                    .copied()
+                    .unwrap_or(f64::NAN)
+            };
+            let (f50, f99) = (pct(&mut file, 0.5), pct(&mut file, 0.99));
+            let (p50, p99) = (pct(&mut pg, 0.5), pct(&mut pg, 0.99));
+            let mut f = Figure::new(
+                "store_call",
+                format!(
+                    "one agent call, request to the next request ({} sequential calls, the \
+                     model answers at once): in the store",
+                    store::SEQ
+                ),
+                "ms",
+                Kind::Time,
+            );
+            f.dsh = Stats::of(&pg);
+            f.peer = Stats::of(&file);
+            f.peer_side = "baseline";
+            f.peer_note = Some("the same run with the file journal".into());
+            f.notes.push(format!(
+                "the store adds {} ms at p50 ({} → {}) and {} ms at p99 ({} → {})",
+                num(p50 - f50),
+                num(f50),
+                num(p50),
+                num(p99 - f99),
+                num(f99),
+                num(p99)
+            ));
+            b.push(f);
+        }
+        _ => {
+            let mut s = Samples::default();
+            for i in 0..warm + n {
+                s.add(i, warm, store::failover(&dsh, &url).await?);
+            }
+            let bound = ms(store::LEASE) + 1000.0;
+            let mut f = Figure::new(
+                "store_failover",
+                format!(
+                    "a host's kill -9 → each of its 2 runs with a call answered on another host \
+                     (lease {} s)",
+                    store::LEASE.as_secs()
+                ),
+                "ms",
+                Kind::Time,
+            );
+            f.dsh = s.stats();
+            f.targets.push(Target {
+                text: "≤ the lease + 1 s".into(),
+                met: f.dsh.as_ref().map(|s| s.max <= bound),
+                detail: f
+                    .dsh
+                    .as_ref()
+                    .map(|s| format!("worst {} ms, the bound {} ms", num(s.max), num(bound)))
+                    .unwrap_or_else(|| "not measured".into()),
+            });
+            b.push(f);
+        }
+    }
+    Ok(())
 }
