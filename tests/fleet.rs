@@ -493,3 +493,104 @@ async fn a_tampered_run_row_is_refused_not_run() {
     .await;
     assert_eq!(started[0].get::<_, i64>(0), 0, "no call started");
 }
+
+/// An embedding application runs a host in its own process
+/// (`dsh_store::host::serve`, its own provider) and submits, waits for,
+/// lists and cancels runs through the same library; draining the host
+/// returns once its runs have ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedder_runs_a_host_in_process_and_drives_it_by_the_library() {
+    use std::sync::Arc;
+
+    use dsh_orchestrator::journal::ProviderSpec;
+    use dsh_orchestrator::providers::scripted::ScriptedProvider;
+    use dsh_orchestrator::{ArgsInput, SandboxPolicy, StartRequest, SubagentProvider};
+    use dsh_store::host::{self, Answerer, HostControl, HostEvent, HostOptions, Refused};
+    use dsh_store::{Store, StoreUrl};
+
+    struct Mine;
+    impl Answerer for Mine {
+        fn answering(
+            &self,
+            _: &ProviderSpec,
+            _: Option<&str>,
+        ) -> Result<Arc<dyn SubagentProvider>, Refused> {
+            let fixture = json!({"version": 1, "answers": [
+                { "match": { "promptContains": "of 1" }, "hang": true, "times": 10 },
+                { "match": {}, "text": "mine", "times": 10 }
+            ]});
+            ScriptedProvider::from_json_text("mine", &fixture.to_string())
+                .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
+                .map_err(|e| Refused::usage(e.to_string()))
+        }
+        fn ready(&self, req: StartRequest) -> Result<StartRequest, Refused> {
+            Ok(req.with_worker(dsh_orchestrator::WorkerCommand::dsh(Path::new(DSH))))
+        }
+    }
+
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let store = Arc::new(
+        Store::open(&StoreUrl::parse(&url, |_| None).expect("url"))
+            .await
+            .expect("open"),
+    );
+    let control = HostControl::default();
+    let (report, mut events) = tokio::sync::mpsc::unbounded_channel();
+    let served = tokio::spawn(host::serve(
+        store.clone(),
+        Arc::new(Mine),
+        HostOptions {
+            name: "embedded".into(),
+            runs: 2,
+            lease: Duration::from_secs(10),
+            sandbox_floor: SandboxPolicy::BestEffort,
+        },
+        control.clone(),
+        report,
+    ));
+    let spec = ProviderSpec::Configured {
+        config: None,
+        provider: None,
+    };
+    let submit = |n: u32| {
+        let req = StartRequest::new("wf.ts", SCRIPT).with_args(ArgsInput::Json(json!({ "n": n })));
+        let store = store.clone();
+        let spec = spec.clone();
+        async move {
+            host::submit(&store, &req, Path::new("wf.ts"), spec, None)
+                .await
+                .expect("submit")
+        }
+    };
+    let done = submit(0).await;
+    let hanging = submit(1).await;
+    let doc = host::wait(&store, &done).await.expect("wait");
+    assert_eq!(doc["result"]["value"], json!([0, "mine", "mine"]), "{doc}");
+    store
+        .request_cancel(&hanging, "the embedder cancelled it")
+        .await
+        .expect("cancel");
+    let doc = host::wait(&store, &hanging).await.expect("wait");
+    assert_eq!(doc["result"]["stopReason"], "cancelled", "{doc}");
+    let listed: Vec<String> = store
+        .runs(10)
+        .await
+        .expect("runs")
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert!(listed.contains(&done) && listed.contains(&hanging));
+    control.drain.cancel();
+    tokio::time::timeout(common::RUN_BOUND, served)
+        .await
+        .expect("the host returns once drained")
+        .expect("the host task")
+        .expect("the host");
+    let mut claimed = 0;
+    while let Ok(e) = events.try_recv() {
+        claimed += usize::from(matches!(e, HostEvent::Claimed { claims: 1, .. }));
+    }
+    assert_eq!(claimed, 2);
+}

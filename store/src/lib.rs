@@ -15,13 +15,16 @@
 //! write of a run — journal, events, record, result — is fenced by the
 //! claim it is made under (`claims`), so a host paused past its lease
 //! cannot overwrite its successor's. [`Listener`] hears what changed
-//! (`LISTEN/NOTIFY`) instead of asking.
+//! (`LISTEN/NOTIFY`) instead of asking. [`host::serve`] is a whole host
+//! in-process — what `dsh workflow host` runs — for any embedder, and
+//! [`host::wait`] waits for a run's result.
 //!
-//! What it is not: a scheduler of agent calls, or a second journal
-//! format. The file journal stays the embedded default; nothing of this
+//! What it is not: a scheduler of agent calls (a run's calls are made by
+//! the host that runs it), or a second journal format. The file journal stays the embedded default; nothing of this
 //! crate runs unless a store URL is given.
 
 mod events;
+pub mod host;
 mod journal;
 mod lines;
 mod listen;

@@ -1,0 +1,457 @@
+//! A host, in-process: what `dsh workflow host` runs, for any embedder.
+//!
+//! [`serve`] claims the store's runs while it has room ([`Store::claim`]),
+//! runs each as a resume of the stored run (a submitted run is a stored
+//! run with an empty journal; one taken over replays what its host
+//! journaled), keeps their leases with a heartbeat ([`Store::renew`]),
+//! hears submits and cancels ([`crate::Listener`]), and stops a run whose lease
+//! it lost. What answers a run's calls, and what a run needs to start on
+//! this host (its worker, its catalog), the embedder says through
+//! [`Answerer`]; the host puts the run's journal in front.
+//!
+//! Draining and stopping are the embedder's: cancel [`HostControl::drain`]
+//! to stop claiming and finish the runs it has, [`HostControl::stop`] to
+//! cancel them too. What happens is reported as [`HostEvent`]s.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dsh_engine::{StartRequest, SubagentProvider};
+use dsh_journal::{ProviderSpec, Replay, ResumeError, ResumeOptions, RunStore, resume_stored};
+use dsh_protocol::{ErrorCode, SandboxPolicy};
+use dsh_seam::Stack;
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Claimed, Notice, Store, StoreError};
+
+/// How often a host with room looks for work besides the store's notices
+/// (a lease that passes sends none; a notice can be missed while the
+/// listener's connection is down).
+pub const LOOK: Duration = Duration::from_secs(1);
+
+/// Why a host stops a run it no longer holds.
+pub const LEASE_LOST: &str = "this host lost its lease on the run (it was paused, or cut off \
+                              from the store, for longer than the lease); another host runs it";
+
+/// Why a claimed run cannot start on this host: recorded as the run's
+/// result, so its waiters hear it.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct Refused {
+    /// The error code the run's result carries.
+    pub code: ErrorCode,
+    /// What is wrong, and how to fix it.
+    pub message: String,
+}
+
+impl Refused {
+    /// A run refused as `USAGE`.
+    pub fn usage(message: impl Into<String>) -> Refused {
+        Refused {
+            code: ErrorCode::Usage,
+            message: message.into(),
+        }
+    }
+}
+
+/// What the embedder gives a host: how to answer a run's calls, and how a
+/// run is made ready to start here.
+pub trait Answerer: Send + Sync + 'static {
+    /// What answers the calls of a run submitted with `spec` — and, when
+    /// the submitter sent one, the fixture's text. Never anything the
+    /// row names but this host's own configuration does not have.
+    fn answering(
+        &self,
+        spec: &ProviderSpec,
+        fixture: Option<&str>,
+    ) -> Result<Arc<dyn SubagentProvider>, Refused>;
+
+    /// The run's request made ready on this host: its worker, its catalog.
+    fn ready(&self, req: StartRequest) -> Result<StartRequest, Refused>;
+}
+
+/// How a host runs.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    /// The host's name in the store (`owner`): unique per process.
+    pub name: String,
+    /// Runs at once.
+    pub runs: usize,
+    /// How long a run stays this host's without a heartbeat.
+    pub lease: Duration,
+    /// No run is run with a weaker sandbox than this: a row is data
+    /// anyone with write access to the store could have changed.
+    pub sandbox_floor: SandboxPolicy,
+}
+
+/// Tells a host to drain or stop (cancel one, then the other, or both).
+#[derive(Debug, Clone, Default)]
+pub struct HostControl {
+    /// Stop claiming; finish the runs it has, keeping their leases.
+    pub drain: CancellationToken,
+    /// Cancel the runs it has (each settles as cancelled), then return.
+    pub stop: CancellationToken,
+}
+
+/// What a host did that its embedder may want to say.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostEvent {
+    /// It claimed run `id` (`claims` > 1: it takes the run over).
+    Claimed {
+        /// The run.
+        id: String,
+        /// The claim's number.
+        claims: i32,
+    },
+    /// Run `id` ended on this host.
+    Ended {
+        /// The run.
+        id: String,
+    },
+    /// It lost its lease on run `id` and stops it ([`LEASE_LOST`]).
+    Lost {
+        /// The run.
+        id: String,
+    },
+    /// Something went wrong that does not stop the host.
+    Warning {
+        /// The run it concerns, if one.
+        id: Option<String>,
+        /// What.
+        text: String,
+    },
+    /// It stops claiming, with this many runs left to finish.
+    Draining {
+        /// Runs still running.
+        running: usize,
+    },
+}
+
+/// How much a policy confines: `off` < `best-effort` < `strict`.
+fn strength(p: SandboxPolicy) -> u8 {
+    match p {
+        SandboxPolicy::Off => 0,
+        SandboxPolicy::BestEffort => 1,
+        SandboxPolicy::Strict => 2,
+    }
+}
+
+/// What a host is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HostState {
+    Claiming,
+    Draining,
+    Stopping,
+}
+
+/// The host's runs: one task each, and the way to cancel each.
+struct Running {
+    tasks: JoinSet<()>,
+    ids: HashMap<tokio::task::Id, String>,
+    cancels: HashMap<String, watch::Sender<Option<String>>>,
+}
+
+impl Running {
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Cancels run `id` with `why` (the first reason stands).
+    fn cancel(&self, id: &str, why: &str) {
+        if let Some(tx) = self.cancels.get(id) {
+            tx.send_if_modified(|r| {
+                let first = r.is_none();
+                if first {
+                    *r = Some(why.to_string());
+                }
+                first
+            });
+        }
+    }
+
+    fn cancel_all(&self, why: &str) {
+        for id in self.cancels.keys() {
+            self.cancel(id, why);
+        }
+    }
+}
+
+/// Runs a host until it is drained or stopped and its runs have ended
+/// (see the module docs). Fails only if the store cannot be listened to
+/// at the start; later trouble with the store is reported and ridden out.
+pub async fn serve(
+    store: Arc<Store>,
+    answerer: Arc<dyn Answerer>,
+    opts: HostOptions,
+    control: HostControl,
+    report: mpsc::UnboundedSender<HostEvent>,
+) -> Result<(), StoreError> {
+    let mut listener = store.listen(&["dsh_queued", "dsh_cancel"]).await?;
+    let say = |e: HostEvent| {
+        let _ = report.send(e);
+    };
+    let mut running = Running {
+        tasks: JoinSet::new(),
+        ids: HashMap::new(),
+        cancels: HashMap::new(),
+    };
+    let mut heartbeat = tokio::time::interval(opts.lease / 3);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut renewed = Instant::now();
+    let mut state = HostState::Claiming;
+    // When to look for work next: at once at start, after a claim (a long
+    // queue fills the host's room without a wait per run) and on a notice;
+    // else a look after the last. A deadline, not a sleep made afresh each
+    // turn of the loop, which the heartbeat would keep putting off.
+    let mut next_look = tokio::time::Instant::now();
+    loop {
+        let room = state == HostState::Claiming && running.len() < opts.runs;
+        tokio::select! {
+            () = control.drain.cancelled(), if state == HostState::Claiming => {
+                state = HostState::Draining;
+                say(HostEvent::Draining { running: running.len() });
+            }
+            () = control.stop.cancelled(), if state != HostState::Stopping => {
+                state = HostState::Stopping;
+                running.cancel_all("the host running it was told to stop");
+            }
+            Some(done) = running.tasks.join_next_with_id() => {
+                let task = match done {
+                    Ok((task, ())) => task,
+                    Err(e) => {
+                        say(HostEvent::Warning { id: None, text: format!("a run's task failed: {e}") });
+                        e.id()
+                    }
+                };
+                if let Some(id) = running.ids.remove(&task) {
+                    running.cancels.remove(&id);
+                    say(HostEvent::Ended { id });
+                }
+            }
+            _ = heartbeat.tick() => match store.renew(&opts.name, opts.lease).await {
+                Ok(renewal) => {
+                    renewed = Instant::now();
+                    for id in renewal.lost {
+                        running.cancel(&id, LEASE_LOST);
+                        say(HostEvent::Lost { id });
+                    }
+                    for (id, reason) in &renewal.cancels {
+                        running.cancel(id, reason);
+                    }
+                }
+                Err(e) => {
+                    say(HostEvent::Warning { id: None, text: format!("cannot renew its leases: {e}") });
+                    // Past the lease, other hosts may run these runs: this
+                    // one must not go on with them.
+                    if renewed.elapsed() >= opts.lease {
+                        running.cancel_all(LEASE_LOST);
+                    }
+                }
+            },
+            Some(notice) = listener.next() => match notice {
+                Notice::Run { channel, id } if channel == "dsh_cancel" => {
+                    if running.cancels.contains_key(&id)
+                        && let Ok(Some(reason)) = store.cancel_requested(&id).await
+                    {
+                        running.cancel(&id, &reason);
+                    }
+                }
+                // Submitted, or the listener was away: look.
+                Notice::Run { .. } | Notice::Resumed => next_look = tokio::time::Instant::now(),
+            },
+            () = tokio::time::sleep_until(next_look), if room => {
+                next_look = tokio::time::Instant::now() + LOOK;
+                match store.claim(&opts.name, opts.lease).await {
+                    Ok(Some(claimed)) => {
+                        let id = claimed.id.clone();
+                        say(HostEvent::Claimed { id: id.clone(), claims: claimed.claims });
+                        let (tx, rx) = watch::channel(claimed.cancel_requested.clone());
+                        let handle = running.tasks.spawn(run_claimed(
+                            store.clone(),
+                            answerer.clone(),
+                            opts.sandbox_floor,
+                            claimed,
+                            rx,
+                            report.clone(),
+                        ));
+                        running.ids.insert(handle.id(), id.clone());
+                        running.cancels.insert(id, tx);
+                        next_look = tokio::time::Instant::now();
+                    }
+                    Ok(None) => {}
+                    Err(e) => say(HostEvent::Warning { id: None, text: format!("cannot claim: {e}") }),
+                }
+            }
+        }
+        if state != HostState::Claiming && running.len() == 0 {
+            return Ok(());
+        }
+    }
+}
+
+/// Runs one claimed run to its end and records its result; a run that
+/// cannot start is recorded as failed, so its waiters hear why.
+async fn run_claimed(
+    store: Arc<Store>,
+    answerer: Arc<dyn Answerer>,
+    floor: SandboxPolicy,
+    claimed: Claimed,
+    cancel: watch::Receiver<Option<String>>,
+    report: mpsc::UnboundedSender<HostEvent>,
+) {
+    let id = claimed.id.clone();
+    let warn = |text: String| {
+        let _ = report.send(HostEvent::Warning {
+            id: Some(id.clone()),
+            text,
+        });
+    };
+    match run_one(&store, answerer.as_ref(), floor, &claimed, cancel).await {
+        Ok(warnings) => warnings.into_iter().for_each(warn),
+        Err(refused) => {
+            let doc = refused_result(&refused, claimed.claims);
+            if let Err(e) = store.set_result(&id, claimed.claims, &doc).await {
+                warn(format!("cannot record that it could not start: {e}"));
+            }
+        }
+    }
+    if let Err(e) = store.let_go(&id).await {
+        warn(e.to_string());
+    }
+}
+
+/// The result document of a run that could not start.
+fn refused_result(refused: &Refused, attempt: i32) -> Value {
+    json!({
+        "result": {
+            "value": null,
+            "stopReason": "error",
+            "error": { "code": refused.code.as_str(), "message": refused.message },
+            "agentsStarted": 0
+        },
+        "endedAt": dsh_journal::now_ms(),
+        "attempt": attempt,
+        "replayed": 0,
+        "live": 0
+    })
+}
+
+/// Runs a claimed run; the warnings of its end.
+async fn run_one(
+    store: &Arc<Store>,
+    answerer: &dyn Answerer,
+    floor: SandboxPolicy,
+    claimed: &Claimed,
+    mut cancel: watch::Receiver<Option<String>>,
+) -> Result<Vec<String>, Refused> {
+    let submission = claimed
+        .submission
+        .as_ref()
+        .map_err(|e| Refused::usage(e.to_string()))?;
+    let fixture = submission
+        .as_ref()
+        .and_then(|s| s["fixture"].as_str())
+        .map(str::to_string);
+    let options = ResumeOptions {
+        replay: Replay::Answers,
+        ..ResumeOptions::default()
+    };
+    let runs: Arc<dyn RunStore> = store.clone();
+    let (mut req, durable, answering) = resume_stored(runs, &claimed.id, &options, |spec| {
+        answerer.answering(spec, fixture.as_deref())
+    })
+    .await
+    .map_err(|e| match e {
+        ResumeError::Run(message) => Refused::usage(message),
+        ResumeError::Provider(e) => e,
+    })?;
+    req.provider = Some(
+        Stack::new()
+            .option_layer(durable.layer())
+            .provider(answering),
+    );
+    if strength(req.sandbox) < strength(floor) {
+        req.sandbox = floor;
+    }
+    let req = answerer.ready(req)?;
+    let run = durable.start(req).map_err(|e| Refused {
+        code: e.code(),
+        message: e.to_string(),
+    })?;
+    // Cancelled while it waited, from anywhere since, or lost: the host's
+    // heartbeat and listener say so through `cancel`.
+    let cancelled = async {
+        loop {
+            if let Some(reason) = cancel.borrow_and_update().clone() {
+                return reason;
+            }
+            if cancel.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = run.run().result() => {}
+        reason = cancelled => run.run().cancel(reason),
+    }
+    let finished = run.finish().await;
+    Ok(finished.warnings.iter().map(ToString::to_string).collect())
+}
+
+/// Submits a run for a host to run: `req`'s script, args, limits and
+/// sandbox policy, recorded with `spec` (what answers it: the host's own
+/// providers, a fixture, the dry run) and — for a fixture — its text, as
+/// `script` (the script's path, as the user named it) would be run. A
+/// script that cannot start is refused here, not by a host later. The
+/// run's id.
+pub async fn submit(
+    store: &Store,
+    req: &StartRequest,
+    script: &std::path::Path,
+    spec: ProviderSpec,
+    fixture: Option<String>,
+) -> Result<String, Refused> {
+    dsh_engine::prepare(req).map_err(|e| Refused {
+        code: e.code(),
+        message: e.to_string(),
+    })?;
+    let id = dsh_engine::run::new_run_id();
+    let info = dsh_journal::durable::run_info(&id, req, script, spec);
+    let info = serde_json::to_value(&info).map_err(|e| Refused::usage(e.to_string()))?;
+    store
+        .submit(&id, &info, &req.source, &json!({ "fixture": fixture }))
+        .await
+        .map_err(|e| Refused::usage(e.to_string()))?;
+    Ok(id)
+}
+
+/// Waits for run `id`'s result document: its notice, or a look every
+/// [`LOOK`] (a notice can be missed while the listener's connection is
+/// down).
+pub async fn wait(store: &Store, id: &str) -> Result<Value, StoreError> {
+    // Listening before the first look: a result recorded between the two
+    // is heard, not missed.
+    let mut listener = store.listen(&["dsh_settled"]).await?;
+    loop {
+        if let Some(doc) = store.result(id).await? {
+            return Ok(doc);
+        }
+        let heard = async {
+            loop {
+                match listener.next().await {
+                    Some(Notice::Run { id: other, .. }) if other != id => {}
+                    Some(_) => return,
+                    None => return std::future::pending().await,
+                }
+            }
+        };
+        tokio::select! {
+            () = heard => {}
+            () = tokio::time::sleep(LOOK) => {}
+        }
+    }
+}
