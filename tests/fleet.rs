@@ -594,3 +594,34 @@ async fn an_embedder_runs_a_host_in_process_and_drives_it_by_the_library() {
     }
     assert_eq!(claimed, 2);
 }
+
+/// PostgreSQL itself restarts mid-run (fast shutdown, down two seconds,
+/// up again on the same port): the host's connections come back — the
+/// store's, its listener's, each journal's and events' writer — and it
+/// finishes its runs under the leases it kept; nothing is lost or run
+/// twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_restart_mid_run_loses_nothing() {
+    let Some(cluster) = pg::private("restart") else {
+        return;
+    };
+    let url = pg::database_on(&cluster.url()).await;
+    let (dir, _) = workspace(json!([
+        { "match": { "label": "a" }, "text": "A", "times": 1000 },
+        { "match": { "label": "b" }, "text": "B", "delayMs": 1500, "times": 1000 }
+    ]));
+    let mut host = Host::start(dir.path(), &url, 4, 10);
+    let ids: Vec<String> = (0..3).map(|n| submit(dir.path(), &url, n)).collect();
+    each_answered_once(&url, ids.len()).await;
+    let cluster = std::sync::Arc::new(cluster);
+    let restarting = cluster.clone();
+    tokio::task::spawn_blocking(move || restarting.restart(Duration::from_secs(2)))
+        .await
+        .expect("restart");
+    wait_all(dir.path(), &url, &ids, "A", "B");
+    assert_settled_once(&url, ids.len()).await;
+    let claims = pg::query(&url, "SELECT max(claims) FROM dsh_runs").await;
+    assert_eq!(claims[0].get::<_, i32>(0), 1, "no run was taken over");
+    host.signal(libc::SIGTERM);
+    assert_eq!(host.wait(), Some(0), "{}", host.stderr());
+}
