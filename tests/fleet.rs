@@ -625,3 +625,67 @@ async fn a_database_restart_mid_run_loses_nothing() {
     host.signal(libc::SIGTERM);
     assert_eq!(host.wait(), Some(0), "{}", host.stderr());
 }
+
+/// The issue's scale: 1,000 runs × 10 agents (a `parallel()` of ten,
+/// answered from a fixture after 20 ms) over three hosts of eight runs
+/// each: every run completes with the right value, every call settles
+/// once, and every host took work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_runs_of_ten_agents_over_three_hosts() {
+    use dsh_orchestrator::journal::ProviderSpec;
+    use dsh_orchestrator::{ArgsInput, StartRequest};
+    use dsh_store::host;
+    use dsh_store::{Store, StoreUrl};
+
+    const RUNS: usize = 1000;
+    const TEN: &str = r#"export const meta = { name: "ten", description: "ten agents" };
+const r = await parallel(Array.from({ length: 10 }, (_, i) => () => agent(`${args.n}:${i}`)));
+return r.join(",");
+"#;
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let (dir, fixture) = workspace(json!([
+        { "match": {}, "text": "x", "delayMs": 20, "times": 1_000_000 }
+    ]));
+    let store = Store::open(&StoreUrl::parse(&url, |_| None).expect("url"))
+        .await
+        .expect("open");
+    let text = std::fs::read_to_string(&fixture).expect("fixture");
+    let spec = ProviderSpec::Fixture(fixture.display().to_string());
+    for n in 0..RUNS {
+        let req = StartRequest::new("ten.ts", TEN).with_args(ArgsInput::Json(json!({ "n": n })));
+        host::submit(&store, &req, Path::new("ten.ts"), spec.clone(), Some(text.clone()))
+            .await
+            .expect("submit");
+    }
+    let hosts: Vec<Host> = (0..3).map(|_| Host::start(dir.path(), &url, 8, 10)).collect();
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        let settled = pg::query(&url, "SELECT count(*) FROM dsh_runs WHERE result IS NOT NULL").await;
+        if settled[0].get::<_, i64>(0) == RUNS as i64 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not every run settled within 15 min");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let wrong = pg::query(
+        &url,
+        "SELECT count(*) FROM dsh_runs WHERE result->'result'->>'stopReason' <> 'completed'
+             OR result->'result'->>'value' <> (SELECT string_agg('x', ',') FROM generate_series(1, 10))",
+    )
+    .await;
+    assert_eq!(wrong[0].get::<_, i64>(0), 0, "every run completed with its value");
+    // Each call settled once: ten distinct settled seqs per run, no more.
+    let calls = pg::query(
+        &url,
+        "SELECT count(*), count(DISTINCT (run_id, (line::jsonb)->>'seq')) FROM dsh_journal
+         WHERE line LIKE '%\"type\":\"settled\"%'",
+    )
+    .await;
+    let (all, distinct) = (calls[0].get::<_, i64>(0), calls[0].get::<_, i64>(1));
+    assert_eq!((all, distinct), (RUNS as i64 * 10, RUNS as i64 * 10));
+    let owners = pg::query(&url, "SELECT count(DISTINCT owner) FROM dsh_runs").await;
+    assert_eq!(owners[0].get::<_, i64>(0), 3, "every host took work");
+    drop(hosts);
+}
