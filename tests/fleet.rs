@@ -38,16 +38,25 @@ impl Host {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let stderr = dir.join(format!("host-{n}.stderr"));
-        let child = Command::new(DSH)
+        let mut command = Command::new(DSH);
+        command
             .current_dir(dir)
             .args(["workflow", "host", "--store", url])
             .args(["--runs", &runs.to_string(), "--lease", &lease.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).expect("stderr file"))
-            .process_group(0)
-            .spawn()
-            .expect("spawn a host");
+            .process_group(0);
+        // SAFETY: prctl is async-signal-safe; it only asks for a signal
+        // when the spawning thread ends, so a test that dies without
+        // dropping its hosts (a timeout kills it) does not leave them.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = command.spawn().expect("spawn a host");
         Host { child, stderr }
     }
 
@@ -92,6 +101,49 @@ impl Drop for Host {
             self.signal(libc::SIGKILL);
             let _ = self.child.wait();
         }
+    }
+}
+
+/// The processes whose parent is `pid` (from `/proc`).
+fn children_of(pid: u32) -> Vec<i32> {
+    let mut kids = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(p) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // After the command's closing parenthesis: state, then ppid.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            kids.push(p);
+        }
+    }
+    kids
+}
+
+/// Waits (bounded) until none of `pids` runs any more (gone, or a zombie
+/// nobody has reaped yet: it holds nothing).
+async fn all_gone(pids: &[i32]) {
+    let running = |p: &i32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+            == Some(false)
+    };
+    let deadline = Instant::now() + common::RUN_BOUND;
+    while pids.iter().any(running) {
+        assert!(Instant::now() < deadline, "processes left behind: {pids:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -238,8 +290,12 @@ async fn a_dead_hosts_runs_are_taken_over() {
     let ids: Vec<String> = (0..4).map(|n| submit(dir.path(), &url, n)).collect();
     // Wait until the doomed host runs them all, each with `a` answered.
     each_answered_once(&url, ids.len()).await;
+    let workers = children_of(doomed.child.id());
+    assert!(!workers.is_empty(), "the host runs its runs' workers");
     doomed.signal(libc::SIGKILL);
     doomed.wait();
+    // Its workers die with it (each watches its parent), sandboxes and all.
+    all_gone(&workers).await;
     let _survivor = Host::start(dir.path(), &url, 8, 2);
     wait_all(dir.path(), &url, &ids, "A", "B");
     assert_settled_once(&url, ids.len()).await;
@@ -618,6 +674,7 @@ async fn a_database_restart_mid_run_loses_nothing() {
     tokio::task::spawn_blocking(move || restarting.restart(Duration::from_secs(2)))
         .await
         .expect("restart");
+    pg::until_ready(&url).await;
     wait_all(dir.path(), &url, &ids, "A", "B");
     assert_settled_once(&url, ids.len()).await;
     let claims = pg::query(&url, "SELECT max(claims) FROM dsh_runs").await;
@@ -655,18 +712,33 @@ return r.join(",");
     let spec = ProviderSpec::Fixture(fixture.display().to_string());
     for n in 0..RUNS {
         let req = StartRequest::new("ten.ts", TEN).with_args(ArgsInput::Json(json!({ "n": n })));
-        host::submit(&store, &req, Path::new("ten.ts"), spec.clone(), Some(text.clone()))
-            .await
-            .expect("submit");
+        host::submit(
+            &store,
+            &req,
+            Path::new("ten.ts"),
+            spec.clone(),
+            Some(text.clone()),
+        )
+        .await
+        .expect("submit");
     }
-    let hosts: Vec<Host> = (0..3).map(|_| Host::start(dir.path(), &url, 8, 10)).collect();
+    let hosts: Vec<Host> = (0..3)
+        .map(|_| Host::start(dir.path(), &url, 8, 10))
+        .collect();
     let deadline = Instant::now() + Duration::from_secs(900);
     loop {
-        let settled = pg::query(&url, "SELECT count(*) FROM dsh_runs WHERE result IS NOT NULL").await;
+        let settled = pg::query(
+            &url,
+            "SELECT count(*) FROM dsh_runs WHERE result IS NOT NULL",
+        )
+        .await;
         if settled[0].get::<_, i64>(0) == RUNS as i64 {
             break;
         }
-        assert!(Instant::now() < deadline, "not every run settled within 15 min");
+        assert!(
+            Instant::now() < deadline,
+            "not every run settled within 15 min"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let wrong = pg::query(
@@ -675,7 +747,11 @@ return r.join(",");
              OR result->'result'->>'value' <> (SELECT string_agg('x', ',') FROM generate_series(1, 10))",
     )
     .await;
-    assert_eq!(wrong[0].get::<_, i64>(0), 0, "every run completed with its value");
+    assert_eq!(
+        wrong[0].get::<_, i64>(0),
+        0,
+        "every run completed with its value"
+    );
     // Each call settled once: ten distinct settled seqs per run, no more.
     let calls = pg::query(
         &url,

@@ -208,6 +208,22 @@ pub async fn serve(
     // else a look after the last. A deadline, not a sleep made afresh each
     // turn of the loop, which the heartbeat would keep putting off.
     let mut next_look = tokio::time::Instant::now();
+    // The store's trouble is said when it starts or changes, not every
+    // second while it lasts: one slot for claiming, one for renewing.
+    let mut trouble: [Option<String>; 2] = [None, None];
+    let mut said = |slot: usize, text: Option<String>| {
+        if text != trouble[slot] {
+            if let Some(t) = &text {
+                let _ = report.send(HostEvent::Warning {
+                    id: None,
+                    text: t.clone(),
+                });
+            }
+            trouble[slot] = text;
+        }
+    };
+    const CLAIM: usize = 0;
+    const RENEW: usize = 1;
     loop {
         let room = state == HostState::Claiming && running.len() < opts.runs;
         tokio::select! {
@@ -234,6 +250,7 @@ pub async fn serve(
             }
             _ = heartbeat.tick() => match store.renew(&opts.name, opts.lease).await {
                 Ok(renewal) => {
+                    said(RENEW, None);
                     renewed = Instant::now();
                     for id in renewal.lost {
                         running.cancel(&id, LEASE_LOST);
@@ -244,7 +261,7 @@ pub async fn serve(
                     }
                 }
                 Err(e) => {
-                    say(HostEvent::Warning { id: None, text: format!("cannot renew its leases: {e}") });
+                    said(RENEW, Some(format!("cannot renew its leases: {e}")));
                     // Past the lease, other hosts may run these runs: this
                     // one must not go on with them.
                     if renewed.elapsed() >= opts.lease {
@@ -267,6 +284,7 @@ pub async fn serve(
                 next_look = tokio::time::Instant::now() + LOOK;
                 match store.claim(&opts.name, opts.lease).await {
                     Ok(Some(claimed)) => {
+                        said(CLAIM, None);
                         let id = claimed.id.clone();
                         say(HostEvent::Claimed { id: id.clone(), claims: claimed.claims });
                         let (tx, rx) = watch::channel(claimed.cancel_requested.clone());
@@ -282,8 +300,8 @@ pub async fn serve(
                         running.cancels.insert(id, tx);
                         next_look = tokio::time::Instant::now();
                     }
-                    Ok(None) => {}
-                    Err(e) => say(HostEvent::Warning { id: None, text: format!("cannot claim: {e}") }),
+                    Ok(None) => said(CLAIM, None),
+                    Err(e) => said(CLAIM, Some(format!("cannot claim: {e}"))),
                 }
             }
         }

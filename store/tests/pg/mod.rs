@@ -62,6 +62,19 @@ pub async fn database_on(admin: &str) -> String {
     with_database(admin, &name)
 }
 
+/// Waits (bounded) until the server at `url` takes connections: one that
+/// has just started listens before it is ready ("starting up").
+pub async fn until_ready(url: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Err(e) = tokio_postgres::connect(url, tokio_postgres::NoTls).await {
+        assert!(
+            Instant::now() < deadline,
+            "{url} never took connections: {e}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The rows of `sql` in the database at `url` (a connection of its own).
 pub async fn query(url: &str, sql: &str) -> Vec<tokio_postgres::Row> {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
