@@ -12,7 +12,7 @@ use dsh_orchestrator::providers::dry_run::DryRunProvider;
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::{ErrorCode, SandboxPolicy, StartRequest, SubagentProvider};
 use dsh_store::StoreUrl;
-use dsh_store::host::{self, HostControl, HostEvent, HostOptions, Refused};
+use dsh_store::host::{self, Carried, HostControl, HostEvent, HostOptions, Nested, Refused};
 use serde_json::Value;
 
 use crate::error::{CliError, exit, print_error};
@@ -42,12 +42,47 @@ pub async fn submit(a: RunArgs) -> Result<i32, CliError> {
         ),
         None => None,
     };
+    let carried = Carried {
+        fixture,
+        workflows: nested(&built.req)?,
+    };
     let store = open_store(&url).await?;
-    let id = host::submit(&store, &built.req, &a.script, built.spec, fixture)
+    let id = host::submit(&store, &built.req, &a.script, built.spec, carried)
         .await
         .map_err(|e| CliError::new(e.code, e.message))?;
     println!("{id}");
     Ok(exit::COMPLETED)
+}
+
+/// The saved workflows a submitted run may call by name: every one of
+/// this machine's catalog that can run (the first of each name), sent with
+/// the run, so that the host runs the same ones.
+fn nested(req: &StartRequest) -> Result<Vec<Nested>, CliError> {
+    let Some(catalog) = &req.catalog else {
+        return Ok(Vec::new());
+    };
+    let mut sent = Vec::new();
+    for entry in catalog.list() {
+        if entry.problem.is_some() || entry.shadowed_by.is_some() {
+            continue;
+        }
+        let source =
+            dsh_orchestrator::files::read_text(&entry.path, req.limits.max_script_bytes as u64)
+                .map_err(|e| {
+                    CliError::usage(format!(
+                        "saved workflow {} ({}): cannot read it to send with the run: {e}",
+                        entry.name,
+                        entry.path.display()
+                    ))
+                })?;
+        let file = entry
+            .path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        sent.push(Nested { file, source });
+    }
+    Ok(sent)
 }
 
 /// `dsh workflow host`: the store's host loop (`dsh_store::host::serve`)

@@ -615,7 +615,7 @@ async fn an_embedder_runs_a_host_in_process_and_drives_it_by_the_library() {
         let store = store.clone();
         let spec = spec.clone();
         async move {
-            host::submit(&store, &req, Path::new("wf.ts"), spec, None)
+            host::submit(&store, &req, Path::new("wf.ts"), spec, Default::default())
                 .await
                 .expect("submit")
         }
@@ -717,7 +717,10 @@ return r.join(",");
             &req,
             Path::new("ten.ts"),
             spec.clone(),
-            Some(text.clone()),
+            host::Carried {
+                fixture: Some(text.clone()),
+                ..Default::default()
+            },
         )
         .await
         .expect("submit");
@@ -764,4 +767,42 @@ return r.join(",");
     let owners = pg::query(&url, "SELECT count(DISTINCT owner) FROM dsh_runs").await;
     assert_eq!(owners[0].get::<_, i64>(0), 3, "every host took work");
     drop(hosts);
+}
+
+/// A submitted run carries the saved workflows of the submitter's catalog:
+/// its `workflow("child")` runs the child it was submitted with, not the
+/// host's own `child`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submitted_run_calls_the_nested_workflows_it_was_sent_with() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let child = |says: &str| {
+        format!(
+            "export const meta = {{ name: \"child\", description: \"a child\" }};\nreturn `{says} ${{args.x}}`;\n"
+        )
+    };
+    let (submitter, _) = workspace(json!([]));
+    let saved = submitter.path().join(".claude/workflows");
+    std::fs::create_dir_all(&saved).expect("dir");
+    std::fs::write(saved.join("child.ts"), child("sent")).expect("child");
+    std::fs::write(
+        submitter.path().join("parent.ts"),
+        "export const meta = { name: \"parent\", description: \"calls child\" };\n\
+         return await workflow(\"child\", { x: 1 });\n",
+    )
+    .expect("parent");
+    let (host_dir, _) = workspace(json!([]));
+    let theirs = host_dir.path().join(".claude/workflows");
+    std::fs::create_dir_all(&theirs).expect("dir");
+    std::fs::write(theirs.join("child.ts"), child("the host's")).expect("child");
+    let _host = Host::start(host_dir.path(), &url, 2, 10);
+    let (code, stdout, stderr) = dsh(
+        submitter.path(),
+        &["submit", "parent.ts", "--dry-run", "--store", &url],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, stdout, stderr) = dsh(host_dir.path(), &["wait", stdout.trim(), "--store", &url]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout.trim(), "\"sent 1\"");
 }

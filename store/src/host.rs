@@ -17,6 +17,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dsh_engine::catalog::{Catalog, Origin};
+use dsh_engine::script::ScriptKind;
 use dsh_engine::{StartRequest, SubagentProvider};
 use dsh_journal::{ProviderSpec, Replay, ResumeError, ResumeOptions, RunStore, resume_stored};
 use dsh_protocol::{ErrorCode, SandboxPolicy};
@@ -395,7 +397,19 @@ async fn run_one(
     if strength(req.sandbox) < strength(floor) {
         req.sandbox = floor;
     }
-    let req = answerer.ready(req)?;
+    let mut req = answerer.ready(req)?;
+    // The workflows sent with the run, in a directory of its own for the
+    // run's length; a run submitted without (by an older dsh) finds them
+    // in the host's catalog.
+    let _nested = match submission.as_ref().map(|s| &s["workflows"]) {
+        Some(Value::Array(sent)) => {
+            let (dir, catalog) = nested_catalog(sent)?;
+            let catalog = catalog.with_max_script_bytes(req.limits.max_script_bytes);
+            req.catalog = Some(Arc::new(catalog));
+            Some(dir)
+        }
+        _ => None,
+    };
     let run = durable.start(req).map_err(|e| Refused {
         code: e.code(),
         message: e.to_string(),
@@ -420,18 +434,37 @@ async fn run_one(
     Ok(finished.warnings.iter().map(ToString::to_string).collect())
 }
 
+/// A saved workflow sent with a run, for its `workflow("name")` calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nested {
+    /// The file's name on the submitter's machine: its extension says its
+    /// language; the name it is called by is its meta's, as always.
+    pub file: String,
+    /// The file's text.
+    pub source: String,
+}
+
+/// What a submitted run carries besides its record.
+#[derive(Debug, Clone, Default)]
+pub struct Carried {
+    /// A fixture's text, when a fixture answers the run.
+    pub fixture: Option<String>,
+    /// The saved workflows it may call by name (the submitter's catalog);
+    /// the host finds `workflow("name")` among these, never in its own.
+    pub workflows: Vec<Nested>,
+}
+
 /// Submits a run for a host to run: `req`'s script, args, limits and
 /// sandbox policy, recorded with `spec` (what answers it: the host's own
-/// providers, a fixture, the dry run) and — for a fixture — its text, as
-/// `script` (the script's path, as the user named it) would be run. A
-/// script that cannot start is refused here, not by a host later. The
-/// run's id.
+/// providers, a fixture, the dry run) and what it `carried`, as `script`
+/// (the script's path, as the user named it) would be run. A script that
+/// cannot start is refused here, not by a host later. The run's id.
 pub async fn submit(
     store: &Store,
     req: &StartRequest,
     script: &std::path::Path,
     spec: ProviderSpec,
-    fixture: Option<String>,
+    carried: Carried,
 ) -> Result<String, Refused> {
     dsh_engine::prepare(req).map_err(|e| Refused {
         code: e.code(),
@@ -441,10 +474,57 @@ pub async fn submit(
     let info = dsh_journal::durable::run_info(&id, req, script, spec);
     let info = serde_json::to_value(&info).map_err(|e| Refused::usage(e.to_string()))?;
     store
-        .submit(&id, &info, &req.source, &json!({ "fixture": fixture }))
+        .submit(
+            &id,
+            &info,
+            &req.source,
+            &json!({
+                "fixture": carried.fixture,
+                "workflows": carried.workflows.iter()
+                    .map(|w| json!({ "file": w.file, "source": w.source }))
+                    .collect::<Vec<_>>(),
+            }),
+        )
         .await
         .map_err(|e| Refused::usage(e.to_string()))?;
     Ok(id)
+}
+
+/// A catalog of only the workflows `sent` with a run, written to a private
+/// directory that lives as long as the returned value. The files' names
+/// are made here (`w0.ts`, `w1.js`, …: only the sent name's extension is
+/// kept, and only a script's), never taken from the row.
+fn nested_catalog(sent: &[Value]) -> Result<(tempfile::TempDir, Catalog), Refused> {
+    let problem = |why: String| Refused::usage(format!("the workflows sent with the run: {why}"));
+    if sent.len() > dsh_engine::catalog::MAX_FILES_PER_DIR {
+        return Err(problem(format!(
+            "{} of them, over the {} a catalog directory holds",
+            sent.len(),
+            dsh_engine::catalog::MAX_FILES_PER_DIR
+        )));
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("dsh-nested-")
+        .tempdir()
+        .map_err(|e| problem(format!("cannot make a directory for them: {e}")))?;
+    for (i, w) in sent.iter().enumerate() {
+        let (Some(file), Some(source)) = (w["file"].as_str(), w["source"].as_str()) else {
+            return Err(problem(format!("[{i}] is not {{\"file\", \"source\"}}")));
+        };
+        let ext = match ScriptKind::from_path(std::path::Path::new(file)) {
+            Some(ScriptKind::TypeScript) => "ts",
+            Some(ScriptKind::JavaScript) => "js",
+            None => {
+                return Err(problem(format!(
+                    "[{i}] {file:?} is not a .ts, .mts, .js or .mjs file"
+                )));
+            }
+        };
+        std::fs::write(dir.path().join(format!("w{i}.{ext}")), source)
+            .map_err(|e| problem(format!("cannot write [{i}]: {e}")))?;
+    }
+    let catalog = Catalog::new(dir.path()).with_dir(dir.path(), Origin::Other);
+    Ok((dir, catalog))
 }
 
 /// Waits for run `id`'s result document: its notice, or a look every
