@@ -168,6 +168,38 @@ fn workspace(answers: Value) -> (tempfile::TempDir, PathBuf) {
     (dir, fixture)
 }
 
+/// A workspace whose `a` calls are answered at once and whose `b` calls
+/// after 1.5 s: a run is caught between its two calls.
+fn a_then_slow_b() -> tempfile::TempDir {
+    workspace(json!([
+        { "match": { "label": "a" }, "text": "A", "times": 1000 },
+        { "match": { "label": "b" }, "text": "B", "delayMs": 1500, "times": 1000 }
+    ]))
+    .0
+}
+
+/// Runs `runs` runs on one host (lease 10 s), calls `disrupt` once each
+/// run has a call answered, and checks that the host rode it out: every
+/// run's value, every call settled once, none taken over, and the host
+/// still drains on SIGTERM.
+async fn rides_out<F: std::future::Future<Output = ()>>(
+    url: &str,
+    runs: u32,
+    disrupt: impl FnOnce() -> F,
+) {
+    let dir = a_then_slow_b();
+    let mut host = Host::start(dir.path(), url, 4, 10);
+    let ids: Vec<String> = (0..runs).map(|n| submit(dir.path(), url, n)).collect();
+    each_answered_once(url, ids.len()).await;
+    disrupt().await;
+    wait_all(dir.path(), url, &ids, "A", "B");
+    assert_settled_once(url, ids.len()).await;
+    let claims = pg::query(url, "SELECT max(claims) FROM dsh_runs").await;
+    assert_eq!(claims[0].get::<_, i32>(0), 1, "no run was taken over");
+    host.signal(libc::SIGTERM);
+    assert_eq!(host.wait(), Some(0), "{}", host.stderr());
+}
+
 fn submit(dir: &Path, url: &str, n: u32) -> String {
     let (code, stdout, stderr) = dsh(
         dir,
@@ -282,10 +314,7 @@ async fn a_dead_hosts_runs_are_taken_over() {
     let Some(url) = pg::database().await else {
         return;
     };
-    let (dir, _) = workspace(json!([
-        { "match": { "label": "a" }, "text": "A", "times": 1000 },
-        { "match": { "label": "b" }, "text": "B", "delayMs": 1500, "times": 1000 }
-    ]));
+    let dir = a_then_slow_b();
     let mut doomed = Host::start(dir.path(), &url, 8, 2);
     let ids: Vec<String> = (0..4).map(|n| submit(dir.path(), &url, n)).collect();
     // Wait until the doomed host runs them all, each with `a` answered.
@@ -346,20 +375,7 @@ async fn a_host_whose_connections_are_cut_connects_again_and_finishes() {
     let Some(url) = pg::database().await else {
         return;
     };
-    let (dir, _) = workspace(json!([
-        { "match": { "label": "a" }, "text": "A", "times": 1000 },
-        { "match": { "label": "b" }, "text": "B", "delayMs": 1500, "times": 1000 }
-    ]));
-    let mut host = Host::start(dir.path(), &url, 4, 10);
-    let ids: Vec<String> = (0..2).map(|n| submit(dir.path(), &url, n)).collect();
-    each_answered_once(&url, ids.len()).await;
-    cut_connections(&url).await;
-    wait_all(dir.path(), &url, &ids, "A", "B");
-    assert_settled_once(&url, ids.len()).await;
-    let claims = pg::query(&url, "SELECT max(claims) FROM dsh_runs").await;
-    assert_eq!(claims[0].get::<_, i32>(0), 1, "no run was taken over");
-    host.signal(libc::SIGTERM);
-    assert_eq!(host.wait(), Some(0), "{}", host.stderr());
+    rides_out(&url, 2, || cut_connections(&url)).await;
 }
 
 /// A host paused (SIGSTOP) past its lease loses its runs to another host,
@@ -371,10 +387,7 @@ async fn a_host_paused_past_its_lease_loses_its_runs_and_its_late_writes() {
     let Some(url) = pg::database().await else {
         return;
     };
-    let (dir, _) = workspace(json!([
-        { "match": { "label": "a" }, "text": "A", "times": 1000 },
-        { "match": { "label": "b" }, "text": "B", "delayMs": 1500, "times": 1000 }
-    ]));
+    let dir = a_then_slow_b();
     let mut paused = Host::start(dir.path(), &url, 4, 2);
     let ids: Vec<String> = (0..2).map(|n| submit(dir.path(), &url, n)).collect();
     each_answered_once(&url, ids.len()).await;
@@ -662,25 +675,15 @@ async fn a_database_restart_mid_run_loses_nothing() {
         return;
     };
     let url = pg::database_on(&cluster.url()).await;
-    let (dir, _) = workspace(json!([
-        { "match": { "label": "a" }, "text": "A", "times": 1000 },
-        { "match": { "label": "b" }, "text": "B", "delayMs": 1500, "times": 1000 }
-    ]));
-    let mut host = Host::start(dir.path(), &url, 4, 10);
-    let ids: Vec<String> = (0..3).map(|n| submit(dir.path(), &url, n)).collect();
-    each_answered_once(&url, ids.len()).await;
     let cluster = std::sync::Arc::new(cluster);
-    let restarting = cluster.clone();
-    tokio::task::spawn_blocking(move || restarting.restart(Duration::from_secs(2)))
-        .await
-        .expect("restart");
-    pg::until_ready(&url).await;
-    wait_all(dir.path(), &url, &ids, "A", "B");
-    assert_settled_once(&url, ids.len()).await;
-    let claims = pg::query(&url, "SELECT max(claims) FROM dsh_runs").await;
-    assert_eq!(claims[0].get::<_, i32>(0), 1, "no run was taken over");
-    host.signal(libc::SIGTERM);
-    assert_eq!(host.wait(), Some(0), "{}", host.stderr());
+    rides_out(&url, 3, || async {
+        let restarting = cluster.clone();
+        tokio::task::spawn_blocking(move || restarting.restart(Duration::from_secs(2)))
+            .await
+            .expect("restart");
+        pg::until_ready(&url).await;
+    })
+    .await;
 }
 
 /// The scale: 1,000 runs × 10 agents (a `parallel()` of ten,

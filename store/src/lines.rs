@@ -41,41 +41,37 @@ impl Table {
         }
     }
 
-    /// What the table already has for `$1`: its last seq and its bytes.
-    fn tail_sql(self) -> &'static str {
+    /// The table and its text column.
+    fn table_and_column(self) -> (&'static str, &'static str) {
         match self {
-            Table::Journal => {
-                "SELECT coalesce(max(seq), 0), coalesce(sum(octet_length(line)), 0)::bigint
-                 FROM dsh_journal WHERE run_id = $1"
-            }
-            Table::Events => {
-                "SELECT coalesce(max(seq), 0), coalesce(sum(octet_length(event) + 1), 0)::bigint
-                 FROM dsh_events WHERE run_id = $1"
-            }
+            Table::Journal => ("dsh_journal", "line"),
+            Table::Events => ("dsh_events", "event"),
         }
+    }
+
+    /// What the table already has for `$1`: its last seq and its bytes (a
+    /// journal line keeps its newline; an event's is counted here).
+    fn tail_sql(self) -> String {
+        let (table, column) = self.table_and_column();
+        let newline = if self == Table::Events { " + 1" } else { "" };
+        format!(
+            "SELECT coalesce(max(seq), 0), coalesce(sum(octet_length({column}){newline}), 0)::bigint
+             FROM {table} WHERE run_id = $1"
+        )
     }
 
     /// Inserts `$3` at seqs `$2` of run `$1` while its claim is `$4`
     /// (`NULL`: unfenced).
-    fn insert_sql(self) -> &'static str {
-        match self {
-            Table::Journal => {
-                "WITH fence AS (
-                     SELECT 1 FROM dsh_runs WHERE id = $1 AND ($4::integer IS NULL OR claims = $4)
-                     FOR SHARE)
-                 INSERT INTO dsh_journal (run_id, seq, line)
-                 SELECT $1, s, l FROM fence, unnest($2::bigint[], $3::text[]) AS t(s, l)
-                 ON CONFLICT (run_id, seq) DO NOTHING"
-            }
-            Table::Events => {
-                "WITH fence AS (
-                     SELECT 1 FROM dsh_runs WHERE id = $1 AND ($4::integer IS NULL OR claims = $4)
-                     FOR SHARE)
-                 INSERT INTO dsh_events (run_id, seq, event)
-                 SELECT $1, s, l FROM fence, unnest($2::bigint[], $3::text[]) AS t(s, l)
-                 ON CONFLICT (run_id, seq) DO NOTHING"
-            }
-        }
+    fn insert_sql(self) -> String {
+        let (table, column) = self.table_and_column();
+        format!(
+            "WITH fence AS (
+                 SELECT 1 FROM dsh_runs WHERE id = $1 AND ($4::integer IS NULL OR claims = $4)
+                 FOR SHARE)
+             INSERT INTO {table} (run_id, seq, {column})
+             SELECT $1, s, l FROM fence, unnest($2::bigint[], $3::text[]) AS t(s, l)
+             ON CONFLICT (run_id, seq) DO NOTHING"
+        )
     }
 }
 
@@ -86,6 +82,7 @@ pub(crate) struct Appender {
     run_id: String,
     fence: Option<i32>,
     table: Table,
+    insert: String,
     next_seq: i64,
 }
 
@@ -100,7 +97,7 @@ impl Appender {
         table: Table,
     ) -> Result<(Appender, u64), StoreError> {
         let client = connect(url).await?;
-        let row = client.query_one(table.tail_sql(), &[&run_id]).await?;
+        let row = client.query_one(&table.tail_sql(), &[&run_id]).await?;
         let last: i64 = row.get(0);
         let bytes = u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
         Ok((
@@ -110,6 +107,7 @@ impl Appender {
                 run_id: run_id.to_string(),
                 fence,
                 table,
+                insert: table.insert_sql(),
                 next_seq: last + 1,
             },
             bytes,
@@ -134,7 +132,7 @@ impl Appender {
             if let Some(client) = &self.client {
                 match client
                     .execute(
-                        self.table.insert_sql(),
+                        self.insert.as_str(),
                         &[&self.run_id, &seqs, &lines, &self.fence],
                     )
                     .await
