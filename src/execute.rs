@@ -34,19 +34,97 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
         record: a.record.clone(),
         journal_limit: a.journal_limit,
     };
-    let durable = match &store {
-        None => Durable::new_run(&mut req, &a.script, spec, &options),
+    let (durable, heartbeat) = match &store {
+        None => (Durable::new_run(&mut req, &a.script, spec, &options), None),
         Some(url) => {
             // A script that cannot start makes no record in the store.
             dsh_orchestrator::prepare(&req)?;
-            let store = request::open_store(url).await?;
-            Durable::new_run_in_store(&mut req, &a.script, spec, Arc::new(store), &options)
-                .await
-                .map_err(|e| CliError::usage(format!("the store {url}: {e}")))?
+            let owner = format!("{} (foreground)", request::host_name());
+            let lease = request::load_config(a.config.as_deref())?
+                .store_lease
+                .unwrap_or(FOREGROUND_LEASE);
+            let store = Arc::new(request::open_store(url).await?.leasing(&owner, lease));
+            let carried = crate::fleet::carried(&a, &req)?;
+            let durable =
+                Durable::new_run_in_store(&mut req, &a.script, spec, store.clone(), &options)
+                    .await
+                    .map_err(|e| CliError::usage(format!("the store {url}: {e}")))?;
+            // What a host needs to continue the run if this process dies.
+            if let Some(id) = &req.run_id
+                && let Err(e) = store.carry(id, &carried.to_json()).await
+            {
+                // A run no host could continue is not left behind to be
+                // claimed.
+                let _ = dsh_orchestrator::journal::RunStore::discard(&*store, id).await;
+                return Err(CliError::usage(format!("the store {url}: {e}")));
+            }
+            (durable, Some(heartbeat(store, owner, lease)))
         }
     };
     req.provider = stack::compose(answering, durable.layer());
-    Ok(execute(req, durable, &a.show, events_file, start_note).await)
+    let (stop, task) = heartbeat.unzip();
+    let code = execute(req, durable, &a.show, events_file, start_note, stop).await;
+    if let Some(task) = task {
+        task.abort();
+    }
+    Ok(code)
+}
+
+/// The lease of a run made by `run --store` unless `[store] lease` says
+/// otherwise: renewed every third of it while this process runs; once it
+/// has passed without (the process died, or was stopped that long), a host
+/// serving the store continues the run. Longer than a host's: a
+/// terminal's run may be paused by hand (Ctrl-Z).
+pub const FOREGROUND_LEASE: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Keeps the lease of this process's stored run; says why the run must
+/// stop — the lease was lost (another host continues the run), or a
+/// cancel was asked for from anywhere (`dsh workflow cancel`).
+fn heartbeat(
+    store: Arc<dsh_store::Store>,
+    owner: String,
+    lease: std::time::Duration,
+) -> (
+    tokio::sync::oneshot::Receiver<String>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        // A cancel from anywhere is heard at once; without the listener,
+        // at the next heartbeat.
+        let mut listener = store.listen(&["dsh_cancel"]).await.ok();
+        let mut tick = tokio::time::interval(lease / 3);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut renewed = std::time::Instant::now();
+        loop {
+            let heard = async {
+                match listener.as_mut() {
+                    Some(l) => l.next().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = heard => {}
+            }
+            let stop = match store.renew(&owner, lease).await {
+                Ok(r) if !r.lost.is_empty() => Some(dsh_store::host::LEASE_LOST.to_string()),
+                Ok(r) => {
+                    renewed = std::time::Instant::now();
+                    r.cancels.into_iter().next().map(|(_, reason)| reason)
+                }
+                Err(_) if renewed.elapsed() >= lease => {
+                    Some(dsh_store::host::LEASE_LOST.to_string())
+                }
+                Err(_) => None,
+            };
+            if let Some(reason) = stop {
+                let _ = tx.send(reason);
+                return;
+            }
+        }
+    });
+    (rx, task)
 }
 
 /// Creates `--events-file`: a new file or an existing regular one, never
@@ -88,6 +166,7 @@ pub async fn execute(
     show: &ShowFlags,
     mut events_file: Option<std::fs::File>,
     start_note: Option<String>,
+    stop: Option<tokio::sync::oneshot::Receiver<String>>,
 ) -> i32 {
     print_warnings(durable.take_warnings());
     let budget = req.limits.budget_tokens;
@@ -121,7 +200,7 @@ pub async fn execute(
             None,
         ))
     });
-    let events = follow(run, &mode, live.as_mut(), &mut signals).await;
+    let events = follow(run, &mode, live.as_mut(), &mut signals, stop).await;
     let run_dir = durable_run.run_dir();
     let mut finished = durable_run.finish().await;
     if let Some(l) = live.as_mut() {
@@ -193,7 +272,20 @@ async fn follow(
     mode: &progress::Mode,
     mut live: Option<&mut Live>,
     signals: &mut Signals,
+    stop: Option<tokio::sync::oneshot::Receiver<String>>,
 ) -> EventStream {
+    // Told to stop from outside (the store: a cancel, a lost lease).
+    let stopped = async {
+        match stop {
+            Some(rx) => match rx.await {
+                Ok(reason) => reason,
+                Err(_) => std::future::pending().await,
+            },
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(stopped);
+    let mut stop_said = false;
     let mut events = run.subscribe();
     let mut ticks = tokio::time::interval(crate::live::FLUSH_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -211,6 +303,10 @@ async fn follow(
                 if let Some(l) = live.as_mut() {
                     l.tick();
                 }
+            }
+            reason = &mut stopped, if !stop_said => {
+                stop_said = true;
+                run.cancel(reason);
             }
             _ = signals.next() => {
                 interrupts += 1;

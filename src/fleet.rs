@@ -34,6 +34,18 @@ fn needs_store(url: Option<StoreUrl>, what: &str) -> Result<StoreUrl, CliError> 
 pub async fn submit(a: RunArgs) -> Result<i32, CliError> {
     let built = request::build(&a)?;
     let url = needs_store(built.store.clone(), "submit")?;
+    let carried = carried(&a, &built.req)?;
+    let store = open_store(&url).await?;
+    let id = host::submit(&store, &built.req, &a.script, built.spec, carried)
+        .await
+        .map_err(|e| CliError::new(e.code, e.message))?;
+    println!("{id}");
+    Ok(exit::COMPLETED)
+}
+
+/// What a run kept in the store carries for a host to run (or continue)
+/// it: the fixture's text, and the saved workflows it may call.
+pub fn carried(a: &RunArgs, req: &StartRequest) -> Result<Carried, CliError> {
     let fixture = match &a.fixture {
         Some(f) => Some(
             dsh_orchestrator::files::read_text(f, dsh_orchestrator::files::FIXTURE_LIMIT).map_err(
@@ -42,16 +54,10 @@ pub async fn submit(a: RunArgs) -> Result<i32, CliError> {
         ),
         None => None,
     };
-    let carried = Carried {
+    Ok(Carried {
         fixture,
-        workflows: nested(&built.req)?,
-    };
-    let store = open_store(&url).await?;
-    let id = host::submit(&store, &built.req, &a.script, built.spec, carried)
-        .await
-        .map_err(|e| CliError::new(e.code, e.message))?;
-    println!("{id}");
-    Ok(exit::COMPLETED)
+        workflows: nested(req)?,
+    })
 }
 
 /// The saved workflows a submitted run may call by name: every one of
@@ -92,13 +98,7 @@ pub async fn host(a: HostArgs) -> Result<i32, CliError> {
     let config = load_config(a.config.as_deref())?;
     let url = needs_store(store_url(a.store.as_deref(), &config)?, "host")?;
     let store = Arc::new(open_store(&url).await?);
-    let name = format!(
-        "{}:{}",
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_else(|_| "host".into()),
-        std::process::id()
-    );
+    let name = request::host_name();
     let opts = HostOptions {
         name: name.clone(),
         runs: a.runs as usize,

@@ -441,6 +441,18 @@ pub fn resume_provider(
     })
 }
 
+/// This machine's name and this process's id: how a store names the
+/// process that holds a run (`owner`).
+pub fn host_name() -> String {
+    format!(
+        "{}:{}",
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "host".into()),
+        std::process::id()
+    )
+}
+
 /// The saved workflows of the CLI: the project's `.claude/workflows/` (the
 /// working directory's), the user's `~/.claude/workflows/`, then dsh's own
 /// `workflows/` beside the `dsh.toml` in use (or in the working directory

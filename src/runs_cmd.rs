@@ -77,7 +77,7 @@ pub async fn resume(a: ResumeArgs) -> Result<i32, CliError> {
     let catalog = request::catalog_for(a.config.as_deref())?;
     let req = req.with_worker(request::worker()?).with_catalog(catalog);
     let events_file = open_events_file(&a.show)?;
-    Ok(execute(req, durable, &a.show, events_file, None).await)
+    Ok(execute(req, durable, &a.show, events_file, None, None).await)
 }
 
 /// `2026-11-30 04:38:12Z` for milliseconds since the epoch (UTC); the raw

@@ -222,12 +222,13 @@ fn submit(dir: &Path, url: &str, n: u32) -> String {
 async fn each_answered_once(url: &str, runs: usize) {
     let deadline = Instant::now() + common::RUN_BOUND;
     loop {
-        let rows = pg::query(
+        // Before the first run made the schema, there is no table yet.
+        let rows = pg::try_query(
             url,
             "SELECT count(DISTINCT run_id) FROM dsh_journal WHERE line LIKE '%\"type\":\"settled\"%'",
         )
         .await;
-        if rows[0].get::<_, i64>(0) == runs as i64 {
+        if rows.is_ok_and(|r| r[0].get::<_, i64>(0) == runs as i64) {
             return;
         }
         assert!(Instant::now() < deadline, "the runs were never answered");
@@ -808,4 +809,75 @@ async fn a_submitted_run_calls_the_nested_workflows_it_was_sent_with() {
     let (code, stdout, stderr) = dsh(host_dir.path(), &["wait", stdout.trim(), "--store", &url]);
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(stdout.trim(), "\"sent 1\"");
+}
+
+/// `dsh workflow run --store` holds its run by a lease too (`[store]
+/// lease`): killed mid-run (`kill -9`), its run is continued by a host
+/// once the lease has passed — the fixture it was run with carried in the
+/// store — and `wait` prints the value from any directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreground_run_whose_process_dies_is_continued_by_a_host() {
+    use std::os::unix::process::CommandExt as _;
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let dir = a_then_slow_b();
+    std::fs::write(dir.path().join("dsh.toml"), "[store]\nlease = \"2s\"\n").expect("dsh.toml");
+    let mut run = Command::new(DSH)
+        .current_dir(dir.path())
+        .args(["workflow", "run", "wf.ts", "--fixture", "answers.json"])
+        .args(["--args", "{\"n\":5}", "--store", &url])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("dsh workflow run");
+    each_answered_once(&url, 1).await;
+    // SAFETY: our own child's process group, not yet reaped.
+    unsafe { libc::kill(-(run.id() as libc::pid_t), libc::SIGKILL) };
+    let _ = run.wait();
+    let id: String = pg::query(&url, "SELECT id FROM dsh_runs").await[0].get(0);
+    let _host = Host::start(dir.path(), &url, 2, 2);
+    let elsewhere = tempfile::tempdir().expect("tempdir");
+    let (code, stdout, stderr) = dsh(elsewhere.path(), &["wait", &id, "--store", &url]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let value: Value = serde_json::from_str(&stdout).expect("the value");
+    assert_eq!(value, json!([5, "A", "B"]));
+    assert_settled_once(&url, 1).await;
+    let claims = pg::query(&url, "SELECT claims FROM dsh_runs").await;
+    assert_eq!(claims[0].get::<_, i32>(0), 2, "continued by the host");
+}
+
+/// `dsh workflow cancel` reaches a foreground `run --store` too: it
+/// cancels its run and exits as for a cancelled run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_reaches_a_foreground_run() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let (dir, _) = workspace(json!([
+        { "match": { "label": "a" }, "text": "A" },
+        { "match": { "label": "b" }, "hang": true }
+    ]));
+    let run = Command::new(DSH)
+        .current_dir(dir.path())
+        .args(["workflow", "run", "wf.ts", "--fixture", "answers.json"])
+        .args(["--args", "{\"n\":5}", "--store", &url])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("dsh workflow run");
+    each_answered_once(&url, 1).await;
+    let id: String = pg::query(&url, "SELECT id FROM dsh_runs").await[0].get(0);
+    let (code, _, stderr) = dsh(dir.path(), &["cancel", &id, "--store", &url]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let out = tokio::task::spawn_blocking(move || run.wait_with_output())
+        .await
+        .expect("join")
+        .expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("dsh workflow cancel"), "{stderr}");
 }

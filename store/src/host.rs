@@ -454,6 +454,18 @@ pub struct Carried {
     pub workflows: Vec<Nested>,
 }
 
+impl Carried {
+    /// As the store keeps it (`dsh_runs.submission`).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "fixture": self.fixture,
+            "workflows": self.workflows.iter()
+                .map(|w| json!({ "file": w.file, "source": w.source }))
+                .collect::<Vec<_>>(),
+        })
+    }
+}
+
 /// Submits a run for a host to run: `req`'s script, args, limits and
 /// sandbox policy, recorded with `spec` (what answers it: the host's own
 /// providers, a fixture, the dry run) and what it `carried`, as `script`
@@ -474,17 +486,7 @@ pub async fn submit(
     let info = dsh_journal::durable::run_info(&id, req, script, spec);
     let info = serde_json::to_value(&info).map_err(|e| Refused::usage(e.to_string()))?;
     store
-        .submit(
-            &id,
-            &info,
-            &req.source,
-            &json!({
-                "fixture": carried.fixture,
-                "workflows": carried.workflows.iter()
-                    .map(|w| json!({ "file": w.file, "source": w.source }))
-                    .collect::<Vec<_>>(),
-            }),
-        )
+        .submit(&id, &info, &req.source, &carried.to_json())
         .await
         .map_err(|e| Refused::usage(e.to_string()))?;
     Ok(id)

@@ -180,10 +180,15 @@ enum HoldKind {
     /// By a lease a host renews ([`Store::claim`], [`Store::renew`]).
     Lease,
     /// By a session advisory lock on the store's connection: a run this
-    /// process made (`run --store`) or resumed (`resume --store`). The
+    /// process resumed (`resume --store`), or made without a lease. The
     /// lock only keeps a second process from starting it; the fence keeps
     /// the writes apart.
     Session,
+    /// Both: a run this process made in the foreground (`run --store`,
+    /// [`Store::leasing`]). The lock says at once that the process is
+    /// gone (a resume by hand may take the run); the lease lets hosts
+    /// continue it once it has passed.
+    Foreground,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -205,6 +210,9 @@ pub struct Store {
     url: StoreUrl,
     client: Mutex<Arc<Client>>,
     held: Mutex<HashMap<String, Hold>>,
+    /// The owner and lease of the runs this process makes, when it holds
+    /// them by a lease too ([`Store::leasing`]).
+    foreground: Option<(String, Duration)>,
 }
 
 impl std::fmt::Debug for Store {
@@ -228,7 +236,17 @@ impl Store {
             url: url.clone(),
             client: Mutex::new(Arc::new(client)),
             held: Mutex::new(HashMap::new()),
+            foreground: None,
         })
+    }
+
+    /// Holds the runs this process makes ([`Store::create_run`]) by a
+    /// lease as well, under `owner`, which the caller renews
+    /// ([`Store::renew`]): if the process dies, a host continues the run
+    /// once the lease has passed.
+    pub fn leasing(mut self, owner: impl Into<String>, lease: Duration) -> Store {
+        self.foreground = Some((owner.into(), lease));
+        self
     }
 
     /// Where the store is.
@@ -257,20 +275,23 @@ impl Store {
     /// Records a new run: its `run.json` document and script, held by this
     /// process under its first claim.
     pub async fn create_run(&self, id: &str, info: &Value, source: &str) -> Result<(), StoreError> {
+        let (owner, lease) = match &self.foreground {
+            Some((owner, lease)) => (Some(owner.as_str()), Some(lease.as_secs_f64())),
+            None => (None, None),
+        };
         self.db()
             .await?
             .execute(
-                "INSERT INTO dsh_runs (id, info, source, claims) VALUES ($1, $2, $3, 1)",
-                &[&id, info, &source],
+                "INSERT INTO dsh_runs (id, info, source, claims, owner, lease_until)
+                 VALUES ($1, $2, $3, 1, $4, now() + make_interval(secs => $5))",
+                &[&id, info, &source, &owner, &lease],
             )
             .await?;
-        lock(&self.held).insert(
-            id.to_string(),
-            Hold {
-                claim: 1,
-                kind: HoldKind::Session,
-            },
-        );
+        let kind = match self.foreground {
+            Some(_) => HoldKind::Foreground,
+            None => HoldKind::Session,
+        };
+        lock(&self.held).insert(id.to_string(), Hold { claim: 1, kind });
         Ok(())
     }
 
@@ -422,6 +443,21 @@ impl Store {
         Ok(())
     }
 
+    /// Records what run `id`, made by this process, carries for a host
+    /// that may continue it (see [`host::Carried`]).
+    pub async fn carry(&self, id: &str, submission: &Value) -> Result<(), StoreError> {
+        let fence = self.fence(id);
+        self.db()
+            .await?
+            .execute(
+                "UPDATE dsh_runs SET submission = $2
+                 WHERE id = $1 AND ($3::integer IS NULL OR claims = $3)",
+                &[&id, submission, &fence],
+            )
+            .await?;
+        Ok(())
+    }
+
     /// Claims, for `host` and for `lease`, the oldest run a host may take
     /// — one submitted and waiting, or one whose host's lease has passed
     /// (it died, or was paused or cut off) — and holds it under the new
@@ -440,7 +476,10 @@ impl Store {
                      SELECT id FROM dsh_runs
                      WHERE (state = 'queued'
                             OR (state = 'running'
-                                AND (lease_until IS NULL OR lease_until < now())))
+                                AND (lease_until IS NULL OR lease_until < now()))
+                            -- A foreground run whose process died; one
+                            -- made without a lease is resumed by hand.
+                            OR (state = 'local' AND lease_until < now()))
                          AND id <> ALL($3)
                      ORDER BY created_at, id LIMIT 1
                      FOR UPDATE SKIP LOCKED)
@@ -478,7 +517,7 @@ impl Store {
     pub async fn renew(&self, host: &str, lease: Duration) -> Result<Renewal, StoreError> {
         let (ids, claims): (Vec<String>, Vec<i32>) = lock(&self.held)
             .iter()
-            .filter(|(_, h)| h.kind == HoldKind::Lease)
+            .filter(|(_, h)| h.kind != HoldKind::Session)
             .map(|(id, h)| (id.clone(), h.claim))
             .unzip();
         if ids.is_empty() {
@@ -490,8 +529,9 @@ impl Store {
             .query(
                 "UPDATE dsh_runs r SET lease_until = now() + make_interval(secs => $2)
                  FROM unnest($3::text[], $4::integer[]) AS h(id, claims)
-                 WHERE r.id = h.id AND r.claims = h.claims AND r.state = 'running'
-                     AND r.owner = $1
+                 WHERE r.id = h.id AND r.claims = h.claims AND r.owner = $1
+                     -- Settled by this host a moment ago, not yet let go: still its own.
+                     AND r.state IN ('running', 'local', 'settled')
                  RETURNING r.id, r.cancel_requested",
                 &[&host, &lease.as_secs_f64(), &ids, &claims],
             )
@@ -512,11 +552,7 @@ impl Store {
     /// Lets go of run `id`: this process writes it no more.
     pub async fn let_go(&self, id: &str) -> Result<(), StoreError> {
         let hold = lock(&self.held).remove(id);
-        if let Some(Hold {
-            kind: HoldKind::Session,
-            ..
-        }) = hold
-        {
+        if hold.is_some_and(|h| h.kind != HoldKind::Lease) {
             self.unlock(id).await?;
         }
         Ok(())

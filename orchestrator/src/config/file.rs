@@ -98,6 +98,9 @@ struct RawStore {
     /// `postgres://…`; checked when a command connects, where the error
     /// can say more than a parse.
     url: Option<String>,
+    /// The lease of a run `dsh workflow run` keeps in the store.
+    #[serde(default, deserialize_with = "crate::units::de::opt_duration")]
+    lease: Option<Duration>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -252,6 +255,17 @@ pub(super) fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Conf
     check_agent_types(&file, text, &config, &known, &raw.agent_types)?;
     config.agent_types = raw.agent_types;
     config.store_url = raw.store.url;
+    if let Some(lease) = raw.store.lease
+        && lease < Duration::from_secs(1)
+    {
+        let at = key_line_in(text, "store", "lease")
+            .map_or_else(|| file.to_string(), |n| format!("{file}:{n}"));
+        return Err(ConfigError::at(
+            at,
+            "store.lease: must be at least 1 s (a heartbeat renews it every third); e.g. lease = \"30s\"",
+        ));
+    }
+    config.store_lease = raw.store.lease;
     for (name, route) in config.agent_types.iter_mut() {
         route.defined_at = Some(
             header_line(text, "agent_types", name)
@@ -575,6 +589,7 @@ system_prompt = "Review carefully."
     #[case::provider_concurrency_too_high("[providers.x]\nkind = \"openai\"\n\n# fixed\nconcurrency = 5000\n", "/p/dsh.toml:5", &["providers.x.concurrency", "5000"])]
     #[case::missing_workspace("[providers.x]\nkind = \"openai\"\nworkspace = \"/nonexistent\"\n", "/p/dsh.toml:3", &["providers.x.workspace", "/nonexistent", "no such directory"])]
     #[case::missing_relative_workspace("[providers.x]\nkind = \"anthropic\"\n\nworkspace = \"gone\"\n", "/p/dsh.toml:4", &["providers.x.workspace", "/p/gone", "no such directory"])]
+    #[case::store_lease_too_short("[store]\nurl = \"postgres://h/d\"\nlease = \"500ms\"\n", "/p/dsh.toml:3", &["store.lease", "at least 1 s"])]
     fn errors_name_file_line_key_and_fix(
         #[case] text: &str,
         #[case] location: &str,

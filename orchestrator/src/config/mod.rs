@@ -182,6 +182,9 @@ pub struct Config {
     /// `[store] url`: the PostgreSQL store runs are kept in instead of run
     /// directories (docs/scale.md); `--store` and `DSH_STORE` come first.
     pub store_url: Option<String>,
+    /// `[store] lease`: how long a run `dsh workflow run --store` keeps
+    /// stays this process's without a heartbeat (default 30 s).
+    pub store_lease: Option<std::time::Duration>,
 }
 
 impl Config {
@@ -214,6 +217,7 @@ impl Config {
             providers,
             agent_types: BTreeMap::new(),
             store_url: None,
+            store_lease: None,
         }
     }
 

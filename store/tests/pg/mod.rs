@@ -75,6 +75,17 @@ pub async fn until_ready(url: &str) {
     }
 }
 
+/// The rows of `sql` in the database at `url`, or why not (the schema may
+/// not be there yet).
+pub async fn try_query(
+    url: &str,
+    sql: &str,
+) -> Result<Vec<tokio_postgres::Row>, tokio_postgres::Error> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    tokio::spawn(conn);
+    client.query(sql, &[]).await
+}
+
 /// The rows of `sql` in the database at `url` (a connection of its own).
 pub async fn query(url: &str, sql: &str) -> Vec<tokio_postgres::Row> {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
