@@ -58,14 +58,26 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
                 let _ = dsh_orchestrator::journal::RunStore::discard(&*store, id).await;
                 return Err(CliError::usage(format!("the store {url}: {e}")));
             }
-            (durable, Some(heartbeat(store, owner, lease)))
+            let (stop, task) = heartbeat(store.clone(), owner, lease);
+            (durable, Some((stop, task, store)))
         }
     };
     req.provider = stack::compose(answering, durable.layer());
-    let (stop, task) = heartbeat.unzip();
+    let run_id = req.run_id.clone();
+    let (stop, held) = match heartbeat {
+        Some((stop, task, store)) => (Some(stop), Some((task, store))),
+        None => (None, None),
+    };
     let code = execute(req, durable, &a.show, events_file, start_note, stop).await;
-    if let Some(task) = task {
+    if let (Some((task, store)), Some(id)) = (held, run_id) {
         task.abort();
+        // A run that never started (its worker could not be had, …) is
+        // not left for a host to claim once the lease passes: the user
+        // was told it did not run. Fenced: a run another process took
+        // over stays.
+        if code == exit::NOT_STARTED {
+            let _ = dsh_orchestrator::journal::RunStore::discard(&*store, &id).await;
+        }
     }
     Ok(code)
 }

@@ -550,6 +550,15 @@ async fn a_tampered_run_row_is_refused_not_run() {
         db.execute(*tamper, &[&id]).await.expect("tamper");
         ids.push(id);
     }
+    // A row with a giant id, written by hand: never claimed (its notices
+    // could not be sent), so it can poison no host.
+    db.execute(
+        "INSERT INTO dsh_runs (id, info, source, state)
+         SELECT repeat('x', 300), info, source, 'queued' FROM dsh_runs LIMIT 1",
+        &[],
+    )
+    .await
+    .expect("a giant id");
     let _host = Host::start(dir.path(), &url, 4, 10);
     for (id, (_, said)) in ids.iter().zip(cases) {
         let (code, _, stderr) = dsh(dir.path(), &["wait", id, "--store", &url]);
@@ -562,6 +571,15 @@ async fn a_tampered_run_row_is_refused_not_run() {
     )
     .await;
     assert_eq!(started[0].get::<_, i64>(0), 0, "no call started");
+    let giant = pg::query(
+        &url,
+        "SELECT state, claims FROM dsh_runs WHERE octet_length(id) = 300",
+    )
+    .await;
+    assert_eq!(
+        (giant[0].get::<_, &str>(0), giant[0].get::<_, i32>(1)),
+        ("queued", 0)
+    );
 }
 
 /// An embedding application runs a host in its own process

@@ -11,7 +11,10 @@ ALTER TABLE dsh_runs ADD COLUMN lease_until timestamptz;
 -- Runs made before leases: a 'running' one has no lease, so any host
 -- may take it (its host held it by a session lock, gone with 0002).
 DROP INDEX IF EXISTS dsh_runs_claimable;
-CREATE INDEX dsh_runs_claimable ON dsh_runs (created_at, id) WHERE state IN ('queued', 'running');
+-- What a claim searches: the queue, runs under a lease, and foreground
+-- runs (`run --store`, 'local') whose process may die.
+CREATE INDEX dsh_runs_claimable ON dsh_runs (created_at, id)
+    WHERE state IN ('queued', 'running', 'local');
 
 -- Wake-ups: a host listens for queued runs and cancels, `wait` for
 -- results, instead of asking every so often. The poll stays, slower, for

@@ -481,6 +481,10 @@ impl Store {
                             -- made without a lease is resumed by hand.
                             OR (state = 'local' AND lease_until < now()))
                          AND id <> ALL($3)
+                         -- dsh's ids are short; a row with a giant one
+                         -- (written by hand) is never claimed: its
+                         -- notices could not be sent.
+                         AND octet_length(id) <= 200
                      ORDER BY created_at, id LIMIT 1
                      FOR UPDATE SKIP LOCKED)
                  RETURNING id, claims,
@@ -706,11 +710,17 @@ impl dsh_journal::RunStore for Store {
         events::keep(&self.url, id, self.fence(id), events, limit).await
     }
 
+    /// Fenced: a run another process has claimed since is not this
+    /// process's to forget.
     async fn discard(&self, id: &str) -> Result<(), dsh_journal::RunStoreError> {
+        let fence = self.fence(id);
         self.db()
             .await
             .map_err(boxed)?
-            .execute("DELETE FROM dsh_runs WHERE id = $1", &[&id])
+            .execute(
+                "DELETE FROM dsh_runs WHERE id = $1 AND ($2::integer IS NULL OR claims = $2)",
+                &[&id, &fence],
+            )
             .await
             .map_err(|e| boxed(e.into()))?;
         Ok(())
