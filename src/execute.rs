@@ -58,7 +58,8 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
                 let _ = dsh_orchestrator::journal::RunStore::discard(&*store, id).await;
                 return Err(CliError::usage(format!("the store {url}: {e}")));
             }
-            let (stop, task) = heartbeat(store.clone(), owner, lease);
+            let id = req.run_id.clone().unwrap_or_default();
+            let (stop, task) = heartbeat(store.clone(), owner, id, lease);
             (durable, Some((stop, task, store)))
         }
     };
@@ -95,6 +96,7 @@ pub const FOREGROUND_LEASE: std::time::Duration = std::time::Duration::from_secs
 fn heartbeat(
     store: Arc<dsh_store::Store>,
     owner: String,
+    id: String,
     lease: std::time::Duration,
 ) -> (
     tokio::sync::oneshot::Receiver<String>,
@@ -109,10 +111,18 @@ fn heartbeat(
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut renewed = std::time::Instant::now();
         loop {
+            // A cancel of this run, or notices missed while the listener
+            // was away; not the cancels of other runs.
             let heard = async {
-                match listener.as_mut() {
-                    Some(l) => l.next().await,
-                    None => std::future::pending().await,
+                loop {
+                    match listener.as_mut() {
+                        Some(l) => match l.next().await {
+                            Some(dsh_store::Notice::Run { id: other, .. }) if other != id => {}
+                            Some(_) => return,
+                            None => std::future::pending::<()>().await,
+                        },
+                        None => std::future::pending::<()>().await,
+                    }
                 }
             };
             tokio::select! {
