@@ -224,6 +224,9 @@ pub fn show(a: &ShowArgs) -> Result<i32, CliError> {
     let _ = writeln!(out, "name     {}", esc(&s.info.name));
     let _ = writeln!(out, "script   {}", esc(&s.info.script));
     let _ = writeln!(out, "status   {}", esc(&s.status.to_string()));
+    if let Some(holder) = &s.holder {
+        let _ = writeln!(out, "held by  {}", esc(holder));
+    }
     let _ = writeln!(out, "started  {}", utc(s.info.started_at));
     let _ = writeln!(out, "elapsed  {}", elapsed(s.elapsed_ms));
     let _ = writeln!(
@@ -510,6 +513,7 @@ pub(crate) fn show_json(s: &RunSummary) -> Value {
         "description": s.info.meta.get("description").and_then(Value::as_str),
         "script": s.info.script,
         "status": s.status.to_string(),
+        "heldBy": s.holder,
         "stopReason": stop,
         "startedAt": s.info.started_at,
         "totals": {

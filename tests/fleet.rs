@@ -440,6 +440,16 @@ async fn a_cancel_reaches_the_host_and_sigterm_drains_it() {
         assert!(Instant::now() < deadline, "b never started");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // `show` names the host that holds the running run.
+    let (code, stdout, stderr) = dsh(dir.path(), &["show", &id, "--store", &url, "--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let shown: Value = serde_json::from_str(&stdout).expect("show --json");
+    assert_eq!(shown["status"], "running", "{shown}");
+    let holder = shown["heldBy"].as_str().expect("held by");
+    assert!(
+        holder.ends_with(&format!(":{}", host.child.id())),
+        "{holder}"
+    );
     let asked = Instant::now();
     let (code, _, stderr) = dsh(dir.path(), &["cancel", &id, "--store", &url]);
     assert_eq!(code, Some(0), "{stderr}");

@@ -200,6 +200,9 @@ pub struct RunSummary {
     /// symlink, a FIFO, too large, not JSON), one line each, naming the
     /// file; the caller shows them.
     pub warnings: Vec<String>,
+    /// The process that holds a running run, when its store names it (a
+    /// host, or a `run --store`: `HOST:PID`); `None` for a run directory.
+    pub holder: Option<String>,
 }
 
 /// Reads one run directory, without prompts and answers.
@@ -326,6 +329,7 @@ fn from_parts(
         attempt_started_at,
         calls: attempt_calls.into_values().map(|r| r.call).collect(),
         warnings,
+        holder: None,
     }
 }
 

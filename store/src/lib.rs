@@ -383,7 +383,7 @@ impl Store {
             .db()
             .await?
             .query_opt(
-                "SELECT info, result, state = 'running' AND lease_until > now()
+                "SELECT info, result, state = 'running' AND lease_until > now(), owner
                  FROM dsh_runs WHERE id = $1",
                 &[&id],
             )
@@ -397,12 +397,15 @@ impl Store {
             Held::Free
         };
         let place = format!("{} (run {id})", self.url);
-        summarize_stored(&place, row.get(0), row.get(1), &journal, held, texts).map_err(|e| {
-            StoreError::Row {
-                run: id.to_string(),
-                why: e.to_string(),
-            }
-        })
+        let mut summary = summarize_stored(&place, row.get(0), row.get(1), &journal, held, texts)
+            .map_err(|e| StoreError::Row {
+            run: id.to_string(),
+            why: e.to_string(),
+        })?;
+        if held == Held::Running {
+            summary.holder = row.get(3);
+        }
+        Ok(summary)
     }
 
     /// The summaries of the newest `limit` runs, newest first.
