@@ -146,35 +146,17 @@ async fn a_dropped_connection_loses_no_line() {
         .expect("create");
     let journal = store.journal("run-b").await.expect("journal");
     assert!(journal.append_durable(&attempt(1)).await);
-    let (admin, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(conn);
-    let db = url
-        .rsplit_once('/')
-        .map(|(_, d)| d.to_string())
-        .expect("db");
     // Every other session of this database: the journal's and the store's.
-    admin
-        .execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-             WHERE datname = $1 AND pid <> pg_backend_pid()",
-            &[&db],
-        )
-        .await
-        .expect("terminate");
+    assert!(pg::terminate_sessions(&url).await > 0);
     for n in 2..=20 {
         assert!(journal.append_durable(&attempt(n)).await, "line {n}");
     }
-    let rows: i64 = admin
-        .query_one(
-            "SELECT count(*) FROM dsh_journal WHERE run_id = 'run-b'",
-            &[],
-        )
-        .await
-        .expect("count")
-        .get(0);
-    assert_eq!(rows, 20);
+    let rows = pg::query(
+        &url,
+        "SELECT count(*) FROM dsh_journal WHERE run_id = 'run-b'",
+    )
+    .await;
+    assert_eq!(rows[0].get::<_, i64>(0), 20);
 }
 
 /// Two writers on one run's journal (a second process resumed the run
@@ -375,19 +357,7 @@ async fn a_listener_hears_what_changed_and_when_it_was_away() {
         .expect("result");
     assert_eq!(listener.next().await, Some(heard("dsh_settled")));
 
-    let db = url
-        .rsplit_once('/')
-        .map(|(_, d)| d.to_string())
-        .expect("db");
-    let rows = pg::query(
-        &url,
-        &format!(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-             WHERE datname = '{db}' AND pid <> pg_backend_pid()"
-        ),
-    )
-    .await;
-    assert!(!rows.is_empty());
+    assert!(pg::terminate_sessions(&url).await > 0);
     assert_eq!(listener.next().await, Some(Notice::Resumed));
     // The store's own connection comes back too.
     store

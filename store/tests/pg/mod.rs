@@ -75,6 +75,25 @@ pub async fn until_ready(url: &str) {
     }
 }
 
+/// Terminates every other session of the database at `url`, as a restart
+/// of the server does to its clients; how many.
+pub async fn terminate_sessions(url: &str) -> usize {
+    let (_, db) = url.rsplit_once('/').expect("a URL with a database");
+    let (admin, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(conn);
+    admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = $1 AND pid <> pg_backend_pid()",
+            &[&db],
+        )
+        .await
+        .expect("terminate")
+        .len()
+}
+
 /// The rows of `sql` in the database at `url`, or why not (the schema may
 /// not be there yet).
 pub async fn try_query(
