@@ -18,12 +18,19 @@ use crate::{progress, request, stack};
 pub async fn run(a: RunArgs) -> Result<i32, CliError> {
     let request::Built {
         mut req,
-        answering,
+        mut answering,
         spec,
         start_note,
         store,
     } = request::build(&a)?;
     let events_file = open_events_file(&a.show)?;
+    // A detached run starts under the id its `run --detach` printed, and
+    // shows nothing: its events are in its run directory.
+    let mut show = a.show.clone();
+    if let Some(id) = &a.run_id {
+        req.run_id = Some(id.clone());
+        show.events = EventsMode::None;
+    }
     let options = DurableOptions {
         runs_dir: request::runs_root(a.runs_dir.as_deref()),
         journal: if a.no_journal {
@@ -40,9 +47,8 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
             // A script that cannot start makes no record in the store.
             dsh_orchestrator::prepare(&req)?;
             let owner = format!("{} (foreground)", request::host_name());
-            let lease = request::load_config(a.config.as_deref())?
-                .store_lease
-                .unwrap_or(FOREGROUND_LEASE);
+            let config = request::load_config(a.config.as_deref())?;
+            let lease = config.store_lease.unwrap_or(FOREGROUND_LEASE);
             let store = Arc::new(request::open_store(url).await?.leasing(&owner, lease));
             let carried = crate::fleet::carried(&a, &req)?;
             let durable =
@@ -59,6 +65,13 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
                 return Err(CliError::usage(format!("the store {url}: {e}")));
             }
             let id = req.run_id.clone().unwrap_or_default();
+            // The calls of pooled providers go to the fleet's agent hosts.
+            answering = crate::fleet::pooled(
+                answering,
+                &config,
+                &dsh_store::pool::Pools::start(store.clone()),
+                &id,
+            )?;
             let (stop, task) = heartbeat(store.clone(), owner, id, lease);
             (durable, Some((stop, task, store)))
         }
@@ -69,7 +82,7 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
         Some((stop, task, store)) => (Some(stop), Some((task, store))),
         None => (None, None),
     };
-    let code = execute(req, durable, &a.show, events_file, start_note, stop).await;
+    let code = execute(req, durable, &show, events_file, start_note, stop).await;
     if let (Some((task, store)), Some(id)) = (held, run_id) {
         task.abort();
         // A run that never started (its worker could not be had, …) is
@@ -199,7 +212,7 @@ pub async fn execute(
         Err(e) => return CliError::from(e).exit(),
     };
     print_warnings(durable_run.take_warnings());
-    let (mode, mut live) = display(show, budget, start_note);
+    let (mode, mut live) = display(show.events, show.color, budget, start_note);
     // `--events-file` naming the run directory's own events file (the
     // recipe from before the run directory kept one): the library writes
     // it already, and two writers would write every event twice.
@@ -259,19 +272,20 @@ pub async fn execute(
 
 /// How the events are shown: the progress mode, and the live view on a
 /// terminal that asked for pretty events.
-fn display(
-    show: &ShowFlags,
+pub(crate) fn display(
+    events: EventsMode,
+    color: ColorMode,
     budget: Option<u64>,
     start_note: Option<String>,
 ) -> (progress::Mode, Option<Live>) {
     let terminal =
         std::io::stderr().is_terminal() && std::env::var_os("TERM").is_none_or(|t| t != "dumb");
-    let color = match show.color {
+    let color = match color {
         ColorMode::Always => true,
         ColorMode::Never => false,
         ColorMode::Auto => terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
     };
-    let mode = match show.events {
+    let mode = match events {
         EventsMode::Jsonl => progress::Mode::Jsonl,
         EventsMode::None => progress::Mode::None,
         EventsMode::Pretty | EventsMode::Lines => progress::Mode::Lines {
@@ -281,8 +295,8 @@ fn display(
     };
     // On a terminal the pretty lines scroll above a redrawn status area;
     // anywhere else (CI, pipes) they are printed exactly as they are.
-    let live = (show.events == EventsMode::Pretty && terminal)
-        .then(|| Live::new(color, budget, start_note));
+    let live =
+        (events == EventsMode::Pretty && terminal).then(|| Live::new(color, budget, start_note));
     (mode, live)
 }
 

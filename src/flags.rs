@@ -23,11 +23,19 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Top {
-    /// Workflow scripts: run, check, types, test, runs, show, report, resume, submit, host, wait, cancel, providers, list, agents.
+    /// Workflow scripts: run, check, types, test, runs, show, report, resume, submit, host, wait, attach, cancel, providers, list, agents.
     Workflow {
         #[command(subcommand)]
         command: WorkflowCmd,
     },
+    /// Print a completion script for SHELL, e.g. `dsh completions bash > ~/.local/share/bash-completion/completions/dsh`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print dsh's man page (roff), e.g. `dsh man > ~/.local/share/man/man1/dsh.1`.
+    Man,
 }
 
 #[derive(Subcommand, Debug)]
@@ -55,15 +63,20 @@ pub enum WorkflowCmd {
     Submit(Box<RunArgs>),
     /// Run the runs submitted to a store, as many at once as --runs says, until SIGTERM.
     Host(HostArgs),
-    /// Wait for a submitted run to settle; print and exit as `run` would.
+    /// Wait for a run (detached, or submitted to a store) to settle, showing it as `run` does; print and exit as `run` would.
     Wait(WaitArgs),
-    /// Ask the process running a stored run to cancel it.
+    /// Show the live view of a running run (detached, or in a store) until it ends; print and exit as `run` would.
+    Attach(WaitArgs),
+    /// Ask the process running a run (detached, or in a store) to cancel it.
     Cancel(CancelArgs),
     /// List the configured providers and whether each is usable (never calls them).
     Providers {
         /// Configuration file (default: dsh.toml from the working directory upward).
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
+        /// Print one JSON document instead of the text view.
+        #[arg(long)]
+        json: bool,
     },
     /// List the saved workflows (`run NAME`, `workflow("NAME")`) and where each came from.
     List {
@@ -71,12 +84,18 @@ pub enum WorkflowCmd {
         /// directory's `workflows/` is searched last.
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
+        /// Print one JSON document instead of the text view.
+        #[arg(long)]
+        json: bool,
     },
     /// List the agent types (built-in, .claude/agents/*.md, dsh.toml) and where each comes from.
     Agents {
         /// Configuration file (default: dsh.toml from the working directory upward).
         #[arg(long, value_name = "PATH")]
         config: Option<PathBuf>,
+        /// Print one JSON document instead of the text view.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -155,6 +174,12 @@ pub struct RunArgs {
     /// Keep no run directory and no journal for this run (it cannot be resumed).
     #[arg(long)]
     pub no_journal: bool,
+    /// Run in the background: print the run's id (the last line on stdout) once it has started and return while it goes on, beyond this terminal; follow it with `attach`, end it with `cancel`.
+    #[arg(long, conflicts_with_all = ["no_journal", "store"])]
+    pub detach: bool,
+    /// The id a detached run starts under (set by `--detach` for the process it starts).
+    #[arg(long, hide = true, value_name = "ID", value_parser = run_id)]
+    pub run_id: Option<String>,
     /// Keep the run in this PostgreSQL store instead of a run directory
     /// (postgres://USER@HOST:PORT/DB; or DSH_STORE, or `[store] url` in dsh.toml).
     #[arg(long, value_name = "URL")]
@@ -247,7 +272,7 @@ pub struct ResumeArgs {
     /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
     #[arg(long, value_name = "DIR")]
     pub runs_dir: Option<PathBuf>,
-    /// Resume a run kept in this PostgreSQL store (its exact id; or DSH_STORE, or `[store] url` in dsh.toml).
+    /// Resume a run kept in this PostgreSQL store (or DSH_STORE, or `[store] url` in dsh.toml).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     /// Answer the calls that are not replayed from this fixture (default: the run's own provider).
@@ -274,9 +299,12 @@ pub struct HostArgs {
     /// The PostgreSQL store whose runs this host runs (or DSH_STORE, or `[store] url` in dsh.toml).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
-    /// How many runs at once.
-    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    pub runs: u32,
+    /// How many runs at once (default 4; 0 with --agents unless given: an agent host only).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=10_000))]
+    pub runs: Option<u32>,
+    /// Answer agent calls of these pools for runs running anywhere: POOL=N,… (a pool is a provider of this host's dsh.toml; N calls at once), e.g. claude-code=4,deepseek=64.
+    #[arg(long, value_name = "POOL=N,...")]
+    pub agents: Option<String>,
     /// How long a run stays this host's without a heartbeat (renewed every third of it): a host dead, paused or cut off for longer loses its runs to another.
     #[arg(long, value_name = "SECS", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
     pub lease: u32,
@@ -287,20 +315,32 @@ pub struct HostArgs {
 
 #[derive(Args, Debug)]
 pub struct WaitArgs {
-    /// The run's id (as `submit` printed it).
+    /// The run: its id (as `submit` or `run --detach` printed it), `latest`, or a unique start of its id.
     pub run: String,
+    /// Where run directories are kept, for a run without a store (default .dsh/runs; or DSH_RUNS_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
     /// The PostgreSQL store (or DSH_STORE, or `[store] url` in dsh.toml).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
     /// What to print: the value, or the whole result.
     #[arg(long, value_enum, default_value_t = OutputMode::Value)]
     pub output: OutputMode,
+    /// The run's events on stderr as they come, from its first, as `run` shows them.
+    #[arg(long, value_enum, default_value_t = EventsMode::Pretty)]
+    pub events: EventsMode,
+    /// Colour on stderr: auto (a terminal, and NO_COLOR unset), always, never.
+    #[arg(long, value_enum, default_value_t = ColorMode::Auto)]
+    pub color: ColorMode,
 }
 
 #[derive(Args, Debug)]
 pub struct CancelArgs {
-    /// The run's id.
+    /// The run: its id, `latest`, or a unique start of its id.
     pub run: String,
+    /// Where run directories are kept, for a run without a store (default .dsh/runs; or DSH_RUNS_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
     /// The PostgreSQL store (or DSH_STORE, or `[store] url` in dsh.toml).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
@@ -320,6 +360,9 @@ pub struct RunsArgs {
     /// Show at most N runs, newest first.
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub limit: usize,
+    /// Print a JSON array (one object per run) instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -329,10 +372,10 @@ pub struct ShowArgs {
     /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
     #[arg(long, value_name = "DIR")]
     pub runs_dir: Option<PathBuf>,
-    /// Print one JSON object (run, totals, agents) instead of the text view.
+    /// Print one JSON object (run, totals, agents, result) instead of the text view.
     #[arg(long)]
     pub json: bool,
-    /// Show a run kept in this PostgreSQL store (its exact id; or DSH_STORE, or `[store] url` in dsh.toml).
+    /// Show a run kept in this PostgreSQL store (or DSH_STORE, or `[store] url` in dsh.toml).
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
 }
@@ -347,7 +390,7 @@ pub struct ReportArgs {
     /// Where to write the report (default: report.html in the run directory).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Report a run kept in this PostgreSQL store (its exact id; or DSH_STORE, or `[store] url` in dsh.toml); default output RUN.html.
+    /// Report a run kept in this PostgreSQL store (or DSH_STORE, or `[store] url` in dsh.toml); default output RUN.html.
     #[arg(long, value_name = "URL")]
     pub store: Option<String>,
 }
@@ -365,6 +408,26 @@ pub struct TestArgs {
     /// Wall-clock budget of each workflow, e.g. 30s (default: none).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
+    /// Also write the results as a JUnit XML file (one test case per workflow).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+}
+
+/// `--run-id`: an id as dsh makes them (`run-` and lowercase hex digits and
+/// dashes), never a path.
+fn run_id(text: &str) -> Result<String, String> {
+    let ok = text.len() <= 64
+        && text.strip_prefix("run-").is_some_and(|rest| {
+            !rest.is_empty()
+                && rest
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c) || c == '-')
+        });
+    if ok {
+        Ok(text.to_string())
+    } else {
+        Err(format!("{text:?} is not a run id dsh makes"))
+    }
 }
 
 /// `--dry-run-items N`: a whole number from 0 to

@@ -12,13 +12,18 @@ use dsh_orchestrator::providers::dry_run::DryRunProvider;
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::{ErrorCode, SandboxPolicy, StartRequest, SubagentProvider};
 use dsh_store::StoreUrl;
+use dsh_store::agents::Pool;
 use dsh_store::host::{self, Carried, HostControl, HostEvent, HostOptions, Nested, Refused};
+use dsh_store::pool::Pools;
 use serde_json::Value;
 
 use crate::error::{CliError, exit, print_error};
-use crate::flags::{CancelArgs, HostArgs, OutputMode, RunArgs, WaitArgs};
+use crate::flags::{CancelArgs, EventsMode, HostArgs, OutputMode, RunArgs, WaitArgs};
+use crate::live::Live;
+use crate::progress;
 use crate::request::{self, agent_types, load_config, open_store, store_url};
 use crate::stack::{self, Answering};
+use dsh_orchestrator::RunResult;
 
 fn needs_store(url: Option<StoreUrl>, what: &str) -> Result<StoreUrl, CliError> {
     url.ok_or_else(|| {
@@ -99,9 +104,21 @@ pub async fn host(a: HostArgs) -> Result<i32, CliError> {
     let url = needs_store(store_url(a.store.as_deref(), &config)?, "host")?;
     let store = Arc::new(open_store(&url).await?);
     let name = request::host_name();
+    let pools = match &a.agents {
+        Some(text) => parse_pools(text, &config)?,
+        None => Vec::new(),
+    };
+    // An agent host runs no runs unless told to.
+    let runs = a.runs.unwrap_or(if pools.is_empty() { 4 } else { 0 });
+    if runs == 0 && pools.is_empty() {
+        return Err(CliError::usage(
+            "--runs 0 without --agents: this host would serve nothing; give it runs              (--runs N) or pools (--agents POOL=N)",
+        ));
+    }
     let opts = HostOptions {
         name: name.clone(),
-        runs: a.runs as usize,
+        runs: runs as usize,
+        pools: pools.clone(),
         lease: Duration::from_secs(u64::from(a.lease)),
         // A row is data anyone with write access to the store could have
         // changed: its sandbox policy is never weaker than this host's own
@@ -125,9 +142,18 @@ pub async fn host(a: HostArgs) -> Result<i32, CliError> {
             say(&name, e);
         }
     });
+    let serves = pools
+        .iter()
+        .map(|p| format!("{}={}", p.name, p.slots))
+        .collect::<Vec<_>>();
+    let calls = if serves.is_empty() {
+        String::new()
+    } else {
+        format!(" and answers calls of {}", serves.join(","))
+    };
     eprintln!(
-        "dsh: host {} runs up to {} run(s) of {url}, lease {}s",
-        opts.name, a.runs, a.lease
+        "dsh: host {} runs up to {runs} run(s){calls} of {url}, lease {}s",
+        opts.name, a.lease
     );
     let answerer = Arc::new(ThisHost {
         config: Arc::new(config),
@@ -142,7 +168,13 @@ pub async fn host(a: HostArgs) -> Result<i32, CliError> {
 /// Says on stderr what the host did that a person watching it needs.
 fn say(name: &str, e: HostEvent) {
     match e {
-        HostEvent::Claimed { .. } | HostEvent::Ended { .. } => {}
+        HostEvent::Claimed { .. }
+        | HostEvent::Ended { .. }
+        | HostEvent::CallClaimed { .. }
+        | HostEvent::CallEnded { .. } => {}
+        HostEvent::CallLost { call } => {
+            eprintln!("dsh: host {name}: {call}: this host lost its lease on the call; stopping it")
+        }
         HostEvent::Lost { id } => {
             eprintln!(
                 "dsh: host {name}: run {id}: {}; stopping it",
@@ -156,6 +188,9 @@ fn say(name: &str, e: HostEvent) {
         HostEvent::Draining { running } => eprintln!(
             "dsh: host {name} stops claiming; finishing {running} run(s) (again to cancel them)"
         ),
+        HostEvent::CallsDraining { answering } => eprintln!(
+            "dsh: host {name} stops claiming calls; answering {answering} call(s) (again to hand them back)"
+        ),
     }
 }
 
@@ -167,11 +202,21 @@ struct ThisHost {
 impl host::Answerer for ThisHost {
     fn answering(
         &self,
+        run: &str,
         spec: &ProviderSpec,
         fixture: Option<&str>,
+        pools: &Pools,
     ) -> Result<Arc<dyn SubagentProvider>, Refused> {
         let answering = answering_for(spec, fixture, &self.config).map_err(refused)?;
+        let answering = pooled(answering, &self.config, pools, run).map_err(refused)?;
         stack::compose(answering, None).ok_or_else(|| Refused::usage("nothing answers this run"))
+    }
+
+    fn pool(&self, name: &str) -> Result<Arc<dyn SubagentProvider>, Refused> {
+        request::host_router(&self.config, None)
+            .map_err(refused)?
+            .provider(name)
+            .map_err(|e| Refused::usage(e.to_string()))
     }
 
     fn ready(&self, req: StartRequest) -> Result<StartRequest, Refused> {
@@ -179,6 +224,71 @@ impl host::Answerer for ThisHost {
             .with_worker(request::worker().map_err(refused)?)
             .with_catalog(request::catalog(&self.config)))
     }
+}
+
+/// `answering` with the calls of the providers `[store] pools` names
+/// asked of the store's agent hosts (a fixture or the dry run answers on
+/// its own).
+pub fn pooled(
+    answering: Answering,
+    config: &dsh_orchestrator::config::Config,
+    pools: &Pools,
+    run: &str,
+) -> Result<Answering, CliError> {
+    let Answering::Router(mut router) = answering else {
+        return Ok(answering);
+    };
+    for pool in &config.store_pools {
+        router = router
+            .with_provider(pool, pools.provider(run, pool))
+            .map_err(|e| CliError::usage(format!("[store] pools: {e}")))?;
+    }
+    Ok(Answering::Router(router))
+}
+
+/// `--agents POOL=N,…`: each pool a provider of this host's configuration,
+/// named once, with 1 to 10,000 slots.
+fn parse_pools(
+    text: &str,
+    config: &dsh_orchestrator::config::Config,
+) -> Result<Vec<Pool>, CliError> {
+    let bad = |why: String| CliError::usage(format!("--agents {text:?}: {why}"));
+    let mut pools: Vec<Pool> = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((name, slots)) = part.split_once('=') else {
+            return Err(bad(format!(
+                "{part:?} is not POOL=N (a provider's name and how many of its calls at once), \
+                 e.g. claude-code=4"
+            )));
+        };
+        let name = name.trim();
+        let slots: usize = match slots.trim().parse() {
+            Ok(n @ 1..=10_000) => n,
+            _ => {
+                return Err(bad(format!(
+                    "{part:?}: the slots must be a whole number from 1 to 10000"
+                )));
+            }
+        };
+        if !config.providers.contains_key(name) {
+            return Err(bad(format!(
+                "{name:?} is not a provider of this host's configuration (known: {}); a pool is \
+                 answered by the provider of its name",
+                config.provider_names().join(", ")
+            )));
+        }
+        if pools.iter().any(|p| p.name == name) {
+            return Err(bad(format!("{name:?} is named twice")));
+        }
+        pools.push(Pool {
+            name: name.to_string(),
+            slots,
+        });
+    }
+    if pools.is_empty() {
+        return Err(bad("no pool is named; e.g. --agents claude-code=4".into()));
+    }
+    Ok(pools)
 }
 
 fn refused(e: CliError) -> Refused {
@@ -218,20 +328,84 @@ fn answering_for(
 /// does, with `run`'s exit code.
 pub async fn wait(a: WaitArgs) -> Result<i32, CliError> {
     let config = load_config(None).unwrap_or_else(|_| dsh_orchestrator::config::Config::builtin());
-    let url = needs_store(store_url(a.store.as_deref(), &config)?, "wait")?;
+    // Without a store, the run is a run directory of this machine's.
+    let Some(url) = store_url(a.store.as_deref(), &config)? else {
+        return crate::detach::wait(&a).await;
+    };
     let store = open_store(&url).await?;
     let mut signals = crate::execute::Signals::install();
+    let run = store
+        .resolve(&a.run)
+        .await
+        .map_err(|e| CliError::usage(e.to_string()))?;
+    let (mode, mut live) = crate::execute::display(a.events, a.color, None, None);
+    let waited = async {
+        match a.events {
+            EventsMode::None => host::wait(&store, &run).await,
+            _ => follow(&store, &run, &mode, live.as_mut()).await,
+        }
+    };
     let doc = tokio::select! {
-        doc = host::wait(&store, &a.run) => doc.map_err(|e| CliError::usage(e.to_string()))?,
+        doc = waited => doc.map_err(|e| CliError::usage(e.to_string()))?,
         // Waiting is not running: an interrupt ends the wait, not the run.
         () = signals.next() => return Ok(exit::CANCELLED),
     };
+    if let Some(l) = live.as_mut()
+        && let Some(result) = RunResult::from_json(&doc["result"])
+    {
+        l.finish(&result, Some(&run));
+    }
     Ok(print_result(&doc["result"], a.output))
+}
+
+/// How often `wait --events` reads the run's new events.
+const FOLLOW: Duration = Duration::from_millis(200);
+
+/// Shows run `id`'s events as they come, from its first, as `run` shows
+/// its own (`mode`, or the live view), until it has a result and its last
+/// event (`workflow/end`) is out; its result document.
+async fn follow(
+    store: &dsh_store::Store,
+    id: &str,
+    mode: &progress::Mode,
+    mut live: Option<&mut Live>,
+) -> Result<Value, dsh_store::StoreError> {
+    let mut last = 0;
+    let mut settled_at: Option<std::time::Instant> = None;
+    let mut ended = false;
+    loop {
+        let lines = store.events_after(id, last, 1000).await?;
+        for (seq, line) in &lines {
+            last = *seq;
+            ended |= crate::detach::show_stored(line, mode, live.as_deref_mut());
+        }
+        if let Some(l) = live.as_mut() {
+            l.tick();
+        }
+        if lines.len() == 1000 {
+            continue;
+        }
+        match store.result(id).await? {
+            // The result is written after the run's last event is handed
+            // to its writer; a writer that lost the store never writes it,
+            // so the wait for it is bounded.
+            Some(doc)
+                if ended || settled_at.is_some_and(|t| t.elapsed() >= Duration::from_secs(2)) =>
+            {
+                return Ok(doc);
+            }
+            Some(_) => {
+                settled_at.get_or_insert_with(std::time::Instant::now);
+            }
+            None => {}
+        }
+        tokio::time::sleep(FOLLOW).await;
+    }
 }
 
 /// Prints a stored result as `run` prints its own: the value (or the whole
 /// result) on stdout, the error line on stderr; returns `run`'s exit code.
-fn print_result(result: &Value, output: OutputMode) -> i32 {
+pub(crate) fn print_result(result: &Value, output: OutputMode) -> i32 {
     let shown = match output {
         OutputMode::Value => &result["value"],
         OutputMode::Result => result,
@@ -258,10 +432,16 @@ fn print_result(result: &Value, output: OutputMode) -> i32 {
 /// its lease, if the notice was missed).
 pub async fn cancel(a: CancelArgs) -> Result<i32, CliError> {
     let config = load_config(None).unwrap_or_else(|_| dsh_orchestrator::config::Config::builtin());
-    let url = needs_store(store_url(a.store.as_deref(), &config)?, "cancel")?;
+    let Some(url) = store_url(a.store.as_deref(), &config)? else {
+        return crate::detach::cancel(&a.run, a.runs_dir.as_deref());
+    };
     let store = open_store(&url).await?;
+    let run = store
+        .resolve(&a.run)
+        .await
+        .map_err(|e| CliError::usage(e.to_string()))?;
     store
-        .request_cancel(&a.run, "cancelled with dsh workflow cancel")
+        .request_cancel(&run, "cancelled with dsh workflow cancel")
         .await
         .map_err(|e| CliError::usage(e.to_string()))?;
     Ok(exit::COMPLETED)

@@ -14,6 +14,7 @@
 //! Everything here is the binary edge; the library (`dsh-orchestrator`)
 //! knows nothing of it.
 
+mod detach;
 mod error;
 mod execute;
 mod flags;
@@ -30,7 +31,8 @@ mod test_cmd;
 
 use clap::Parser;
 
-use error::{CliError, exit};
+use dsh_orchestrator::ErrorCode;
+use error::{CliError, exit, print_error};
 use flags::{Cli, Top, WorkflowCmd};
 
 /// A failed allocation in worker mode exits with the status the host reads
@@ -79,7 +81,11 @@ where
         Err(e) => return flags::clap_exit(&e),
     };
     init_tracing();
-    let Top::Workflow { command } = cli.command;
+    let command = match cli.command {
+        Top::Workflow { command } => command,
+        Top::Completions { shell } => return completions(shell),
+        Top::Man => return man_page(),
+    };
     let outcome = match command {
         WorkflowCmd::Types => {
             print!("{TYPES}");
@@ -92,6 +98,7 @@ where
             println!("{}\n{}", meta.name, meta.description);
             exit::COMPLETED
         }),
+        WorkflowCmd::Run(args) if args.detach => detach::detach(&args),
         WorkflowCmd::Run(args) => runtime().and_then(|rt| rt.block_on(execute::run(*args))),
         WorkflowCmd::Test(args) => runtime().and_then(|rt| rt.block_on(test_cmd::main(args))),
         WorkflowCmd::Runs(args) => runs_cmd::runs(&args),
@@ -100,13 +107,55 @@ where
         WorkflowCmd::Resume(args) => runtime().and_then(|rt| rt.block_on(runs_cmd::resume(*args))),
         WorkflowCmd::Submit(args) => runtime().and_then(|rt| rt.block_on(fleet::submit(*args))),
         WorkflowCmd::Host(args) => runtime().and_then(|rt| rt.block_on(fleet::host(args))),
-        WorkflowCmd::Wait(args) => runtime().and_then(|rt| rt.block_on(fleet::wait(args))),
+        WorkflowCmd::Wait(args) | WorkflowCmd::Attach(args) => {
+            runtime().and_then(|rt| rt.block_on(fleet::wait(args)))
+        }
         WorkflowCmd::Cancel(args) => runtime().and_then(|rt| rt.block_on(fleet::cancel(args))),
-        WorkflowCmd::Providers { config } => inspect::providers(config.as_deref()),
-        WorkflowCmd::List { config } => inspect::list(config.as_deref()),
-        WorkflowCmd::Agents { config } => inspect::agents(config.as_deref()),
+        WorkflowCmd::Providers { config, json } => inspect::providers(config.as_deref(), json),
+        WorkflowCmd::List { config, json } => inspect::list(config.as_deref(), json),
+        WorkflowCmd::Agents { config, json } => inspect::agents(config.as_deref(), json),
     };
     outcome.unwrap_or_else(|e| e.exit())
+}
+
+/// `dsh completions SHELL`: the completion script on stdout.
+#[inline(never)]
+fn completions(shell: clap_complete::Shell) -> i32 {
+    use clap::CommandFactory as _;
+    let mut out = std::io::stdout().lock();
+    clap_complete::generate(shell, &mut Cli::command(), "dsh", &mut out);
+    exit::COMPLETED
+}
+
+/// `dsh man`: the man page of `dsh` and its subcommands, as roff.
+#[inline(never)]
+fn man_page() -> i32 {
+    use clap::CommandFactory as _;
+    use std::io::Write as _;
+    let mut page = Vec::new();
+    if let Err(e) = clap_mangen::Man::new(Cli::command()).render(&mut page) {
+        print_error(
+            ErrorCode::Usage,
+            &format!("cannot render the man page: {e}"),
+        );
+        return exit::ERROR;
+    }
+    // The commands under `dsh workflow`, as one more section of the page.
+    if let Some(workflow) = Cli::command().find_subcommand("workflow")
+        && let Err(e) =
+            clap_mangen::Man::new(workflow.clone()).render_subcommands_section(&mut page)
+    {
+        print_error(
+            ErrorCode::Usage,
+            &format!("cannot render the man page: {e}"),
+        );
+        return exit::ERROR;
+    }
+    let mut out = std::io::stdout().lock();
+    if out.write_all(&page).and_then(|()| out.flush()).is_err() {
+        return exit::ERROR;
+    }
+    exit::COMPLETED
 }
 
 /// The async runtime of the commands that run workflows.

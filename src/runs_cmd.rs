@@ -53,10 +53,16 @@ pub async fn resume(a: ResumeArgs) -> Result<i32, CliError> {
             .transpose()?
             .flatten(),
     };
+    let mut pools = None;
     let resumed = match &store {
         Some(url) => {
-            let store = request::open_store(url).await?;
-            resume_stored(Arc::new(store), &a.run, &options, answering_for).await
+            let store = Arc::new(request::open_store(url).await?);
+            pools = Some(dsh_store::pool::Pools::start(store.clone()));
+            let id = store
+                .resolve(&a.run)
+                .await
+                .map_err(|e| CliError::usage(e.to_string()))?;
+            resume_stored(store, &id, &options, answering_for).await
         }
         None => {
             let root = runs_root(a.runs_dir.as_deref());
@@ -65,10 +71,17 @@ pub async fn resume(a: ResumeArgs) -> Result<i32, CliError> {
             stored.resume(&options, answering_for)
         }
     };
-    let (mut req, durable, answering) = resumed.map_err(|e| match e {
+    let (mut req, durable, mut answering) = resumed.map_err(|e| match e {
         ResumeError::Run(message) => CliError::usage(message),
         ResumeError::Provider(e) => e,
     })?;
+    // In a store, the calls of pooled providers are asked of the fleet's
+    // agent hosts, as the run's host asked them: a call one of them is
+    // still answering is found, not started again.
+    if let (Some(pools), Some(id)) = (&pools, &req.run_id) {
+        let config = request::load_config(a.config.as_deref())?;
+        answering = crate::fleet::pooled(answering, &config, pools, id)?;
+    }
     // A torn journal line is news before anything else can fail.
     for w in durable.take_warnings() {
         crate::error::warn(&w.to_string());
@@ -116,11 +129,12 @@ pub fn runs(a: &RunsArgs) -> Result<i32, CliError> {
     };
     if let Some(url) = request::store_url(a.store.as_deref(), &config)? {
         let rt = crate::runtime()?;
-        return rt.block_on(stored_runs(&url, a.limit));
+        return rt.block_on(stored_runs(&url, a.limit, a.json));
     }
     let root = runs_root(a.runs_dir.as_deref());
     let all = match summary::list(&root) {
         Ok(Some(all)) => all,
+        Ok(None) if a.json => Vec::new(),
         Ok(None) => {
             println!("no runs under {}", root.display());
             return Ok(exit::COMPLETED);
@@ -133,16 +147,37 @@ pub fn runs(a: &RunsArgs) -> Result<i32, CliError> {
         }
         Err(e) => return Err(CliError::usage(e.to_string())),
     };
-    print_runs(all.iter().take(a.limit));
+    print_runs(all.iter().take(a.limit), a.json);
     Ok(exit::COMPLETED)
 }
 
-/// The `runs` table: one line per run, newest first (its warnings first).
-fn print_runs<'a>(all: impl Iterator<Item = &'a RunSummary> + Clone) {
+/// One run of `runs --json`.
+fn run_json(s: &RunSummary) -> Value {
+    json!({
+        "runId": s.info.id,
+        "name": s.info.name,
+        "status": s.status.to_string(),
+        "heldBy": s.holder,
+        "startedAt": s.info.started_at,
+        "done": s.done,
+        "failed": s.failed,
+        "replayed": s.replayed,
+        "elapsedMs": s.elapsed_ms,
+    })
+}
+
+/// The `runs` table: one line per run, newest first (its warnings first);
+/// with `json`, a JSON array of the same.
+fn print_runs<'a>(all: impl Iterator<Item = &'a RunSummary> + Clone, json: bool) {
     for w in all.clone().flat_map(|s| &s.warnings) {
         crate::error::warn(w);
     }
     let mut out = std::io::stdout().lock();
+    if json {
+        let runs: Vec<Value> = all.map(run_json).collect();
+        let _ = writeln!(out, "{}", Value::Array(runs));
+        return;
+    }
     let _ = writeln!(
         out,
         "{:<34} {:<20} {:<12} {:<20} {:>13} {:>8}",
@@ -163,18 +198,18 @@ fn print_runs<'a>(all: impl Iterator<Item = &'a RunSummary> + Clone) {
 }
 
 /// `dsh workflow runs` of a store: the same table, from any machine.
-async fn stored_runs(url: &dsh_store::StoreUrl, limit: usize) -> Result<i32, CliError> {
+async fn stored_runs(url: &dsh_store::StoreUrl, limit: usize, json: bool) -> Result<i32, CliError> {
     let store = request::open_store(url).await?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let all = store
         .summaries(limit)
         .await
         .map_err(|e| CliError::usage(e.to_string()))?;
-    if all.is_empty() {
+    if all.is_empty() && !json {
         println!("no runs in the store {url}");
         return Ok(exit::COMPLETED);
     }
-    print_runs(all.iter());
+    print_runs(all.iter(), json);
     Ok(exit::COMPLETED)
 }
 
@@ -193,10 +228,9 @@ pub(crate) fn summary_of(
         let rt = crate::runtime()?;
         return rt.block_on(async {
             let store = request::open_store(&url).await?;
-            store
-                .summary(run, texts)
-                .await
-                .map_err(|e| CliError::usage(e.to_string()))
+            let usage = |e: dsh_store::StoreError| CliError::usage(e.to_string());
+            let id = store.resolve(run).await.map_err(usage)?;
+            store.summary(&id, texts).await.map_err(usage)
         });
     }
     let root = runs_root(runs_dir);
@@ -527,6 +561,9 @@ pub(crate) fn show_json(s: &RunSummary) -> Value {
             "wallMs": s.elapsed_ms.unwrap_or_else(|| end_of(s, origin).saturating_sub(origin)),
         },
         "agents": agents,
+        // What `result.json` holds once the run settled: value,
+        // stopReason, error, usage.
+        "result": s.result.as_ref().map(|r| r["result"].clone()),
     })
 }
 

@@ -11,6 +11,7 @@
 //! the path it was found by), so messages in its result do not depend on
 //! the directory the tests were started from.
 
+mod ci;
 mod diff;
 mod discover;
 mod expected;
@@ -28,7 +29,7 @@ use dsh_orchestrator::files;
 use dsh_orchestrator::providers::scripted::ScriptedProvider;
 use dsh_orchestrator::script::ScriptKind;
 use dsh_orchestrator::{
-    ArgsInput, ErrorCode, Limits, Meta, RunResult, StartRequest, WorkerCommand, start,
+    ArgsInput, ErrorCode, Limits, Meta, RunResult, StartRequest, Usage, WorkerCommand, start,
 };
 use serde_json::Value;
 use tokio::sync::{Semaphore, mpsc};
@@ -84,6 +85,10 @@ struct Report {
     verdict: Verdict,
     /// How long the run took, when it ran.
     elapsed: Option<Duration>,
+    /// The tokens (and cost) of the run's calls, when they reported any.
+    usage: Option<Usage>,
+    /// The script's line a run error names, if it names one.
+    line: Option<u32>,
 }
 
 impl Report {
@@ -91,8 +96,20 @@ impl Report {
         Report {
             verdict: Verdict::Fail(vec![message.into()]),
             elapsed: None,
+            usage: None,
+            line: None,
         }
     }
+}
+
+/// Where the reports for a CI system go besides stdout (`ci.rs`).
+struct CiReports {
+    /// `--junit FILE`.
+    junit: Option<PathBuf>,
+    /// Under GitHub Actions (`GITHUB_ACTIONS=true`): annotations on
+    /// stdout, and the summary appended to this file
+    /// (`$GITHUB_STEP_SUMMARY`) when it is set.
+    github: Option<Option<PathBuf>>,
 }
 
 /// What all workflows share.
@@ -145,12 +162,22 @@ pub async fn main(args: TestArgs) -> Result<i32, CliError> {
         limits,
         stop: CancellationToken::new(),
     });
-    Ok(run_all(cases, jobs, settings).await)
+    let reports = CiReports {
+        junit: args.junit.clone(),
+        github: (std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true"))
+            .then(|| std::env::var_os("GITHUB_STEP_SUMMARY").map(PathBuf::from)),
+    };
+    Ok(run_all(cases, jobs, settings, &reports).await)
 }
 
 /// Runs every case, at most `jobs` at once, printing the reports in
 /// discovery order as they become available; returns the exit code.
-async fn run_all(cases: Vec<Case>, jobs: usize, settings: Arc<Settings>) -> i32 {
+async fn run_all(
+    cases: Vec<Case>,
+    jobs: usize,
+    settings: Arc<Settings>,
+    reports: &CiReports,
+) -> i32 {
     let mut signals = crate::execute::Signals::install();
     let semaphore = Arc::new(Semaphore::new(jobs));
     let (tx, mut rx) = mpsc::unbounded_channel::<(usize, Report)>();
@@ -171,24 +198,24 @@ async fn run_all(cases: Vec<Case>, jobs: usize, settings: Arc<Settings>) -> i32 
     drop(tx);
 
     let mut pending = BTreeMap::new();
-    let mut next = 0;
+    let mut shown: Vec<Report> = Vec::with_capacity(cases.len());
     let (mut passed, mut failed) = (0usize, 0usize);
-    let mut show = |i: usize, report: &Report| {
+    let mut show = |report: Report, shown: &mut Vec<Report>| {
         if matches!(report.verdict, Verdict::Fail(_)) {
             failed += 1;
         } else {
             passed += 1;
         }
-        print_report(&cases[i], report);
+        print_report(&cases[shown.len()], &report);
+        shown.push(report);
     };
     loop {
         tokio::select! {
             msg = rx.recv() => match msg {
                 Some((i, report)) => {
                     pending.insert(i, report);
-                    while let Some(report) = pending.remove(&next) {
-                        show(next, &report);
-                        next += 1;
+                    while let Some(report) = pending.remove(&shown.len()) {
+                        show(report, &mut shown);
                     }
                 }
                 None => break,
@@ -197,16 +224,22 @@ async fn run_all(cases: Vec<Case>, jobs: usize, settings: Arc<Settings>) -> i32 
         }
     }
     // Only a task that panicked leaves a gap.
-    for i in next..cases.len() {
-        let report = pending.remove(&i).unwrap_or_else(|| {
+    while shown.len() < cases.len() {
+        let report = pending.remove(&shown.len()).unwrap_or_else(|| {
             Report::fail("internal error: the test task ended without a report")
         });
-        show(i, &report);
+        show(report, &mut shown);
     }
+    // The CI reports before the totals: the totals stay the last line.
+    let results: Vec<(&Case, &Report)> = cases.iter().zip(&shown).collect();
+    let written = ci_reports(reports, &results);
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{passed} passed, {failed} failed");
     let _ = stdout.flush();
     drop(stdout);
+    if !written {
+        return exit::ERROR;
+    }
     if settings.stop.is_cancelled() {
         print_error(
             ErrorCode::Cancelled,
@@ -218,6 +251,42 @@ async fn run_all(cases: Vec<Case>, jobs: usize, settings: Arc<Settings>) -> i32 
     } else {
         exit::COMPLETED
     }
+}
+
+/// Writes the CI reports of `results`; `false` when one could not be
+/// written (said on stderr): a CI job must not pass without its report.
+fn ci_reports(reports: &CiReports, results: &[(&Case, &Report)]) -> bool {
+    let mut written = true;
+    if let Some(path) = &reports.junit
+        && let Err(e) = ci::write_junit(path, results)
+    {
+        print_error(
+            ErrorCode::Usage,
+            &format!("--junit {}: cannot write: {e}", path.display()),
+        );
+        written = false;
+    }
+    if let Some(summary) = &reports.github {
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(ci::annotations(results).as_bytes());
+        let _ = stdout.flush();
+        if let Some(path) = summary
+            && let Err(e) = append(path, &ci::summary(results))
+        {
+            print_error(
+                ErrorCode::Usage,
+                &format!("GITHUB_STEP_SUMMARY {}: cannot append: {e}", path.display()),
+            );
+            written = false;
+        }
+    }
+    written
+}
+
+/// Appends `text` to the file at `path` (made if missing), never through
+/// a symlink.
+fn append(path: &Path, text: &str) -> std::io::Result<()> {
+    dsh_orchestrator::files::append_own(path)?.write_all(text.as_bytes())
 }
 
 fn print_report(case: &Case, report: &Report) {
@@ -310,7 +379,20 @@ async fn run_case(case: &Case, settings: &Settings) -> Report {
         None => update(case, &actual),
         Some(expected) => compare(case, &expected, &actual),
     };
-    Report { verdict, elapsed }
+    let script_name = case
+        .script
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Report {
+        verdict,
+        elapsed,
+        usage: result.usage,
+        line: result
+            .error
+            .as_ref()
+            .and_then(|e| ci::error_line(&e.message, &script_name)),
+    }
 }
 
 /// The run request of a case: `dsh workflow run X.ts --fixture

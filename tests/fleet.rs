@@ -34,6 +34,15 @@ struct Host {
 impl Host {
     /// A host of `runs` runs at once and a lease of `lease` seconds.
     fn start(dir: &Path, url: &str, runs: u32, lease: u32) -> Host {
+        Host::with(
+            dir,
+            url,
+            &["--runs", &runs.to_string(), "--lease", &lease.to_string()],
+        )
+    }
+
+    /// A host started with `args` after `--store URL`.
+    fn with(dir: &Path, url: &str, args: &[&str]) -> Host {
         use std::os::unix::process::CommandExt as _;
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -42,7 +51,7 @@ impl Host {
         command
             .current_dir(dir)
             .args(["workflow", "host", "--store", url])
-            .args(["--runs", &runs.to_string(), "--lease", &lease.to_string()])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&stderr).expect("stderr file"))
@@ -447,12 +456,19 @@ async fn a_cancel_reaches_the_host_and_sigterm_drains_it() {
 }
 
 #[test]
-fn commands_without_a_store_say_how_to_name_one() {
+fn without_a_store_host_says_how_to_name_one_and_wait_looks_here() {
     let dir = tempfile::tempdir().expect("tempdir");
-    for args in [&["wait", "run-x"][..], &["cancel", "run-x"], &["host"]] {
+    let (code, _, stderr) = dsh(dir.path(), &["host"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("needs a store: pass --store"), "{stderr}");
+    // `wait` and `cancel` act on this machine's run directories.
+    for args in [&["wait", "run-x"][..], &["cancel", "run-x"]] {
         let (code, _, stderr) = dsh(dir.path(), args);
         assert_eq!(code, Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains("needs a store: pass --store"), "{stderr}");
+        assert!(
+            stderr.contains("no such run") && stderr.contains(".dsh/runs"),
+            "{stderr}"
+        );
     }
 }
 
@@ -592,8 +608,10 @@ async fn an_embedder_runs_a_host_in_process_and_drives_it_by_the_library() {
     impl Answerer for Mine {
         fn answering(
             &self,
+            _: &str,
             _: &ProviderSpec,
             _: Option<&str>,
+            _: &dsh_store::pool::Pools,
         ) -> Result<Arc<dyn SubagentProvider>, Refused> {
             let fixture = json!({"version": 1, "answers": [
                 { "match": { "promptContains": "of 1" }, "hang": true, "times": 10 },
@@ -624,6 +642,7 @@ async fn an_embedder_runs_a_host_in_process_and_drives_it_by_the_library() {
         HostOptions {
             name: "embedded".into(),
             runs: 2,
+            pools: Vec::new(),
             lease: Duration::from_secs(10),
             sandbox_floor: SandboxPolicy::BestEffort,
         },
@@ -890,4 +909,763 @@ async fn a_cancel_reaches_a_foreground_run() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("dsh workflow cancel"), "{stderr}");
+}
+
+// ---------------------------------------------------------------- agent pools
+
+/// A workspace whose runs' calls go to pool `farm`: a `command` provider
+/// (`farm.sh`) that logs each call it starts (`farm.log`, with its pid in
+/// `pids/`), answers `did PROMPT`, and takes `second_secs` seconds over a
+/// `second` call; `[store] pools = ["farm"]` sends its calls to the
+/// store's agent hosts.
+fn farm(second_secs: u32) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().display();
+    std::fs::create_dir(dir.path().join("pids")).expect("pids");
+    std::fs::write(dir.path().join("wf.ts"), SCRIPT).expect("script");
+    std::fs::write(
+        dir.path().join("farm.sh"),
+        format!(
+            "p=$(cat)\n\
+             echo \"$p\" >> {d}/farm.log\n\
+             echo $$ > {d}/pids/$$\n\
+             case \"$p\" in second*) sleep {second_secs};; esac\n\
+             printf 'did %s' \"$p\"\n"
+        ),
+    )
+    .expect("farm.sh");
+    std::fs::write(
+        dir.path().join("dsh.toml"),
+        format!(
+            "[workflow]\nprovider = \"farm\"\n\n\
+             [providers.farm]\nkind = \"command\"\ncommand = [\"/bin/sh\", \"{d}/farm.sh\"]\n\
+             prompt = \"stdin\"\n\n\
+             [store]\npools = [\"farm\"]\n"
+        ),
+    )
+    .expect("dsh.toml");
+    dir
+}
+
+/// Runs `wf.ts` answered by the pool (no fixture): run `n` with `n`.
+fn submit_to_pool(dir: &Path, url: &str, n: u32) -> String {
+    let args = json!({ "n": n }).to_string();
+    let (code, stdout, stderr) = dsh(dir, &["submit", "wf.ts", "--args", &args, "--store", url]);
+    assert_eq!(code, Some(0), "{stderr}");
+    stdout.trim().to_string()
+}
+
+/// How many times `farm.sh` started each prompt.
+fn farm_log(dir: &Path) -> BTreeMap<String, usize> {
+    let mut seen = BTreeMap::new();
+    for line in std::fs::read_to_string(dir.join("farm.log"))
+        .unwrap_or_default()
+        .lines()
+    {
+        *seen.entry(line.to_string()).or_insert(0) += 1;
+    }
+    seen
+}
+
+/// Waits (bounded) until `sql` (one count) says `n`.
+async fn until_count(url: &str, sql: &str, n: i64) {
+    let deadline = Instant::now() + common::RUN_BOUND;
+    loop {
+        let rows = pg::try_query(url, sql).await;
+        if rows.as_ref().is_ok_and(|r| r[0].get::<_, i64>(0) == n) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{sql} never said {n}: {:?}",
+            rows.map(|r| r[0].get::<_, i64>(0))
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits (bounded) until `farm.sh` started `n` calls whose prompt starts
+/// with `prefix`.
+async fn until_started(dir: &Path, prefix: &str, n: usize) {
+    let deadline = Instant::now() + common::RUN_BOUND;
+    loop {
+        let log = farm_log(dir);
+        if log.keys().filter(|p| p.starts_with(prefix)).count() == n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never started: {log:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `wait`s for each run of `ids` answered by the farm (run `n`
+/// submitted with `n`): exit 0 and the value `[n, "did first of n", "did
+/// second of n"]`.
+fn wait_farm(dir: &Path, url: &str, ids: &[String]) {
+    for (n, id) in ids.iter().enumerate() {
+        let (code, stdout, stderr) = dsh(dir, &["wait", id, "--store", url, "--events", "none"]);
+        assert_eq!(code, Some(0), "{stderr}");
+        assert_eq!(
+            serde_json::from_str::<Value>(&stdout).ok(),
+            Some(json!([
+                n,
+                format!("did first of {n}"),
+                format!("did second of {n}")
+            ]))
+        );
+    }
+}
+
+/// `farm.sh` started each of `calls` calls exactly once.
+fn started_once(dir: &Path, calls: usize) {
+    let log = farm_log(dir);
+    assert_eq!(log.len(), calls, "{log:?}");
+    assert!(
+        log.values().all(|&n| n == 1),
+        "a call was started twice: {log:?}"
+    );
+}
+
+/// A farm (second calls of 2 s) with a run host and an agent host of
+/// lease 2 s, and `runs` runs whose second calls the agent host's programs
+/// are answering.
+struct InFlight {
+    dir: tempfile::TempDir,
+    run_host: Host,
+    agent_host: Host,
+    ids: Vec<String>,
+}
+
+async fn in_flight(url: &str, runs: u32) -> InFlight {
+    let dir = farm(2);
+    let run_host = Host::with(dir.path(), url, &["--runs", "4"]);
+    let agent_host = Host::with(dir.path(), url, &["--agents", "farm=4", "--lease", "2"]);
+    agent_host.says("answers calls of farm=4").await;
+    let ids: Vec<String> = (0..runs)
+        .map(|n| submit_to_pool(dir.path(), url, n))
+        .collect();
+    until_started(dir.path(), "second", runs as usize).await;
+    InFlight {
+        dir,
+        run_host,
+        agent_host,
+        ids,
+    }
+}
+
+/// The pids `farm.sh` wrote.
+fn farm_pids(dir: &Path) -> Vec<i32> {
+    std::fs::read_dir(dir.join("pids"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+        .collect()
+}
+
+/// `kill -9` of an agent host mid-call, in a bounded loop: its calls are
+/// claimed by another agent host once its lease passes and answered there
+/// (started afresh, once); every run completes with its value, every call
+/// settles once in the store and in its run's journal, and the dead
+/// host's programs are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_agent_hosts_calls_are_answered_by_another() {
+    for _round in 0..2 {
+        let Some(url) = pg::database().await else {
+            return;
+        };
+        // Each run's second call is being answered by the doomed host:
+        // its program started.
+        let InFlight {
+            dir,
+            run_host: _runs,
+            agent_host: mut doomed,
+            ids,
+        } = in_flight(&url, 3).await;
+        let programs = farm_pids(dir.path());
+        doomed.signal(libc::SIGKILL);
+        let _ = doomed.wait();
+        all_gone(&programs).await;
+        let _heir = Host::with(dir.path(), &url, &["--agents", "farm=4", "--lease", "2"]);
+        wait_farm(dir.path(), &url, &ids);
+        assert_settled_once(&url, ids.len()).await;
+        // In the store: one row per call, settled; the second calls were
+        // claimed twice (the dead host's claim, then the heir's).
+        let rows = pg::query(
+            &url,
+            "SELECT request->>'prompt', state, claims FROM dsh_calls ORDER BY 1",
+        )
+        .await;
+        assert_eq!(rows.len(), 6);
+        for r in &rows {
+            let (prompt, state, claims): (String, String, i32) = (r.get(0), r.get(1), r.get(2));
+            assert_eq!(state, "settled", "{prompt}");
+            let expected = if prompt.starts_with("second") { 2 } else { 1 };
+            assert_eq!(claims, expected, "{prompt}");
+        }
+        // Started afresh once on the heir: twice in all, the first calls once.
+        let log = farm_log(dir.path());
+        for n in 0..3 {
+            assert_eq!(log.get(&format!("first of {n}")), Some(&1), "{log:?}");
+            assert_eq!(log.get(&format!("second of {n}")), Some(&2), "{log:?}");
+        }
+    }
+}
+
+/// `kill -9` of a run's host while its calls are at an agent host: the
+/// run is taken over by another run host, which finds the calls its
+/// predecessor asked for and waits for their answers — each call is
+/// started once in all, and every run completes with its value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_taken_over_finds_its_calls_at_the_agent_host() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let dir = farm(3);
+    let _agents = Host::with(dir.path(), &url, &["--agents", "farm=8"]);
+    let mut doomed = Host::with(dir.path(), &url, &["--runs", "4", "--lease", "2"]);
+    let ids: Vec<String> = (0..2)
+        .map(|n| submit_to_pool(dir.path(), &url, n))
+        .collect();
+    until_count(
+        &url,
+        "SELECT count(*) FROM dsh_calls WHERE request->>'prompt' LIKE 'second%' AND state = 'running'",
+        2,
+    )
+    .await;
+    doomed.signal(libc::SIGKILL);
+    let _ = doomed.wait();
+    let _heir = Host::with(dir.path(), &url, &["--runs", "4", "--lease", "2"]);
+    wait_farm(dir.path(), &url, &ids);
+    let claims = pg::query(&url, "SELECT min(claims) FROM dsh_runs").await;
+    assert_eq!(claims[0].get::<_, i32>(0), 2, "every run was taken over");
+    started_once(dir.path(), 4);
+}
+
+/// A cancel from another process reaches the agent host answering the
+/// run's call: the program is stopped, the call settles as cancelled, and
+/// the run settles as cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_reaches_the_agent_host() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let dir = farm(600);
+    let _runs = Host::with(dir.path(), &url, &["--runs", "2"]);
+    let _agents = Host::with(dir.path(), &url, &["--agents", "farm=2"]);
+    let id = submit_to_pool(dir.path(), &url, 0);
+    until_started(dir.path(), "second", 1).await;
+    let (code, _, stderr) = dsh(dir.path(), &["cancel", &id, "--store", &url]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, _, stderr) = dsh(dir.path(), &["wait", &id, "--store", &url]);
+    assert_eq!(code, Some(130), "{stderr}");
+    until_count(
+        &url,
+        "SELECT count(*) FROM dsh_calls WHERE state = 'settled' AND outcome = '\"cancelled\"'",
+        1,
+    )
+    .await;
+    all_gone(&farm_pids(dir.path())).await;
+}
+
+/// An embedder runs a run host and an agent host in-process, on the
+/// library alone: its runs' calls go to its pool (`Pools::provider`) and
+/// its agent host answers them with the provider it gives for the pool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedder_answers_its_runs_calls_from_a_pool_in_process() {
+    use std::sync::Arc;
+
+    use dsh_orchestrator::journal::ProviderSpec;
+    use dsh_orchestrator::providers::scripted::ScriptedProvider;
+    use dsh_orchestrator::{ArgsInput, SandboxPolicy, StartRequest, SubagentProvider};
+    use dsh_store::agents::Pool;
+    use dsh_store::host::{self, Answerer, HostControl, HostOptions, Refused};
+    use dsh_store::pool::Pools;
+    use dsh_store::{Store, StoreUrl};
+
+    struct Mine;
+    impl Answerer for Mine {
+        fn answering(
+            &self,
+            run: &str,
+            _: &ProviderSpec,
+            _: Option<&str>,
+            pools: &Pools,
+        ) -> Result<Arc<dyn SubagentProvider>, Refused> {
+            Ok(pools.provider(run, "mine"))
+        }
+        fn ready(&self, req: StartRequest) -> Result<StartRequest, Refused> {
+            Ok(req.with_worker(dsh_orchestrator::WorkerCommand::dsh(Path::new(DSH))))
+        }
+        fn pool(&self, name: &str) -> Result<Arc<dyn SubagentProvider>, Refused> {
+            assert_eq!(name, "mine");
+            let fixture = json!({"version": 1, "answers": [
+                { "match": {}, "text": "pooled", "delayMs": 100, "times": 100 }
+            ]});
+            ScriptedProvider::from_json_text("mine", &fixture.to_string())
+                .map(|p| Arc::new(p) as Arc<dyn SubagentProvider>)
+                .map_err(|e| Refused::usage(e.to_string()))
+        }
+    }
+
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let store = Arc::new(
+        Store::open(&StoreUrl::parse(&url, |_| None).expect("url"))
+            .await
+            .expect("open"),
+    );
+    let control = HostControl::default();
+    let serve = |name: &str, runs: usize, pools: Vec<Pool>| {
+        let (report, _events) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(host::serve(
+            store.clone(),
+            Arc::new(Mine),
+            HostOptions {
+                name: name.into(),
+                runs,
+                pools,
+                lease: Duration::from_secs(10),
+                sandbox_floor: SandboxPolicy::BestEffort,
+            },
+            control.clone(),
+            report,
+        ))
+    };
+    let runner = serve("runner", 3, Vec::new());
+    let answerer = serve(
+        "answerer",
+        0,
+        vec![Pool {
+            name: "mine".into(),
+            slots: 4,
+        }],
+    );
+    let spec = ProviderSpec::Configured {
+        config: None,
+        provider: None,
+    };
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let req = StartRequest::new("wf.ts", SCRIPT).with_args(ArgsInput::Json(json!({ "n": n })));
+        ids.push(
+            host::submit(
+                &store,
+                &req,
+                Path::new("wf.ts"),
+                spec.clone(),
+                Default::default(),
+            )
+            .await
+            .expect("submit"),
+        );
+    }
+    for (n, id) in ids.iter().enumerate() {
+        let doc = host::wait(&store, id).await.expect("wait");
+        assert_eq!(
+            doc["result"]["value"],
+            json!([n, "pooled", "pooled"]),
+            "{doc}"
+        );
+    }
+    let rows = pg::query(
+        &url,
+        "SELECT count(*) FILTER (WHERE state = 'settled' AND owner = 'answerer'), count(*)
+         FROM dsh_calls",
+    )
+    .await;
+    assert_eq!((rows[0].get::<_, i64>(0), rows[0].get::<_, i64>(1)), (6, 6));
+    control.drain.cancel();
+    for served in [runner, answerer] {
+        tokio::time::timeout(common::RUN_BOUND, served)
+            .await
+            .expect("the host returns once drained")
+            .expect("the host task")
+            .expect("the host");
+    }
+}
+
+/// An agent host paused (`SIGSTOP`) past its lease loses its calls to
+/// another, which answers them; when it continues (`SIGCONT`) it stops
+/// them or its late answers are refused — the rows are the other host's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_host_paused_past_its_lease_loses_its_calls_and_its_late_answers() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let InFlight {
+        dir,
+        run_host: _runs,
+        agent_host: mut paused,
+        ids,
+    } = in_flight(&url, 2).await;
+    paused.signal(libc::SIGSTOP);
+    let heir = Host::with(dir.path(), &url, &["--agents", "farm=4", "--lease", "2"]);
+    let heir_name = format!(":{}", heir.child.id());
+    until_count(
+        &url,
+        &format!(
+            "SELECT count(*) FROM dsh_calls WHERE request->>'prompt' LIKE 'second%'
+             AND state = 'settled' AND owner LIKE '%{heir_name}'"
+        ),
+        2,
+    )
+    .await;
+    paused.signal(libc::SIGCONT);
+    // Its heartbeat finds the leases gone, or its answer is refused:
+    // whichever comes first after it continues.
+    let deadline = Instant::now() + common::RUN_BOUND;
+    while ![
+        "this host lost its lease on the call",
+        "this one was not written",
+    ]
+    .iter()
+    .any(|w| paused.stderr().contains(w))
+    {
+        assert!(Instant::now() < deadline, "{}", paused.stderr());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    wait_farm(dir.path(), &url, &ids);
+    let rows = pg::query(
+        &url,
+        &format!(
+            "SELECT count(*) FROM dsh_calls WHERE request->>'prompt' LIKE 'second%'
+             AND claims = 2 AND state = 'settled' AND owner LIKE '%{heir_name}'"
+        ),
+    )
+    .await;
+    assert_eq!(rows[0].get::<_, i64>(0), 2, "the heir's answers stand");
+    assert_settled_once(&url, ids.len()).await;
+    paused.signal(libc::SIGTERM);
+    assert_eq!(paused.wait(), Some(0), "{}", paused.stderr());
+}
+
+/// Call rows tampered with in the store — a field no dsh writes (a
+/// command), a giant request — are never run: the agent host answers each
+/// with a fault naming what is wrong, and its program never starts. A
+/// call whose hosts died five times while answering it is given up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tampered_call_row_is_refused_not_run() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let dir = farm(0);
+    // The schema, made by a first open.
+    let (code, _, stderr) = dsh(dir.path(), &["runs", "--store", &url]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let giant = "x".repeat(18 << 20);
+    for sql in [
+        "INSERT INTO dsh_runs (id, info, source, state) VALUES ('t', '{}', '', 'settled')".to_string(),
+        r#"INSERT INTO dsh_calls (run_id, key, n, pool, request) VALUES
+           ('t', 'k', 0, 'farm', '{"seq":1,"prompt":"p","label":"l","command":"touch /tmp/owned"}')"#
+            .to_string(),
+        format!(
+            r#"INSERT INTO dsh_calls (run_id, key, n, pool, request) VALUES
+               ('t', 'k', 1, 'farm', '{{"seq":2,"prompt":"{giant}","label":"l"}}')"#
+        ),
+    ] {
+        pg::query(&url, &sql).await;
+    }
+    // A call whose hosts kept dying while answering it (it brings its
+    // host down): given up, not claimed a sixth time.
+    pg::query(
+        &url,
+        r#"INSERT INTO dsh_calls (run_id, key, n, pool, request, state, claims, owner, lease_until)
+           VALUES ('t', 'k', 2, 'farm', '{"seq":3,"prompt":"p","label":"l"}', 'running', 5,
+                   'gone:1', now() - interval '1 second')"#,
+    )
+    .await;
+    let _agents = Host::with(dir.path(), &url, &["--agents", "farm=2"]);
+    until_count(
+        &url,
+        "SELECT count(*) FROM dsh_calls WHERE state = 'settled'",
+        3,
+    )
+    .await;
+    let rows = pg::query(
+        &url,
+        "SELECT n, outcome->>'resultError', claims FROM dsh_calls ORDER BY n",
+    )
+    .await;
+    let why: Vec<String> = rows.iter().map(|r| r.get::<_, String>(1)).collect();
+    assert!(why[0].contains("unknown field `command`"), "{why:?}");
+    assert!(why[1].contains("bytes, over the"), "{why:?}");
+    assert!(why[2].contains("claimed 5 times"), "{why:?}");
+    assert_eq!(rows[2].get::<_, i32>(2), 5, "not claimed again");
+    assert!(farm_log(dir.path()).is_empty(), "a tampered call was run");
+}
+
+/// `wait --events jsonl` follows a hosted run from another process: the
+/// run's events on stderr as they come (an answered call's `agent-end`
+/// while the run still runs), `workflow/start` first and `workflow/end`
+/// last, then the value on stdout as `run` prints it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_follows_a_hosted_runs_events_as_they_come() {
+    use std::io::BufRead as _;
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let (dir, _) = workspace(json!([
+        { "match": { "label": "a" }, "text": "A", "times": 10 },
+        { "match": { "label": "b" }, "text": "B", "delayMs": 3000, "times": 10 }
+    ]));
+    let id = submit(dir.path(), &url, 7);
+    let mut waiter = Command::new(DSH)
+        .current_dir(dir.path())
+        .args([
+            "workflow", "wait", &id, "--store", &url, "--events", "jsonl",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn wait");
+    let _host = Host::start(dir.path(), &url, 2, 10);
+    let stderr = waiter.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut events: Vec<Value> = Vec::new();
+    let mut checked_midway = false;
+    while let Ok(line) = rx.recv_timeout(common::RUN_BOUND) {
+        let event: Value = serde_json::from_str(&line).expect("a JSON event line");
+        let a_ended = event["type"] == "workflow/agent-end" && event["label"] == "a";
+        events.push(event);
+        if a_ended {
+            let result = pg::query(&url, "SELECT result IS NULL FROM dsh_runs").await;
+            assert!(
+                result[0].get::<_, bool>(0),
+                "a's end came only after the run's"
+            );
+            checked_midway = true;
+        }
+    }
+    // The lines ended: the waiter exits now, or it hung and is ended.
+    let deadline = Instant::now() + common::WAIT_BOUND;
+    while waiter.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = waiter.kill();
+            panic!("wait did not exit after its last event line");
+        }
+        std::thread::sleep(common::POLL);
+    }
+    reader.join().expect("reader");
+    let out = waiter.wait_with_output().expect("wait's end");
+    assert_eq!(out.status.code(), Some(0));
+    let value: Value = serde_json::from_slice(&out.stdout).expect("the value");
+    assert_eq!(value, json!([7, "A", "B"]));
+    assert!(checked_midway, "no agent-end of a: {events:?}");
+    assert_eq!(
+        events.first().map(|e| &e["type"]),
+        Some(&json!("workflow/start"))
+    );
+    assert_eq!(
+        events.last().map(|e| &e["type"]),
+        Some(&json!("workflow/end"))
+    );
+    let ends = events
+        .iter()
+        .filter(|e| e["type"] == "workflow/agent-end")
+        .count();
+    assert_eq!(ends, 2, "{events:?}");
+    // By default, as `run` shows events off a terminal: readable lines.
+    let (code, stdout, stderr) = dsh(dir.path(), &["wait", &id, "--store", &url]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout).ok(),
+        Some(json!([7, "A", "B"]))
+    );
+    let shown: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.split_once("] ").map(|(_, text)| text))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            format!("start fleet — runs on hosts ({id})").as_str(),
+            "agent #1 started a",
+            "agent #1 completed a",
+            "agent #2 started b",
+            "agent #2 completed b",
+            "end completed (2 agents)"
+        ],
+        "{stderr}"
+    );
+}
+
+/// SIGTERM drains an agent host: it claims no more, finishes the calls it
+/// has (their answers its own) and exits 0. A second signal hands the
+/// calls it still has back to the queue, where another agent host takes
+/// them at once (claims 2), without waiting for the lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_an_agent_host_and_a_second_hands_its_calls_back() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    // Drained: the calls in flight finish here.
+    let dir = farm(2);
+    let _runs = Host::with(dir.path(), &url, &["--runs", "4"]);
+    let mut agents = Host::with(dir.path(), &url, &["--agents", "farm=4"]);
+    let id = submit_to_pool(dir.path(), &url, 0);
+    until_started(dir.path(), "second", 1).await;
+    agents.signal(libc::SIGTERM);
+    agents.says("stops claiming").await;
+    assert_eq!(agents.wait(), Some(0), "{}", agents.stderr());
+    let owner = format!(":{}", agents.child.id());
+    until_count(
+        &url,
+        &format!(
+            "SELECT count(*) FROM dsh_calls WHERE state = 'settled' AND claims = 1
+             AND owner LIKE '%{owner}'"
+        ),
+        2,
+    )
+    .await;
+    // Stopped: the call goes back to the queue and another host answers
+    // it, long before the 600 s lease would have passed.
+    let _heir_later;
+    {
+        let mut stopped = Host::with(dir.path(), &url, &["--agents", "farm=4", "--lease", "600"]);
+        let _ = submit_to_pool(dir.path(), &url, 1);
+        until_started(dir.path(), "second", 2).await;
+        stopped.signal(libc::SIGTERM);
+        stopped.says("stops claiming").await;
+        stopped.signal(libc::SIGTERM);
+        assert_eq!(stopped.wait(), Some(0), "{}", stopped.stderr());
+        _heir_later = Host::with(dir.path(), &url, &["--agents", "farm=4"]);
+    }
+    let (code, stdout, stderr) = dsh(
+        dir.path(),
+        &["wait", &id, "--store", &url, "--events", "none"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout).ok(),
+        Some(json!([0, "did first of 0", "did second of 0"]))
+    );
+    until_count(
+        &url,
+        "SELECT count(*) FROM dsh_calls
+         WHERE request->>'prompt' = 'second of 1' AND state = 'settled' AND claims = 2",
+        1,
+    )
+    .await;
+    all_gone(&farm_pids(dir.path())).await;
+}
+
+/// PostgreSQL restarts while calls are at an agent host: the run host's
+/// asks and looks, the agent host's claims, heartbeat and answers all
+/// come back; every run completes with its value and no call is started
+/// twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_restart_with_calls_at_an_agent_host_loses_nothing() {
+    let Some(cluster) = pg::private("pool-restart") else {
+        return;
+    };
+    let url = pg::database_on(&cluster.url()).await;
+    let dir = farm(3);
+    let _runs = Host::with(dir.path(), &url, &["--runs", "4"]);
+    let _agents = Host::with(dir.path(), &url, &["--agents", "farm=4"]);
+    let ids: Vec<String> = (0..3)
+        .map(|n| submit_to_pool(dir.path(), &url, n))
+        .collect();
+    until_started(dir.path(), "second", 3).await;
+    let cluster = std::sync::Arc::new(cluster);
+    let restarting = cluster.clone();
+    tokio::task::spawn_blocking(move || restarting.restart(Duration::from_secs(2)))
+        .await
+        .expect("restart");
+    pg::until_ready(&url).await;
+    wait_farm(dir.path(), &url, &ids);
+    assert_settled_once(&url, ids.len()).await;
+    started_once(dir.path(), 6);
+}
+
+/// A resume by hand (`resume --store`) of a run whose host died while its
+/// call was at an agent host asks the pool as the host did: it finds the
+/// call still being answered there, and nothing is started twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_by_hand_finds_its_calls_at_the_agent_host() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let dir = farm(3);
+    let _agents = Host::with(dir.path(), &url, &["--agents", "farm=2"]);
+    let mut doomed = Host::with(dir.path(), &url, &["--runs", "2", "--lease", "2"]);
+    let id = submit_to_pool(dir.path(), &url, 0);
+    until_started(dir.path(), "second", 1).await;
+    doomed.signal(libc::SIGKILL);
+    let _ = doomed.wait();
+    until_count(
+        &url,
+        "SELECT count(*) FROM dsh_runs WHERE lease_until < now()",
+        1,
+    )
+    .await;
+    let (code, stdout, stderr) = dsh(
+        dir.path(),
+        &["resume", &id, "--store", &url, "--events", "none"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&stdout).ok(),
+        Some(json!([0, "did first of 0", "did second of 0"]))
+    );
+    started_once(dir.path(), 2);
+}
+
+/// Against a store, a run is named as a run directory is: its id,
+/// `latest`, or a unique start of its id (with or without `run-`); a start
+/// that names several runs is refused, naming them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_runs_are_named_by_latest_or_a_unique_start() {
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let (dir, _) = workspace(json!([{ "match": {}, "text": "ok", "times": 10 }]));
+    let first = submit(dir.path(), &url, 0);
+    let second = submit(dir.path(), &url, 1);
+    let show = |run: &str| {
+        let (code, stdout, stderr) = dsh(dir.path(), &["show", run, "--store", &url, "--json"]);
+        (code, serde_json::from_str::<Value>(&stdout).ok(), stderr)
+    };
+    let (code, doc, stderr) = show("latest");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(doc.expect("json")["runId"], json!(second));
+    // The shortest start that tells them apart, without `run-`.
+    let unique = (1..first.len())
+        .map(|n| &first[4..4 + n.min(first.len() - 4)])
+        .find(|p| !second[4..].starts_with(p))
+        .expect("a unique start");
+    let (code, doc, stderr) = show(unique);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(doc.expect("json")["runId"], json!(first));
+    let (code, _, stderr) = show("run-");
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("more than one run's id"), "{stderr}");
+    let (code, _, stderr) = show("nope");
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("no such run in this store"), "{stderr}");
+    // `cancel` and `wait` too: the latest is cancelled while queued, and
+    // a host that claims it settles it as cancelled at once.
+    let (code, _, stderr) = dsh(dir.path(), &["cancel", "latest", "--store", &url]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let _host = Host::start(dir.path(), &url, 2, 10);
+    let (code, _, stderr) = dsh(
+        dir.path(),
+        &["wait", unique, "--store", &url, "--events", "none"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, _, stderr) = dsh(
+        dir.path(),
+        &["wait", "latest", "--store", &url, "--events", "none"],
+    );
+    assert_eq!(code, Some(130), "{stderr}");
 }

@@ -405,3 +405,52 @@ fn separators_and_bidi_controls_in_a_label_are_escaped() {
         "{stderr}"
     );
 }
+
+/// `attach` draws a detached run's live view in a terminal as `run` draws
+/// its own, from the run directory's events, and ends with the same
+/// summary (the failed agent listed with its reason) and `run`'s exit
+/// code.
+#[test]
+fn attach_draws_a_detached_runs_live_view_and_summary() {
+    let Some(tmux) = Tmux::start("attach") else {
+        return;
+    };
+    let (dir, _) = setup(600, 900);
+    let (stdout, stderr, code) = common::dsh_in(
+        dir.path(),
+        &[
+            "workflow",
+            "run",
+            "fan.ts",
+            "--fixture",
+            "fan.fixture.json",
+            "--detach",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let id = stdout.lines().last().expect("the id").to_string();
+    tmux.run(&format!(
+        "cd {} && {DSH} workflow attach {id} > value.json; echo EXIT=$? > exit.txt; sleep 600",
+        dir.path().display()
+    ));
+    let code = wait_exit(dir.path());
+    let screen = tmux.screen();
+    assert_eq!(code.trim(), "EXIT=0", "{screen}");
+    assert!(
+        screen.contains("fan-out completed in") && screen.contains("3 agents, 1 failed"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("FAILED #3 never\\u{1b}[2J — gave up"),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains('▸'),
+        "the status area is cleared:\n{screen}"
+    );
+    let value: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("value.json")).expect("value"),
+    )
+    .expect("the value");
+    assert_eq!(value, json!(["q", "s", null]));
+}

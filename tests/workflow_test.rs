@@ -550,3 +550,153 @@ fn an_expected_file_that_is_not_a_plain_file_fails_the_case(#[case] what: &str) 
         "{}\n"
     );
 }
+
+/// `--junit FILE`: one test case per workflow, in discovery order, the
+/// failures with their diff or error as text, the tokens as properties;
+/// read back by quick-junit's own reader.
+#[test]
+fn junit_has_a_case_per_workflow() {
+    let dir = suite();
+    let (stdout, stderr, code) = test_in(dir.path(), &["-j", "2", "--junit", "out/report.xml"]);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    assert_eq!(summary(&stdout), "3 passed, 4 failed", "{stdout}");
+    // The directory must exist: a missing one is an error, not created.
+    let (_, stderr, code) = test_in(dir.path(), &["--junit", "nowhere/x/report.xml"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--junit nowhere/x/report.xml: cannot write"),
+        "{stderr}"
+    );
+    std::fs::create_dir(dir.path().join("out")).expect("mkdir");
+    let (stdout, stderr, code) = test_in(dir.path(), &["-j", "2", "--junit", "out/report.xml"]);
+    assert_eq!(code, Some(1), "{stdout}\n{stderr}");
+    let xml = std::fs::read_to_string(dir.path().join("out/report.xml")).expect("the report");
+    assert!(
+        xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"),
+        "{xml}"
+    );
+    let report = quick_junit::Report::deserialize_from_str(&xml).expect("valid JUnit XML");
+    assert_eq!((report.tests, report.failures, report.errors), (7, 4, 0));
+    let suite = &report.test_suites[0];
+    let cases: Vec<(String, bool)> = suite
+        .test_cases
+        .iter()
+        .map(|c| {
+            (
+                c.name.as_str().to_string(),
+                matches!(c.status, quick_junit::TestCaseStatus::Success { .. }),
+            )
+        })
+        .collect();
+    let mut want: Vec<(String, bool)> = expected_suite_verdicts()
+        .into_iter()
+        .map(|(p, v)| (p, v == "ok"))
+        .collect();
+    // Discovery order is the paths' order, which `verdicts` sorted too.
+    want.sort();
+    let mut got = cases.clone();
+    got.sort();
+    assert_eq!(got, want, "{xml}");
+    let wrong = suite
+        .test_cases
+        .iter()
+        .find(|c| c.name.as_str() == "wrong_value.ts")
+        .expect("wrong_value.ts");
+    match &wrong.status {
+        quick_junit::TestCaseStatus::NonSuccess {
+            kind, description, ..
+        } => {
+            assert_eq!(*kind, quick_junit::NonSuccessKind::Failure);
+            let text = description.as_ref().map(|d| d.as_str()).unwrap_or_default();
+            assert!(
+                text.contains("--- expected") && text.contains("\"n\": 2"),
+                "{text}"
+            );
+        }
+        other => panic!("wrong_value.ts: {other:?}"),
+    }
+    assert!(wrong.time.is_some(), "a run's case is timed");
+    assert!(wrong.properties.is_empty(), "its fixture reports no tokens");
+    // A fixture that reports tokens and cost: the case's properties.
+    write(
+        dir.path(),
+        "sub/deep.fixture.json",
+        r#"{"version": 1, "answers": [{"match": {}, "text": "hello", "usage": {"input": 30, "output": 7, "costUsd": 0.5}}]}"#,
+    );
+    let (_, stderr, _) = test_in(dir.path(), &["--junit", "out/report.xml", "sub"]);
+    let xml = std::fs::read_to_string(dir.path().join("out/report.xml")).expect("the report");
+    let report = quick_junit::Report::deserialize_from_str(&xml).expect("valid JUnit XML");
+    let deep = &report.test_suites[0].test_cases[0];
+    let props: Vec<(&str, &str)> = deep
+        .properties
+        .iter()
+        .map(|p| (p.name.as_str(), p.value.as_str()))
+        .collect();
+    assert_eq!(
+        props,
+        [
+            ("tokens.input", "30"),
+            ("tokens.output", "7"),
+            ("cost.usd", "0.5")
+        ],
+        "{stderr}
+{xml}"
+    );
+}
+
+/// Under GitHub Actions: an `::error` annotation per failing workflow on
+/// stdout (at the line a run error names), and a Markdown summary appended
+/// to `$GITHUB_STEP_SUMMARY`, byte for byte (times aside).
+#[test]
+fn github_gets_annotations_and_a_step_summary() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    write(d, "a_ok.ts", r#"return await agent("hi");"#);
+    write(d, "a_ok.fixture.json", ANY_FIXTURE);
+    write(
+        d,
+        "a_ok.expected.json",
+        r#"{"result": {"value": "hello", "stopReason": "completed", "agentsStarted": 1}}"#,
+    );
+    write(d, "b_throws.ts", THROWS_TS);
+    write(d, "b_throws.fixture.json", ANY_FIXTURE);
+    write(
+        d,
+        "b_throws.expected.json",
+        r#"{"result": {"value": null, "stopReason": "completed", "agentsStarted": 1}}"#,
+    );
+    let summary_file = d.join("summary.md");
+    std::fs::write(&summary_file, "earlier step\n").expect("summary");
+    let out = std::process::Command::new(common::DSH)
+        .current_dir(d)
+        .args(["workflow", "test", "-j", "1"])
+        .env("GITHUB_ACTIONS", "true")
+        .env("GITHUB_STEP_SUMMARY", &summary_file)
+        .output()
+        .expect("dsh workflow test");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let annotations: Vec<&str> = stdout.lines().filter(|l| l.starts_with("::")).collect();
+    assert_eq!(annotations.len(), 1, "{stdout}");
+    assert!(
+        annotations[0].starts_with(
+            "::error file=b_throws.ts,line=3,title=dsh workflow test%3A b_throws.ts::--- expected (b_throws.expected.json)%0A+++ actual%0A"
+        ),
+        "{}",
+        annotations[0]
+    );
+    assert_eq!(summary(&stdout), "1 passed, 1 failed");
+    let md = std::fs::read_to_string(&summary_file).expect("summary");
+    let timeless = regex::Regex::new(r"\| \d+ ms \|")
+        .expect("regex")
+        .replace_all(&md, "| T ms |");
+    let head = "earlier step\n### dsh workflow test\n\n1 passed, 1 failed\n\n\
+                | | workflow | time | tokens (in / out) | cost |\n|---|---|---|---|---|\n\
+                | ✅ | `a_ok.ts` | T ms | — | — |\n| ❌ | `b_throws.ts` | T ms | — | — |\n\n\
+                <details><summary><code>b_throws.ts</code></summary>\n\n```diff\n--- expected (b_throws.expected.json)\n+++ actual\n";
+    assert!(timeless.starts_with(head), "{timeless}");
+    assert!(timeless.ends_with("```\n\n</details>\n"), "{timeless}");
+    // Not under GitHub Actions: neither.
+    let (stdout, _, _) = test_in(d, &["-j", "1"]);
+    assert!(!stdout.contains("::error"), "{stdout}");
+}

@@ -87,6 +87,10 @@ const GROUPS: &[(&str, &str)] = &[
         "store_failover",
         "a host's kill -9 → its runs making progress on another host (needs --store)",
     ),
+    (
+        "store_pool",
+        "agent calls answered by agent hosts: calls/s with 1, 2 and 4, and the cost per call (needs --store)",
+    ),
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -149,10 +153,32 @@ fn counts(group: &str) -> (usize, usize, usize) {
         "cache16" => (5, 1, 1),
         "cc_fanout50" => (5, 1, 1),
         "ratelimit200" => (3, 1, 0),
-        "store_hosts" | "store_failover" => (3, 1, 0),
+        "store_hosts" | "store_failover" | "store_pool" => (3, 1, 0),
         "store_call" => (5, 1, 1),
         _ => (10, 2, 1),
     }
+}
+
+/// The store's scaling target: `hosts` of `what` give at least 0.8 ×
+/// `hosts` × one's calls/s (`one`, the one-host median).
+fn scales(f: &Figure, one: Option<f64>, hosts: usize, what: &str) -> Target {
+    let want = one.map(|o| o * 0.8 * hosts as f64);
+    Target {
+        text: format!("≥ 0.8 × {hosts} × one {what}'s calls/s"),
+        met: f.dsh.as_ref().zip(want).map(|(s, w)| s.median >= w),
+        detail: match (&f.dsh, want) {
+            (Some(s), Some(w)) => format!("{} calls/s, the target {}", num(s.median), num(w)),
+            _ => "not measured".into(),
+        },
+    }
+}
+
+/// The `q` quantile of `v` (sorted here), nearest rank.
+fn percentile(v: &mut [f64], q: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(((v.len() as f64 - 1.0) * q).round() as usize)
+        .copied()
+        .unwrap_or(f64::NAN)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -325,7 +351,7 @@ async fn run_groups(
             "cache16" => cache16(bench, n, warm).await?,
             "cc_fanout50" => cc_fanout50(bench, n, warm, repo, scratch).await?,
             "ratelimit200" => ratelimit200(bench, n, warm).await?,
-            "store_hosts" | "store_call" | "store_failover" => {
+            "store_hosts" | "store_call" | "store_failover" | "store_pool" => {
                 store_figures(bench, group, n, warm).await?;
             }
             _ => {}
@@ -1311,20 +1337,85 @@ async fn store_figures(b: &mut Bench<'_>, group: &str, n: usize, warm: usize) ->
                         .into(),
                 );
                 if hosts > 1 {
-                    let want = one.map(|o| o * 0.8 * hosts as f64);
-                    f.targets.push(Target {
-                        text: format!("≥ 0.8 × {hosts} × one host's calls/s"),
-                        met: f.dsh.as_ref().zip(want).map(|(s, w)| s.median >= w),
-                        detail: match (&f.dsh, want) {
-                            (Some(s), Some(w)) => {
-                                format!("{} calls/s, the target {}", num(s.median), num(w))
-                            }
-                            _ => "not measured".into(),
-                        },
-                    });
+                    f.targets.push(scales(&f, one, hosts, "host"));
                 }
                 b.push(f);
             }
+        }
+        "store_pool" => {
+            let mut by_hosts = [
+                (1usize, "store_pool1", Samples::default()),
+                (2, "store_pool2", Samples::default()),
+                (4, "store_pool4", Samples::default()),
+            ];
+            let (mut local, mut pooled) = (Vec::new(), Vec::new());
+            let mut busy: [Vec<f64>; 3] = Default::default();
+            for i in 0..warm + n {
+                for (k, (hosts, _, samples)) in by_hosts.iter_mut().enumerate() {
+                    let (rate, cpu) = store::pool_throughput(&dsh, &url, *hosts).await?;
+                    samples.add(i, warm, rate);
+                    if i >= warm {
+                        busy[k].extend(cpu);
+                    }
+                }
+                let l = store::call_gaps(&dsh, &url, true).await?;
+                let p = store::pooled_call_gaps(&dsh, &url).await?;
+                if i >= warm {
+                    local.extend(l);
+                    pooled.extend(p);
+                }
+            }
+            let one = by_hosts[0].2.stats().map(|s| s.median);
+            for ((hosts, id, samples), mut cpu) in by_hosts.into_iter().zip(busy) {
+                let mut f = Figure::new(
+                    id,
+                    format!(
+                        "{} runs × {} sequential calls (model: {} ms) on one run host of {} runs, the calls answered by {hosts} agent host(s) of {} slots each",
+                        store::RUNS,
+                        store::CALLS,
+                        ms(store::LATENCY),
+                        store::POOL_RUNS,
+                        store::POOL_SLOTS
+                    ),
+                    "calls/s",
+                    Kind::Rate,
+                );
+                f.dsh = samples.stats();
+                f.notes.push(format!(
+                    "the slots' ceiling is {} calls/s; from the first call asked to the last answered (the database's clock); the machine's CPUs {}% busy meanwhile (median)",
+                    num(hosts as f64 * f64::from(store::POOL_SLOTS) * 1000.0 / ms(store::LATENCY)),
+                    num(percentile(&mut cpu, 0.5) * 100.0)
+                ));
+                if hosts > 1 {
+                    f.targets.push(scales(&f, one, hosts, "agent host"));
+                }
+                b.push(f);
+            }
+            let (l50, l99) = (percentile(&mut local, 0.5), percentile(&mut local, 0.99));
+            let (p50, p99) = (percentile(&mut pooled, 0.5), percentile(&mut pooled, 0.99));
+            let mut f = Figure::new(
+                "store_pool_call",
+                format!(
+                    "one agent call, request to the next request ({} sequential calls, the model answers at once): answered by an agent host",
+                    store::SEQ
+                ),
+                "ms",
+                Kind::Time,
+            );
+            f.dsh = Stats::of(&pooled);
+            f.peer = Stats::of(&local);
+            f.peer_side = "baseline";
+            f.peer_note = Some("the same run in the store, answered by its own process".into());
+            f.notes.push(format!(
+                "the pool adds {} ms at p50 ({} → {}) and {} ms at p99 ({} → {})",
+                num(p50 - l50),
+                num(l50),
+                num(p50),
+                num(p99 - l99),
+                num(l99),
+                num(p99)
+            ));
+            b.push(f);
         }
         "store_call" => {
             let (mut file, mut pg) = (Vec::new(), Vec::new());
@@ -1336,14 +1427,8 @@ async fn store_figures(b: &mut Bench<'_>, group: &str, n: usize, warm: usize) ->
                     pg.extend(p);
                 }
             }
-            let pct = |v: &mut Vec<f64>, q: f64| {
-                v.sort_by(f64::total_cmp);
-                v.get(((v.len() as f64 - 1.0) * q).round() as usize)
-                    .copied()
-                    .unwrap_or(f64::NAN)
-            };
-            let (f50, f99) = (pct(&mut file, 0.5), pct(&mut file, 0.99));
-            let (p50, p99) = (pct(&mut pg, 0.5), pct(&mut pg, 0.99));
+            let (f50, f99) = (percentile(&mut file, 0.5), percentile(&mut file, 0.99));
+            let (p50, p99) = (percentile(&mut pg, 0.5), percentile(&mut pg, 0.99));
             let mut f = Figure::new(
                 "store_call",
                 format!(

@@ -56,8 +56,27 @@ pub struct Scene {
 
 static NEXT_DB: AtomicU32 = AtomicU32::new(0);
 
+/// Whether the model's calls go to agent hosts (`[store] pools`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooled {
+    No,
+    Yes,
+}
+
 impl Scene {
     pub async fn new(dsh: &Path, admin: &str, calls: usize, latency: Duration) -> Result<Scene> {
+        Scene::with(dsh, admin, calls, latency, Pooled::No).await
+    }
+
+    /// As [`Scene::new`], the model's provider `m` pooled or not
+    /// (`[store] pools = ["m"]`: its calls are answered by agent hosts).
+    pub async fn with(
+        dsh: &Path,
+        admin: &str,
+        calls: usize,
+        latency: Duration,
+        pooled: Pooled,
+    ) -> Result<Scene> {
         let server = ModelServer::start(Options {
             latency,
             ..Options::default()
@@ -71,8 +90,12 @@ impl Scene {
             dir.path().join("dsh.toml"),
             format!(
                 "[workflow]\nprovider = \"m\"\n\n[providers.m]\nkind = \"openai\"\n\
-                 base_url = \"{}\"\nmodel = \"m\"\napi_key_env = \"DSH_BENCH_KEY\"\n",
-                server.base_url()
+                 base_url = \"{}\"\nmodel = \"m\"\napi_key_env = \"DSH_BENCH_KEY\"\n{}",
+                server.base_url(),
+                match pooled {
+                    Pooled::No => "",
+                    Pooled::Yes => "\n[store]\npools = [\"m\"]\n",
+                }
             ),
         )?;
         let name = format!(
@@ -144,11 +167,24 @@ impl Scene {
 
     /// Starts a host (its own process group); its index.
     pub fn host(&mut self, slots: u32, lease: Duration) -> Result<usize> {
+        self.host_with(&[
+            "--runs",
+            &slots.to_string(),
+            "--lease",
+            &lease.as_secs().max(1).to_string(),
+        ])
+    }
+
+    /// Starts an agent host of pool `m` with `slots` calls at once.
+    pub fn agent_host(&mut self, slots: u32) -> Result<usize> {
+        self.host_with(&["--agents", &format!("m={slots}")])
+    }
+
+    fn host_with(&mut self, args: &[&str]) -> Result<usize> {
         let child = self
             .dsh()
             .args(["workflow", "host", "--store", &self.url])
-            .args(["--runs", &slots.to_string()])
-            .args(["--lease", &lease.as_secs().max(1).to_string()])
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .process_group(0)
@@ -242,11 +278,87 @@ pub async fn throughput(dsh: &Path, admin: &str, hosts: usize) -> Result<f64> {
     Ok((RUNS * CALLS) as f64 / secs)
 }
 
+/// Calls answered by agent hosts in the pools figure: runs at once on
+/// the one run host, and slots per agent host.
+pub const POOL_RUNS: u32 = 24;
+pub const POOL_SLOTS: u32 = 4;
+
+/// Calls per second through agent pools: `RUNS` runs of `CALLS`
+/// sequential calls (the model answers in [`LATENCY`]) on one run host
+/// that runs them all at once, their calls answered by `agent_hosts`
+/// agent hosts of [`POOL_SLOTS`] calls each; from the first call asked to
+/// the last answered, by the database's clock (with four agent hosts the
+/// whole sample is about a second, and the hosts' own start would weigh
+/// more than the pool).
+/// Also returns how busy the machine's CPUs were meanwhile (0–1, from
+/// `/proc/stat`): on a small machine the pool's ceiling is the CPU.
+pub async fn pool_throughput(
+    dsh: &Path,
+    admin: &str,
+    agent_hosts: usize,
+) -> Result<(f64, Option<f64>)> {
+    let mut scene = Scene::with(dsh, admin, CALLS, LATENCY, Pooled::Yes).await?;
+    scene.submit(RUNS)?;
+    for _ in 0..agent_hosts {
+        scene.agent_host(POOL_SLOTS)?;
+    }
+    let before = cpu_times();
+    scene.host_with(&["--runs", &POOL_RUNS.to_string()])?;
+    scene.all_settled(RUNS, CALLS).await?;
+    let busy = before
+        .zip(cpu_times())
+        .and_then(|((b0, t0), (b1, t1))| (t1 > t0).then(|| (b1 - b0) as f64 / (t1 - t0) as f64));
+    let row = scene
+        .db
+        .query_one(
+            "SELECT count(*), extract(epoch FROM max(settled_at) - min(created_at))::float8
+             FROM dsh_calls WHERE state = 'settled'",
+            &[],
+        )
+        .await?;
+    let (calls, secs): (i64, f64) = (row.get(0), row.get(1));
+    if calls != (RUNS * CALLS) as i64 {
+        bail!(
+            "{calls} calls were answered by the pool, not {}",
+            RUNS * CALLS
+        );
+    }
+    Ok((calls as f64 / secs, busy))
+}
+
+/// The machine's CPU time so far, in clock ticks: (busy, total), from
+/// the first line of `/proc/stat` (idle and iowait are not busy).
+fn cpu_times() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let total: u64 = fields.iter().sum();
+    let idle = fields.get(3)? + fields.get(4).unwrap_or(&0);
+    Some((total - idle, total))
+}
+
 /// The time between one call's request and the next's at the model server
 /// (which answers at once), in ms, for one run of [`SEQ`] sequential calls:
 /// with the file journal (`store` `None`) or in the store.
 pub async fn call_gaps(dsh: &Path, admin: &str, store: bool) -> Result<Vec<f64>> {
     let scene = Scene::new(dsh, admin, SEQ, Duration::ZERO).await?;
+    gaps(&scene, store)
+}
+
+/// As [`call_gaps`] in the store, each call answered by an agent host
+/// (`[store] pools`, one agent host of one slot).
+pub async fn pooled_call_gaps(dsh: &Path, admin: &str) -> Result<Vec<f64>> {
+    let mut scene = Scene::with(dsh, admin, SEQ, Duration::ZERO, Pooled::Yes).await?;
+    scene.agent_host(1)?;
+    gaps(&scene, true)
+}
+
+fn gaps(scene: &Scene, store: bool) -> Result<Vec<f64>> {
     let mut cmd = scene.dsh();
     cmd.args(["workflow", "run", "wf.ts", "--args", "{\"n\":0}"]);
     if store {

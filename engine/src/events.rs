@@ -23,6 +23,7 @@ use dsh_seam::ChildOrigin;
 pub use dsh_seam::outcome::{AgentOutcomeKind, shown};
 
 mod hub;
+mod parse;
 
 pub use hub::{EventStream, Hub, SUBSCRIBER_QUEUE_BYTES};
 

@@ -74,6 +74,21 @@ fn read_bytes(path: &Path, limit: u64, flags: libc::c_int) -> Result<Vec<u8>, Re
     Ok(bytes)
 }
 
+/// Opens (creating) a file to append to: never through a symlink, only a
+/// regular file, and without blocking on a FIFO in its place.
+pub fn append_own(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(f)
+}
+
 /// Opens a run directory's file for reading as a stream (a journal, read
 /// line by line): a regular file, never through a symlink.
 pub fn open_own(path: &Path) -> Result<std::fs::File, ReadError> {

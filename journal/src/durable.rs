@@ -176,9 +176,15 @@ impl Durable {
         }
         let mut durable = Durable::none();
         durable.record = options.record.clone();
-        let id = new_run_id();
-        req.run_id = Some(id.clone());
         let root = options.runs_dir.clone();
+        // An id given ahead (`run --detach` printed it) is kept when no run
+        // has it yet; a run never takes over another's directory.
+        let id = req
+            .run_id
+            .take()
+            .filter(|id| !id.is_empty() && !id.contains('/') && !root.join(id).exists())
+            .unwrap_or_else(new_run_id);
+        req.run_id = Some(id.clone());
         let dir = root.join(&id);
         // A run matters more than its journal: where no run directory can
         // be kept (a read-only working directory, say), say so and run.

@@ -22,7 +22,7 @@ use crate::store::JournalStore;
 use dsh_seam::answered::AnsweredChild;
 use dsh_seam::outcome::CallOutcome;
 use dsh_seam::{
-    AgentRequest, CallLimits, ChildOrigin, ChildOutcome, Session, StartRefused, Subagent,
+    AgentRequest, CallLimits, CallSlot, ChildOrigin, ChildOutcome, Session, StartRefused, Subagent,
     SubagentProvider, Usage,
 };
 
@@ -40,9 +40,9 @@ pub const DEFAULT_JOURNAL_LIMIT: u64 = 256 << 20;
 enum Slot {
     /// A journaled answer to replay.
     Replay(Answer),
-    /// Nothing to replay: the call runs live, continuing this session of
-    /// an earlier attempt if there is one.
-    Live(Option<Session>),
+    /// Nothing to replay: the call runs live as call `n` of its key,
+    /// continuing this session of an earlier attempt if there is one.
+    Live(u32, Option<Session>),
 }
 
 /// What the journaling provider shares with its owner: counts, the
@@ -218,6 +218,7 @@ impl Journaling {
         match answer {
             Some(a) => Slot::Replay(a),
             None => Slot::Live(
+                u32::try_from(slot.1).unwrap_or(u32::MAX),
                 self.sessions
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -324,8 +325,12 @@ impl SubagentProvider for JournalingProvider {
         let key = call_key(&request);
         let answer = match self.state.take_slot(&key) {
             Slot::Replay(answer) => Some(answer),
-            Slot::Live(session) => {
+            Slot::Live(n, session) => {
                 request.resume = session;
+                request.slot = Some(CallSlot {
+                    key: key.clone(),
+                    n,
+                });
                 None
             }
         };
@@ -526,7 +531,7 @@ mod tests {
         let state = Journaling::new(None, Some(&j), None);
         assert!(matches!(state.take_slot("k"), Slot::Replay(_)));
         assert!(
-            matches!(state.take_slot("k"), Slot::Live(Some(s)) if s.id == "s2" && s.provider == "claude")
+            matches!(state.take_slot("k"), Slot::Live(_, Some(s)) if s.id == "s2" && s.provider == "claude")
         );
     }
 
@@ -588,9 +593,9 @@ mod tests {
         let state = Journaling::new(None, Some(&j), None);
         assert!(matches!(state.take_slot("k"), Slot::Replay(_)));
         assert!(
-            matches!(state.take_slot("k"), Slot::Live(None)),
+            matches!(state.take_slot("k"), Slot::Live(_, None)),
             "slot 1 has no answer"
         );
-        assert!(matches!(state.take_slot("other"), Slot::Live(None)));
+        assert!(matches!(state.take_slot("other"), Slot::Live(_, None)));
     }
 }

@@ -113,25 +113,52 @@ impl Router {
     /// Builds the default provider now, so a missing key or program is an
     /// error before the run starts rather than at its first call.
     pub fn check_default(&self) -> Result<(), SetupError> {
-        let Some(name) = &self.default else {
-            return Ok(());
-        };
-        let slot = self
-            .slots
-            .get(name)
-            .ok_or_else(|| SetupError::UnknownProvider {
-                name: name.clone(),
-                known: self.slots.keys().cloned().collect(),
-            })?;
-        slot.get().map(|_| ()).map_err(|e| SetupError::Unusable {
-            name: name.clone(),
-            defined_at: slot.entry.defined_at.clone(),
-            source: Box::new(e),
-        })
+        match &self.default {
+            Some(name) => self.provider(name).map(|_| ()),
+            None => Ok(()),
+        }
     }
 
     fn known(&self) -> String {
         self.slots.keys().cloned().collect::<Vec<_>>().join(", ")
+    }
+
+    /// Answers the calls routed to provider `name` with `provider` instead
+    /// of building `name`'s own (its `stall` still applies): how a run's
+    /// calls for a pool go to the store's agent hosts
+    /// ([`Config::store_pools`]).
+    pub fn with_provider(
+        mut self,
+        name: &str,
+        provider: Arc<dyn SubagentProvider>,
+    ) -> Result<Router, SetupError> {
+        let known = self.slots.keys().cloned().collect();
+        let slot = self
+            .slots
+            .get_mut(name)
+            .ok_or_else(|| SetupError::UnknownProvider {
+                name: name.to_string(),
+                known,
+            })?;
+        slot.built = OnceLock::from(Ok(provider));
+        Ok(self)
+    }
+
+    /// Provider `name` itself, built on first use: what an agent host
+    /// answers a pool's calls with (the calls come routed and prepared).
+    pub fn provider(&self, name: &str) -> Result<Arc<dyn SubagentProvider>, SetupError> {
+        let slot = self
+            .slots
+            .get(name)
+            .ok_or_else(|| SetupError::UnknownProvider {
+                name: name.to_string(),
+                known: self.slots.keys().cloned().collect(),
+            })?;
+        slot.get().map_err(|e| SetupError::Unusable {
+            name: name.to_string(),
+            defined_at: slot.entry.defined_at.clone(),
+            source: Box::new(e),
+        })
     }
 }
 

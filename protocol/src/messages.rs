@@ -467,6 +467,13 @@ impl StopReason {
             StopReason::Cancelled => "cancelled",
         }
     }
+
+    /// The reason [`StopReason::as_str`] spells `text`, if any.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Completed, Self::Error, Self::Cancelled]
+            .into_iter()
+            .find(|r| r.as_str() == text)
+    }
 }
 
 /// An error as it crosses the wire.

@@ -27,7 +27,8 @@ pub use answered::AnsweredChild;
 pub use layer::{ChildHook, HookedChild, Layer, Stack};
 pub use outcome::{AgentOutcomeKind, CallOutcome};
 pub use provider::{
-    Activity, AgentOptions, AgentRequest, AgentTypeOrigin, CallLimit, CallLimits, ChildOrigin,
-    ChildOutcome, ChildResult, FailureKind, KeptWorktree, LoopLimits, Progress, ProviderError,
-    ResultFault, RetryCause, Session, StartRefused, Subagent, SubagentProvider, Usage,
+    Activity, AgentOptions, AgentRequest, AgentTypeOrigin, CallLimit, CallLimits, CallSlot,
+    ChildOrigin, ChildOutcome, ChildResult, FailureKind, KeptWorktree, LoopLimits, Progress,
+    ProviderError, ResultFault, RetryCause, Session, StartRefused, Subagent, SubagentProvider,
+    Usage,
 };

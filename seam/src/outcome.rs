@@ -182,6 +182,13 @@ impl AgentOutcomeKind {
             AgentOutcomeKind::Cancelled => "cancelled",
         }
     }
+
+    /// The kind [`AgentOutcomeKind::as_str`] spells `text`, if any.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Completed, Self::Failed, Self::Cancelled]
+            .into_iter()
+            .find(|k| k.as_str() == text)
+    }
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ pub use dsh_protocol::{AgentOptions, Usage};
 pub use error::{FailureKind, ProviderError, RetryCause};
 pub use limits::{CallLimit, CallLimits};
 pub use progress::{Activity, Progress, Session};
-pub use request::{AgentRequest, AgentTypeOrigin, LoopLimits};
+pub use request::{AgentRequest, AgentTypeOrigin, CallSlot, LoopLimits};
 
 #[cfg(test)]
 mod tests {

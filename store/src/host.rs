@@ -28,6 +28,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::agents::Pool;
+use crate::pool::Pools;
 use crate::{Claimed, Notice, Store, StoreError};
 
 /// How often a host with room looks for work besides the store's notices
@@ -63,17 +65,30 @@ impl Refused {
 /// What the embedder gives a host: how to answer a run's calls, and how a
 /// run is made ready to start here.
 pub trait Answerer: Send + Sync + 'static {
-    /// What answers the calls of a run submitted with `spec` — and, when
-    /// the submitter sent one, the fixture's text. Never anything the
-    /// row names but this host's own configuration does not have.
+    /// What answers the calls of run `run`, submitted with `spec` — and,
+    /// when the submitter sent one, the fixture's text. Never anything the
+    /// row names but this host's own configuration does not have. Calls
+    /// of a provider the fleet pools go to `pools` ([`Pools::provider`]):
+    /// agent hosts answer them.
     fn answering(
         &self,
+        run: &str,
         spec: &ProviderSpec,
         fixture: Option<&str>,
+        pools: &Pools,
     ) -> Result<Arc<dyn SubagentProvider>, Refused>;
 
     /// The run's request made ready on this host: its worker, its catalog.
     fn ready(&self, req: StartRequest) -> Result<StartRequest, Refused>;
+
+    /// What answers the calls of pool `name` when this host serves it
+    /// ([`HostOptions::pools`]): this host's own provider of that name.
+    /// Asked once per pool, when the host starts. The default serves none.
+    fn pool(&self, name: &str) -> Result<Arc<dyn SubagentProvider>, Refused> {
+        Err(Refused::usage(format!(
+            "this host has no provider to answer pool {name:?} with"
+        )))
+    }
 }
 
 /// How a host runs.
@@ -81,8 +96,11 @@ pub trait Answerer: Send + Sync + 'static {
 pub struct HostOptions {
     /// The host's name in the store (`owner`): unique per process.
     pub name: String,
-    /// Runs at once.
+    /// Runs at once (0: this host runs none, it only answers calls).
     pub runs: usize,
+    /// The agent pools whose calls this host answers, for runs running
+    /// anywhere ([`crate::agents`]); none by default.
+    pub pools: Vec<Pool>,
     /// How long a run stays this host's without a heartbeat.
     pub lease: Duration,
     /// No run is run with a weaker sandbox than this: a row is data
@@ -126,10 +144,34 @@ pub enum HostEvent {
         /// What.
         text: String,
     },
-    /// It stops claiming, with this many runs left to finish.
+    /// It stops claiming runs, with this many left to finish.
     Draining {
         /// Runs still running.
         running: usize,
+    },
+    /// It stops claiming calls of its pools, with this many left to
+    /// answer.
+    CallsDraining {
+        /// Calls still being answered.
+        answering: usize,
+    },
+    /// It claimed a call of one of its pools (`claims` > 1: another agent
+    /// host had it before).
+    CallClaimed {
+        /// The call ([`crate::calls::CallId`] as text).
+        call: String,
+        /// The claim's number.
+        claims: i32,
+    },
+    /// A call ended on this host (answered, cancelled or handed back).
+    CallEnded {
+        /// The call.
+        call: String,
+    },
+    /// It lost its lease on a call, and stops it without writing.
+    CallLost {
+        /// The call.
+        call: String,
     },
 }
 
@@ -182,9 +224,11 @@ impl Running {
     }
 }
 
-/// Runs a host until it is drained or stopped and its runs have ended
-/// (see the module docs). Fails only if the store cannot be listened to
-/// at the start; later trouble with the store is reported and ridden out.
+/// Runs a host until it is drained or stopped and its runs and calls have
+/// ended (see the module docs): the runs it has room for, and the calls of
+/// its pools ([`crate::agents`]). Fails only at the start: the store
+/// cannot be listened to, or a pool cannot be served here; later trouble
+/// with the store is reported and ridden out.
 pub async fn serve(
     store: Arc<Store>,
     answerer: Arc<dyn Answerer>,
@@ -192,7 +236,60 @@ pub async fn serve(
     control: HostControl,
     report: mpsc::UnboundedSender<HostEvent>,
 ) -> Result<(), StoreError> {
+    // Every pool's provider first: a pool this host cannot serve is an
+    // error before anything is claimed.
+    let providers = opts
+        .pools
+        .iter()
+        .map(|p| {
+            answerer.pool(&p.name).map_err(|e| StoreError::Pool {
+                pool: p.name.clone(),
+                why: e.message,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let runs = async {
+        if opts.runs == 0 {
+            return Ok(());
+        }
+        serve_runs(
+            store.clone(),
+            answerer.clone(),
+            &opts,
+            control.clone(),
+            report.clone(),
+        )
+        .await
+    };
+    let calls = async {
+        if opts.pools.is_empty() {
+            return Ok(());
+        }
+        crate::agents::serve(
+            store.clone(),
+            providers,
+            &opts.name,
+            &opts.pools,
+            opts.lease,
+            control.clone(),
+            report.clone(),
+        )
+        .await
+    };
+    tokio::try_join!(runs, calls).map(|_| ())
+}
+
+/// The runs' half of [`serve`].
+async fn serve_runs(
+    store: Arc<Store>,
+    answerer: Arc<dyn Answerer>,
+    opts: &HostOptions,
+    control: HostControl,
+    report: mpsc::UnboundedSender<HostEvent>,
+) -> Result<(), StoreError> {
     let mut listener = store.listen(&["dsh_queued", "dsh_cancel"]).await?;
+    // The pooled calls of every run here are waited for by one task.
+    let pools = Pools::start(store.clone());
     let say = |e: HostEvent| {
         let _ = report.send(e);
     };
@@ -293,6 +390,7 @@ pub async fn serve(
                         let handle = running.tasks.spawn(run_claimed(
                             store.clone(),
                             answerer.clone(),
+                            pools.clone(),
                             opts.sandbox_floor,
                             claimed,
                             rx,
@@ -318,6 +416,7 @@ pub async fn serve(
 async fn run_claimed(
     store: Arc<Store>,
     answerer: Arc<dyn Answerer>,
+    pools: Pools,
     floor: SandboxPolicy,
     claimed: Claimed,
     cancel: watch::Receiver<Option<String>>,
@@ -330,7 +429,7 @@ async fn run_claimed(
             text,
         });
     };
-    match run_one(&store, answerer.as_ref(), floor, &claimed, cancel).await {
+    match run_one(&store, answerer.as_ref(), &pools, floor, &claimed, cancel).await {
         Ok(warnings) => warnings.into_iter().for_each(warn),
         Err(refused) => {
             let doc = refused_result(&refused, claimed.claims);
@@ -364,6 +463,7 @@ fn refused_result(refused: &Refused, attempt: i32) -> Value {
 async fn run_one(
     store: &Arc<Store>,
     answerer: &dyn Answerer,
+    pools: &Pools,
     floor: SandboxPolicy,
     claimed: &Claimed,
     mut cancel: watch::Receiver<Option<String>>,
@@ -382,7 +482,7 @@ async fn run_one(
     };
     let runs: Arc<dyn RunStore> = store.clone();
     let (mut req, durable, answering) = resume_stored(runs, &claimed.id, &options, |spec| {
-        answerer.answering(spec, fixture.as_deref())
+        answerer.answering(&claimed.id, spec, fixture.as_deref(), pools)
     })
     .await
     .map_err(|e| match e {

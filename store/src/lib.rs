@@ -19,16 +19,22 @@
 //! in-process — what `dsh workflow host` runs — for any embedder, and
 //! [`host::wait`] waits for a run's result.
 //!
-//! What it is not: a scheduler of agent calls (a run's calls are made by
-//! the host that runs it), or a second journal format. The file journal stays the embedded default; nothing of this
+//! Agent calls of pooled providers (`[store] pools`) are rows too
+//! ([`calls`]): the run's process asks for them ([`pool::Pools`]) and agent
+//! hosts answer them ([`agents`]), under the same leases and fences.
+//!
+//! What it is not: a second journal format. The file journal stays the embedded default; nothing of this
 //! crate runs unless a store URL is given.
 
+pub mod agents;
+pub mod calls;
 mod events;
 pub mod host;
 mod journal;
 mod lines;
 mod listen;
 pub mod migrate;
+pub mod pool;
 mod url;
 
 pub use journal::PgJournal;
@@ -66,6 +72,14 @@ pub enum StoreError {
         found: i32,
         /// The newest version this dsh knows.
         known: i32,
+    },
+    /// A pool an agent host was told to serve that it cannot.
+    #[error("pool {pool:?}: {why}")]
+    Pool {
+        /// The pool (a provider's name).
+        pool: String,
+        /// Why, and how to fix it.
+        why: String,
     },
     /// A stored row this dsh cannot read (it names the run and the column).
     #[error("the store: run {run}: {why}")]
@@ -118,6 +132,9 @@ pub mod bounds {
     pub const SUBMISSION: i64 = 65 << 20;
     /// The journal read back for a resume: the journal's default limit.
     pub const JOURNAL: i64 = 256 << 20;
+    /// A call asked of an agent host (`dsh_calls.request`): the prompt's
+    /// own limit (a frame) and 1 MiB.
+    pub const CALL: i64 = 17 << 20;
 }
 
 /// Refuses field `what` of run `id` at `len` bytes when over `bound`.
@@ -200,7 +217,9 @@ struct Hold {
 fn no_such_run(id: &str) -> StoreError {
     StoreError::Row {
         run: id.to_string(),
-        why: "no such run in this store; see `dsh workflow runs --store URL`".into(),
+        why: "no such run in this store (neither its id nor the start of one); see `dsh \
+              workflow runs --store URL`, or say `latest`"
+            .into(),
     }
 }
 
@@ -268,7 +287,7 @@ impl Store {
     }
 
     /// The claim run `id` is held under by this process, if it holds it.
-    fn fence(&self, id: &str) -> Option<i32> {
+    pub(crate) fn fence(&self, id: &str) -> Option<i32> {
         lock(&self.held).get(id).map(|h| h.claim)
     }
 
@@ -373,6 +392,81 @@ impl Store {
             .iter()
             .map(|r| format!("{}\n", r.get::<_, &str>(0)))
             .collect())
+    }
+
+    /// The id of the run `run` names: its id, `latest` (the newest run),
+    /// or the start of one id (with or without its `run-`), as run
+    /// directories are named. Errors say which runs an ambiguous start
+    /// matches.
+    pub async fn resolve(&self, run: &str) -> Result<String, StoreError> {
+        let db = self.db().await?;
+        if run == "latest" {
+            return db
+                .query_opt(
+                    "SELECT id FROM dsh_runs ORDER BY created_at DESC, id DESC LIMIT 1",
+                    &[],
+                )
+                .await?
+                .map(|r| r.get(0))
+                .ok_or_else(|| StoreError::Row {
+                    run: run.to_string(),
+                    why: "there are no runs in this store yet".into(),
+                });
+        }
+        if db
+            .query_opt("SELECT 1 FROM dsh_runs WHERE id = $1", &[&run])
+            .await?
+            .is_some()
+        {
+            return Ok(run.to_string());
+        }
+        if run.is_empty() {
+            return Err(no_such_run(run));
+        }
+        let rows = db
+            .query(
+                "SELECT id FROM dsh_runs
+                 WHERE starts_with(id, $1) OR starts_with(id, 'run-' || $1)
+                 ORDER BY id LIMIT 4",
+                &[&run],
+            )
+            .await?;
+        let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        match ids.as_slice() {
+            [one] => Ok(one.clone()),
+            [] => Err(no_such_run(run)),
+            many => Err(StoreError::Row {
+                run: run.to_string(),
+                why: format!(
+                    "it is the start of more than one run's id ({}{}); give more of it",
+                    many.iter().take(3).cloned().collect::<Vec<_>>().join(", "),
+                    if many.len() > 3 { ", …" } else { "" }
+                ),
+            }),
+        }
+    }
+
+    /// Run `id`'s event lines after line `after` (its `seq`), in order, at
+    /// most `limit`: what a follower of the run reads as they come.
+    pub async fn events_after(
+        &self,
+        id: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, String)>, StoreError> {
+        let rows = self
+            .db()
+            .await?
+            .query(
+                // A line longer than an event can be (a row not written
+                // by dsh) is skipped, not read.
+                "SELECT seq, event FROM dsh_events WHERE run_id = $1 AND seq > $2
+                     AND octet_length(event) <= $4::bigint
+                 ORDER BY seq LIMIT $3",
+                &[&id, &after, &limit, &bounds::INFO],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
     /// What `runs`, `show` and `report` say about run `id`, as for a run
@@ -570,12 +664,27 @@ impl Store {
         let n = self
             .db()
             .await?
-            .execute(
-                "UPDATE dsh_runs SET cancel_requested = coalesce(cancel_requested, $2)
-                 WHERE id = $1",
+            .query_one(
+                // The run's calls at agent hosts too: they stop within a
+                // second even when the run's host is gone.
+                "WITH run AS (
+                     UPDATE dsh_runs SET cancel_requested = coalesce(cancel_requested, $2)
+                     WHERE id = $1 RETURNING id),
+                 calls AS (
+                     UPDATE dsh_calls SET cancel_requested = coalesce(cancel_requested, $2),
+                         -- One no agent host has is settled now; one being
+                         -- answered is settled by its host.
+                         state = CASE WHEN state = 'queued' THEN 'settled' ELSE state END,
+                         outcome = CASE WHEN state = 'queued' THEN '\"cancelled\"'::jsonb
+                                        ELSE outcome END,
+                         settled_at = CASE WHEN state = 'queued' THEN now() ELSE settled_at END
+                     WHERE run_id IN (SELECT id FROM run) AND state <> 'settled'
+                     RETURNING 1)
+                 SELECT (SELECT count(*) FROM run)",
                 &[&id, &reason],
             )
-            .await?;
+            .await?
+            .get::<_, i64>(0);
         if n == 0 {
             return Err(no_such_run(id));
         }

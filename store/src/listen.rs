@@ -87,6 +87,12 @@ impl Listener {
     pub async fn next(&mut self) -> Option<Notice> {
         self.rx.recv().await
     }
+
+    /// A notice already here, without waiting: a caller that woke for one
+    /// takes those that came with it, and acts once for them all.
+    pub fn ready(&mut self) -> Option<Notice> {
+        self.rx.try_recv().ok()
+    }
 }
 
 /// Connects, starts passing notices to `tx`, and listens (`sql`): the

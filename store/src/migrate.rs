@@ -29,6 +29,11 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "leases, fencing and wake-ups",
         include_str!("../migrations/0003_leases.sql"),
     ),
+    (
+        4,
+        "agent calls answered by agent hosts",
+        include_str!("../migrations/0004_calls.sql"),
+    ),
 ];
 
 /// The advisory lock every migrating host takes (an arbitrary constant:

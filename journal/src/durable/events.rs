@@ -78,16 +78,7 @@ pub(super) struct EventsWriter {
 /// Opens (creating) a run directory's events file for appending: never
 /// through a symlink, and only a regular file (a run directory is data).
 fn open_events(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
-    if !f.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    Ok(f)
+    dsh_exec::files::append_own(path)
 }
 
 impl EventsWriter {

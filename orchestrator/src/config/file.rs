@@ -101,6 +101,11 @@ struct RawStore {
     /// The lease of a run `dsh workflow run` keeps in the store.
     #[serde(default, deserialize_with = "crate::units::de::opt_duration")]
     lease: Option<Duration>,
+    /// Providers whose calls agent hosts answer through the store
+    /// (`dsh workflow host --agents POOL=N`), not the process running the
+    /// run.
+    #[serde(default)]
+    pools: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -266,6 +271,20 @@ pub(super) fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Conf
         ));
     }
     config.store_lease = raw.store.lease;
+    for pool in &raw.store.pools {
+        if !config.providers.contains_key(pool) {
+            let at = key_line_in(text, "store", "pools")
+                .map_or_else(|| file.to_string(), |n| format!("{file}:{n}"));
+            return Err(ConfigError::at(
+                at,
+                format!(
+                    "store.pools: {pool:?} is not a provider (a pool is the provider its agent \
+                     hosts answer with); known providers: {known}"
+                ),
+            ));
+        }
+    }
+    config.store_pools = raw.store.pools;
     for (name, route) in config.agent_types.iter_mut() {
         route.defined_at = Some(
             header_line(text, "agent_types", name)
@@ -589,6 +608,7 @@ system_prompt = "Review carefully."
     #[case::provider_concurrency_too_high("[providers.x]\nkind = \"openai\"\n\n# fixed\nconcurrency = 5000\n", "/p/dsh.toml:5", &["providers.x.concurrency", "5000"])]
     #[case::missing_workspace("[providers.x]\nkind = \"openai\"\nworkspace = \"/nonexistent\"\n", "/p/dsh.toml:3", &["providers.x.workspace", "/nonexistent", "no such directory"])]
     #[case::missing_relative_workspace("[providers.x]\nkind = \"anthropic\"\n\nworkspace = \"gone\"\n", "/p/dsh.toml:4", &["providers.x.workspace", "/p/gone", "no such directory"])]
+    #[case::store_pool_unknown("[store]\nurl = \"postgres://h/d\"\npools = [\"nope\"]\n", "/p/dsh.toml:3", &["store.pools", "\"nope\" is not a provider", "known providers"])]
     #[case::store_lease_too_short("[store]\nurl = \"postgres://h/d\"\nlease = \"500ms\"\n", "/p/dsh.toml:3", &["store.lease", "at least 1 s"])]
     fn errors_name_file_line_key_and_fix(
         #[case] text: &str,

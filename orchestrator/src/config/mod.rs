@@ -185,6 +185,10 @@ pub struct Config {
     /// `[store] lease`: how long a run `dsh workflow run --store` keeps
     /// stays this process's without a heartbeat (default 30 s).
     pub store_lease: Option<std::time::Duration>,
+    /// `[store] pools`: the providers whose calls are answered by agent
+    /// hosts through the store (`dsh workflow host --agents POOL=N`)
+    /// instead of by the process running the run (docs/scale.md).
+    pub store_pools: Vec<String>,
 }
 
 impl Config {
@@ -218,6 +222,7 @@ impl Config {
             agent_types: BTreeMap::new(),
             store_url: None,
             store_lease: None,
+            store_pools: Vec::new(),
         }
     }
 

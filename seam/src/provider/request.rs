@@ -54,6 +54,25 @@ pub struct AgentRequest {
     /// run's cost budget when it starts (`--budget-usd`), for providers
     /// that can cap their own spend. Not part of the call's key.
     pub cost_cap_usd: Option<f64>,
+    /// Which call of its run this is, the same in every attempt of the
+    /// run (set by the journal): a provider that hands calls to other
+    /// processes (the store's agent pools) names the call by it, so the
+    /// attempt that continues a run finds the call the last one started
+    /// instead of starting it twice. `None` without a journal. Not part
+    /// of the call's key.
+    pub slot: Option<CallSlot>,
+}
+
+/// A call's place in its run, stable across attempts: the `n`-th call
+/// (from 0) with content key `key` in call order. The journal's replay
+/// rule is the same pair: the n-th call with a key gets the n-th answer
+/// with that key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CallSlot {
+    /// The call's content key (a hash of what changes its answer).
+    pub key: String,
+    /// How many calls with the same key came before it in the attempt.
+    pub n: u32,
 }
 
 /// Where an agent type is defined.
@@ -113,6 +132,7 @@ impl AgentRequest {
             agent_type_origin: None,
             resume: None,
             cost_cap_usd: None,
+            slot: None,
         }
     }
 }
