@@ -42,8 +42,47 @@ pub fn detach(a: &RunArgs) -> Result<i32, CliError> {
     dsh_orchestrator::prepare(&built.req)?;
     let root = request::runs_root(a.runs_dir.as_deref());
     let id = dsh_orchestrator::run::new_run_id();
+    // The same command line, without `--detach`, under the id made here.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os()
+        .skip(1)
+        .filter(|a| a != "--detach")
+        .chain(["--run-id".into(), id.clone().into()])
+        .collect();
+    let started = root.join(&id).join(rundir::RUN_FILE);
+    match spawn(&root, &id, argv, &|| started.is_file())? {
+        Spawned::Started(_) => {
+            println!("{id}");
+            Ok(exit::COMPLETED)
+        }
+        Spawned::Ended { code, said } => {
+            eprint!("{said}");
+            Ok(code)
+        }
+    }
+}
+
+/// What became of a process [`spawn`] started.
+pub(crate) enum Spawned {
+    /// It got as far as `ready` said; it goes on in its own session. The
+    /// caller reaps it (or exits, and init does).
+    Started(std::process::Child),
+    /// It ended first: its exit code and what it said on stderr.
+    Ended { code: i32, said: String },
+}
+
+/// Starts this dsh with `argv` (after the program name) in a session of
+/// its own, stdin and stdout null, stderr to a log under `root`, and
+/// waits (bounded) until `ready()` or its end. Once ready, its log moves
+/// to the run directory `root/id` as `detached.log`. Shared by
+/// `run --detach` and the MCP server (`mcp/`).
+pub(crate) fn spawn(
+    root: &Path,
+    id: &str,
+    argv: Vec<std::ffi::OsString>,
+    ready: &dyn Fn() -> bool,
+) -> Result<Spawned, CliError> {
     let logs = root.join(LOGS);
-    let made = std::fs::create_dir_all(&root).and_then(|()| match std::fs::create_dir(&logs) {
+    let made = std::fs::create_dir_all(root).and_then(|()| match std::fs::create_dir(&logs) {
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
         other => other,
     });
@@ -60,7 +99,7 @@ pub fn detach(a: &RunArgs) -> Result<i32, CliError> {
             logs.display()
         )));
     }
-    let log_path = logs.join(format!("{id}.log"));
+    let log_path = logs.join(format!("{id}.{}.log", std::process::id()));
     let log = {
         use std::os::unix::fs::OpenOptionsExt as _;
         std::fs::OpenOptions::new()
@@ -77,15 +116,9 @@ pub fn detach(a: &RunArgs) -> Result<i32, CliError> {
     };
     let exe = std::env::current_exe()
         .map_err(|e| CliError::usage(format!("--detach: cannot find this dsh: {e}")))?;
-    // The same command line, without `--detach`, under the id made here.
-    let args: Vec<std::ffi::OsString> = std::env::args_os()
-        .skip(1)
-        .filter(|a| a != "--detach")
-        .chain(["--run-id".into(), id.clone().into()])
-        .collect();
     let mut command = Command::new(exe);
     command
-        .args(args)
+        .args(argv)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);
@@ -106,27 +139,27 @@ pub fn detach(a: &RunArgs) -> Result<i32, CliError> {
     let mut child = command
         .spawn()
         .map_err(|e| CliError::usage(format!("--detach: cannot start the run's process: {e}")))?;
-    let started = root.join(&id).join(rundir::RUN_FILE);
     let deadline = Instant::now() + START_BOUND;
     loop {
-        if started.is_file() {
+        if ready() {
             // What the process says from now on (a warning, its last
             // words) is kept with the run.
-            if std::fs::rename(&log_path, root.join(&id).join("detached.log")).is_err() {
+            if std::fs::rename(&log_path, root.join(id).join("detached.log")).is_err() {
                 let _ = std::fs::remove_file(&log_path);
             }
-            println!("{id}");
-            return Ok(exit::COMPLETED);
+            return Ok(Spawned::Started(child));
         }
         if let Ok(Some(status)) = child.try_wait()
-            // Started and ended between the two looks: it did start.
-            && !started.is_file()
+            // Got ready and ended between the two looks: it did start.
+            && !ready()
         {
-            // It ended before the run started: what it said is the reason.
+            // It ended before it got ready: what it said is the reason.
             let said = dsh_orchestrator::files::read_text(&log_path, 1 << 20).unwrap_or_default();
             let _ = std::fs::remove_file(&log_path);
-            eprint!("{said}");
-            return Ok(status.code().unwrap_or(exit::ERROR));
+            return Ok(Spawned::Ended {
+                code: status.code().unwrap_or(exit::ERROR),
+                said,
+            });
         }
         if Instant::now() > deadline {
             return Err(CliError::usage(format!(
@@ -218,7 +251,7 @@ pub(crate) fn show_stored(line: &str, mode: &progress::Mode, live: Option<&mut L
 }
 
 /// The run's `result.json`, once it has one.
-fn result_of(dir: &Path) -> Result<Option<Value>, CliError> {
+pub(crate) fn result_of(dir: &Path) -> Result<Option<Value>, CliError> {
     let path = dir.join(rundir::RESULT_FILE);
     use dsh_orchestrator::files::{RESULT_LIMIT, ReadError, read_own_text};
     match read_own_text(&path, RESULT_LIMIT) {
@@ -232,14 +265,14 @@ fn result_of(dir: &Path) -> Result<Option<Value>, CliError> {
 
 /// A run directory's `events.jsonl`, read as it grows: whole lines only,
 /// never through a symlink, each line and the whole bounded.
-struct EventsFile {
+pub(crate) struct EventsFile {
     path: PathBuf,
     offset: u64,
     partial: Vec<u8>,
 }
 
 impl EventsFile {
-    fn new(path: PathBuf) -> Self {
+    pub(crate) fn new(path: PathBuf) -> Self {
         EventsFile {
             path,
             offset: 0,
@@ -248,7 +281,7 @@ impl EventsFile {
     }
 
     /// The lines written since the last read.
-    fn read_new(&mut self) -> Result<Vec<String>, CliError> {
+    pub(crate) fn read_new(&mut self) -> Result<Vec<String>, CliError> {
         let fail = |e: std::io::Error| {
             CliError::usage(format!("{}: cannot read: {e}", self.path.display()))
         };
@@ -295,14 +328,30 @@ impl EventsFile {
 /// checking that it is a dsh.
 pub fn cancel(run: &str, runs_dir: Option<&Path>) -> Result<i32, CliError> {
     let root = request::runs_root(runs_dir);
-    let dir = rundir::resolve(&root, run).map_err(|e| CliError::usage(e.to_string()))?;
+    if let Cancelled::Settled(id) = cancel_in(&root, run)? {
+        eprintln!("dsh: run {id} has settled already");
+    }
+    Ok(exit::COMPLETED)
+}
+
+/// What [`cancel_in`] did.
+pub(crate) enum Cancelled {
+    /// The run's process was asked to cancel it (it settles as
+    /// `cancelled` once its cancel path has run).
+    Asked(String),
+    /// The run had settled already: nothing was done.
+    Settled(String),
+}
+
+/// Cancels the run `run` (an id, `latest`, a unique prefix) under `root`.
+pub(crate) fn cancel_in(root: &Path, run: &str) -> Result<Cancelled, CliError> {
+    let dir = rundir::resolve(root, run).map_err(|e| CliError::usage(e.to_string()))?;
     let id = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    if result_of(&dir)?.is_some() {
-        eprintln!("dsh: run {id} has settled already");
-        return Ok(exit::COMPLETED);
+    if result_of(&dir)?.is_some() && !rundir::is_locked(&dir) {
+        return Ok(Cancelled::Settled(id));
     }
     if !rundir::is_locked(&dir) {
         return Err(CliError::usage(format!(
@@ -337,5 +386,5 @@ pub fn cancel(run: &str, runs_dir: Option<&Path>) -> Result<i32, CliError> {
             std::io::Error::last_os_error()
         )));
     }
-    Ok(exit::COMPLETED)
+    Ok(Cancelled::Asked(id))
 }

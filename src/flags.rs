@@ -23,7 +23,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Top {
-    /// Workflow scripts: run, check, types, test, runs, show, report, resume, submit, host, wait, attach, cancel, providers, list, agents.
+    /// Workflow scripts: run, check, types, test, runs, show, report, resume, submit, host, wait, attach, cancel, mcp, providers, list, agents.
     Workflow {
         #[command(subcommand)]
         command: WorkflowCmd,
@@ -69,6 +69,8 @@ pub enum WorkflowCmd {
     Attach(WaitArgs),
     /// Ask the process running a run (detached, or in a store) to cancel it.
     Cancel(CancelArgs),
+    /// Serve workflows as MCP tools to an agent (Claude Code, Codex and others): stdio, or --http ADDR.
+    Mcp(McpArgs),
     /// List the configured providers and whether each is usable (never calls them).
     Providers {
         /// Configuration file (default: dsh.toml from the working directory upward).
@@ -311,6 +313,40 @@ pub struct HostArgs {
     /// The configuration file (default: dsh.toml from the working directory upward): its providers answer the runs' calls.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct McpArgs {
+    /// Serve MCP's streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio; an address that is not loopback needs a bearer token in $DSH_MCP_TOKEN.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// With --http: the environment variable that holds the bearer token clients must send (default DSH_MCP_TOKEN).
+    #[arg(long, value_name = "VAR", requires = "http")]
+    pub token_env: Option<String>,
+    /// Where the runs it starts are kept (default .dsh/runs; or DSH_RUNS_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
+    /// A directory `scriptPath` may name scripts in (repeatable; default: the working directory).
+    #[arg(long, value_name = "DIR")]
+    pub allow_dir: Vec<PathBuf>,
+    /// Configuration file for every run (default: dsh.toml from the working directory upward).
+    #[arg(long, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Answer every run's agent() calls from this fixture file (tests, demos).
+    #[arg(long, value_name = "FILE")]
+    pub fixture: Option<PathBuf>,
+    /// The default provider of every run, by name.
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
+    /// Runs started by this server running at once; one more start is refused.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_runs: u32,
+    /// Ceiling of agent() calls per run: a start may ask for fewer, never more.
+    #[arg(long, value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_agents: u32,
+    /// Ceiling of a run's wall-clock time: a start may ask for less, never more.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = parse_duration)]
+    pub max_timeout: Duration,
 }
 
 #[derive(Args, Debug)]

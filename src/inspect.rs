@@ -18,26 +18,12 @@ use crate::request::{agent_types, catalog_for, load_config};
 /// `dsh workflow list`: every saved workflow, where it came from, and its
 /// meta's description and whenToUse.
 pub fn list(config: Option<&Path>, json: bool) -> Result<i32, CliError> {
-    let catalog = catalog_for(config)?;
-    let entries = catalog.list();
     if json {
-        let all: Vec<Value> = entries
-            .iter()
-            .map(|e| {
-                json!({
-                    "name": e.name,
-                    "origin": e.origin.as_str(),
-                    "path": e.path.display().to_string(),
-                    "shadowedBy": e.shadowed_by.as_ref().map(|p| p.display().to_string()),
-                    "description": e.meta.as_ref().map(|m| &m.description),
-                    "whenToUse": e.meta.as_ref().and_then(|m| m.when_to_use.as_ref()),
-                    "problem": e.problem,
-                })
-            })
-            .collect();
-        println!("{}", Value::Array(all));
+        println!("{}", list_json(config)?);
         return Ok(exit::COMPLETED);
     }
+    let catalog = catalog_for(config)?;
+    let entries = catalog.list();
     if entries.is_empty() {
         println!("no saved workflows (looked in {})", catalog.dirs_shown());
         return Ok(exit::COMPLETED);
@@ -60,6 +46,28 @@ pub fn list(config: Option<&Path>, json: bool) -> Result<i32, CliError> {
         }
     }
     Ok(exit::COMPLETED)
+}
+
+/// `list --json` (and the MCP server's `workflow_list`): every saved
+/// workflow as a JSON object, in the order `list` shows them.
+pub(crate) fn list_json(config: Option<&Path>) -> Result<Value, CliError> {
+    let catalog = catalog_for(config)?;
+    let all = catalog
+        .list()
+        .iter()
+        .map(|e| {
+            json!({
+                "name": e.name,
+                "origin": e.origin.as_str(),
+                "path": e.path.display().to_string(),
+                "shadowedBy": e.shadowed_by.as_ref().map(|p| p.display().to_string()),
+                "description": e.meta.as_ref().map(|m| &m.description),
+                "whenToUse": e.meta.as_ref().and_then(|m| m.when_to_use.as_ref()),
+                "problem": e.problem,
+            })
+        })
+        .collect();
+    Ok(Value::Array(all))
 }
 
 /// A per-call bound as `providers` shows it: `300s`, or `1500ms`.

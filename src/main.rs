@@ -21,6 +21,7 @@ mod flags;
 mod fleet;
 mod inspect;
 mod live;
+mod mcp;
 mod progress;
 mod report;
 mod request;
@@ -111,6 +112,7 @@ where
             runtime().and_then(|rt| rt.block_on(fleet::wait(args)))
         }
         WorkflowCmd::Cancel(args) => runtime().and_then(|rt| rt.block_on(fleet::cancel(args))),
+        WorkflowCmd::Mcp(args) => runtime().and_then(|rt| rt.block_on(mcp::serve(args))),
         WorkflowCmd::Providers { config, json } => inspect::providers(config.as_deref(), json),
         WorkflowCmd::List { config, json } => inspect::list(config.as_deref(), json),
         WorkflowCmd::Agents { config, json } => inspect::agents(config.as_deref(), json),

@@ -152,7 +152,7 @@ pub fn runs(a: &RunsArgs) -> Result<i32, CliError> {
 }
 
 /// One run of `runs --json`.
-fn run_json(s: &RunSummary) -> Value {
+pub(crate) fn run_json(s: &RunSummary) -> Value {
     json!({
         "runId": s.info.id,
         "name": s.info.name,

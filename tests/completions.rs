@@ -120,6 +120,7 @@ fn the_man_page_renders_and_names_every_workflow_command() {
         "host",
         "wait",
         "cancel",
+        "mcp",
         "providers",
         "list",
         "agents",
