@@ -551,6 +551,34 @@ fn an_expected_file_that_is_not_a_plain_file_fails_the_case(#[case] what: &str) 
     );
 }
 
+/// Validates a JUnit report against the JUnit XML schema
+/// (`tests/junit/junit-10.xsd`, which says where it comes from) with
+/// xmllint (Debian's libxml2-utils; `.ci/run` installs it). Without
+/// xmllint, says so and returns.
+fn validates_as_junit(report: &Path) {
+    let xsd = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/junit/junit-10.xsd");
+    let out = match std::process::Command::new("xmllint")
+        .arg("--noout")
+        .arg("--schema")
+        .arg(&xsd)
+        .arg(report)
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("SKIPPED: xmllint cannot be run ({e}): the JUnit schema is not checked");
+            return;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "{} is not valid JUnit XML:\n{}{}",
+        report.display(),
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(report).unwrap_or_default()
+    );
+}
+
 /// `--junit FILE`: one test case per workflow, in discovery order, the
 /// failures with their diff or error as text, the tokens as properties;
 /// read back by quick-junit's own reader.
@@ -575,6 +603,7 @@ fn junit_has_a_case_per_workflow() {
         xml.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>"),
         "{xml}"
     );
+    validates_as_junit(&dir.path().join("out/report.xml"));
     let report = quick_junit::Report::deserialize_from_str(&xml).expect("valid JUnit XML");
     assert_eq!((report.tests, report.failures, report.errors), (7, 4, 0));
     let suite = &report.test_suites[0];
@@ -624,6 +653,7 @@ fn junit_has_a_case_per_workflow() {
         r#"{"version": 1, "answers": [{"match": {}, "text": "hello", "usage": {"input": 30, "output": 7, "costUsd": 0.5}}]}"#,
     );
     let (_, stderr, _) = test_in(dir.path(), &["--junit", "out/report.xml", "sub"]);
+    validates_as_junit(&dir.path().join("out/report.xml"));
     let xml = std::fs::read_to_string(dir.path().join("out/report.xml")).expect("the report");
     let report = quick_junit::Report::deserialize_from_str(&xml).expect("valid JUnit XML");
     let deep = &report.test_suites[0].test_cases[0];
