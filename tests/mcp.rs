@@ -659,3 +659,115 @@ async fn claude_code_runs_a_workflow_it_wrote_through_dsh() {
     assert_eq!(run_json["name"], "inline", "{run_json}");
     w.assert_no_process_left();
 }
+
+// ---------------------------------------------------------------------------
+// The MCP tasks extension, with rmcp's own client (the Python SDK has no
+// client side of it, and Claude Code does not implement it).
+
+/// A client of the server over stdio that declares the tasks extension.
+async fn tasks_client(
+    w: &World,
+) -> rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig> {
+    use rmcp::ServiceExt as _;
+    use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+    let mut command = tokio::process::Command::new(DSH);
+    command.args(w.server_args(&[])).env("RUST_LOG", "off");
+    let transport = rmcp::transport::TokioChildProcess::new(command).unwrap();
+    ClientConfig::new(
+        ClientCapabilities::builder().enable_tasks().build(),
+        Implementation::new("dsh-tests", "1"),
+    )
+    .serve(transport)
+    .await
+    .unwrap()
+}
+
+/// Polls a task until it is terminal (bounded).
+async fn task_end(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>,
+    id: &str,
+) -> rmcp::model::DetailedTask {
+    use rmcp::model::GetTaskParams;
+    let deadline = Instant::now() + SCENARIO_BOUND;
+    loop {
+        let info = client
+            .peer()
+            .get_task(GetTaskParams::new(id.to_string()))
+            .await
+            .unwrap();
+        if info.task.status().is_terminal() {
+            return info.task;
+        }
+        assert!(Instant::now() < deadline, "the task never ended");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn start_request(script: &str) -> rmcp::model::CallToolRequestParams {
+    rmcp::model::CallToolRequestParams::new("workflow_start")
+        .with_arguments(serde_json::from_value(json!({ "script": script })).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_with_tasks_gets_the_run_as_a_task() {
+    use rmcp::model::{CallToolResponse, CallToolResult, TaskPayload};
+    let w = World::new();
+    let client = tasks_client(&w).await;
+    let script = "const a = await agent(\"one\");\nreturn { a };\n";
+    let response = client.call_tool_once(start_request(script)).await.unwrap();
+    let CallToolResponse::Task(create) = response else {
+        panic!("a start made no task: {response:?}");
+    };
+    let task = task_end(&client, &create.task.task_id).await;
+    let TaskPayload::Completed { result } = task.payload else {
+        panic!("the task did not complete: {:?}", task.payload);
+    };
+    let result: CallToolResult = serde_json::from_value(Value::Object(result)).unwrap();
+    let value = result.structured_content.unwrap();
+    assert_eq!(value["value"], json!({"a": "ok"}), "{value}");
+    assert_eq!(value["stopReason"], "completed");
+    // A refusal is an answer at once, not a task.
+    let refused = client
+        .call_tool_once(start_request("const = ;"))
+        .await
+        .unwrap();
+    let CallToolResponse::Complete(refused) = refused else {
+        panic!("a refused start made a task: {refused:?}");
+    };
+    assert_eq!(refused.is_error, Some(true));
+    client.cancel().await.unwrap();
+    w.assert_no_process_left();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_task_cancels_its_run() {
+    use rmcp::model::{CallToolResponse, CancelTaskParams, TaskStatus};
+    let w = World::new();
+    let client = tasks_client(&w).await;
+    let response = client
+        .call_tool_once(start_request("return await agent(\"slow answer\");"))
+        .await
+        .unwrap();
+    let CallToolResponse::Task(create) = response else {
+        panic!("a start made no task: {response:?}");
+    };
+    client
+        .peer()
+        .cancel_task(CancelTaskParams::new(create.task.task_id.clone()))
+        .await
+        .unwrap();
+    let task = task_end(&client, &create.task.task_id).await;
+    assert_eq!(task.status(), TaskStatus::Cancelled);
+    // The run itself settled as cancelled, well before its 8 s answer.
+    let run = std::fs::read_dir(w.runs())
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| e.file_name().to_string_lossy().starts_with("run-"))
+        .unwrap();
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.path().join("result.json")).unwrap())
+            .unwrap();
+    assert_eq!(result["result"]["stopReason"], "cancelled", "{result}");
+    client.cancel().await.unwrap();
+    w.assert_no_process_left();
+}

@@ -19,11 +19,13 @@ use dsh_orchestrator::journal::{rundir, summary};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, ContentBlock, ListResourcesResult, PaginatedRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateTaskResult, GetTaskParams, GetTaskResult, ListResourcesResult, PaginatedRequestParams,
     ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
     RequestMetaObject, Resource, ResourceContents, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
+use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -68,6 +70,8 @@ pub(crate) struct Server {
     /// Runs started by this server whose process is alive.
     live: Arc<AtomicUsize>,
     follower: Arc<Mutex<Follower>>,
+    /// Starts made as MCP tasks, for clients that declare the extension.
+    tasks: TaskManager,
     tool_router: ToolRouter<Server>,
 }
 
@@ -157,6 +161,7 @@ impl Server {
             options: Arc::new(options),
             live: Arc::new(AtomicUsize::new(0)),
             follower: Arc::new(Mutex::new(Follower::default())),
+            tasks: TaskManager::new(),
             tool_router: Self::tool_router(),
         }
     }
@@ -486,6 +491,42 @@ impl Server {
         Ok(argv)
     }
 
+    /// The task of a start made as an MCP task: the run's result once it
+    /// settles (polled as `workflow_status` polls); a `tasks/cancel`
+    /// cancels the run and settles the task once the run has settled.
+    async fn settle(&self, id: String, ctx: TaskContext) -> Result<CallToolResult, TaskExit> {
+        let internal = |e: CliError| TaskExit::Error(ErrorData::internal_error(e.message, None));
+        let dir = self.dir_of(&id).map_err(internal)?;
+        let mut cancelled = false;
+        loop {
+            let look = self
+                .follower
+                .lock()
+                .await
+                .look(&dir, &id)
+                .map_err(internal)?;
+            if look.status != Status::Running {
+                if cancelled {
+                    return Err(TaskExit::Cancelled);
+                }
+                let doc = detach::result_of(&dir).map_err(internal)?;
+                let mut result = doc.map_or(look.json, |d| d["result"].clone());
+                if let Some(o) = result.as_object_mut() {
+                    o.insert("runId".into(), Value::String(id));
+                }
+                return Ok(CallToolResult::structured(result));
+            }
+            tokio::select! {
+                () = tokio::time::sleep(TICK) => {}
+                () = ctx.cancelled(), if !cancelled => {
+                    cancelled = true;
+                    // A run that settled meanwhile has nothing to cancel.
+                    let _ = detach::cancel_in(&self.options.runs_root, &id);
+                }
+            }
+        }
+    }
+
     /// `scriptPath`, if it names a file inside an allowed directory.
     fn allowed_path(&self, path: &str) -> Result<PathBuf, CliError> {
         let real = std::fs::canonicalize(path)
@@ -646,6 +687,7 @@ impl ServerHandler for Server {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(rmcp::model::Implementation::new(
@@ -658,6 +700,60 @@ impl ServerHandler for Server {
              with workflow_status, read it with workflow_result. Runs go on in the background, \
              beyond this connection.",
         )
+    }
+
+    /// `workflow_start` as an MCP task when the client declares the tasks
+    /// extension: the task settles with the run's result. Every other
+    /// call (and every client without tasks) goes to the tools as they
+    /// are.
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let tasks = context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
+        if tasks && request.name == "workflow_start" {
+            let p: StartParams = serde_json::from_value(Value::Object(
+                request.arguments.clone().unwrap_or_default(),
+            ))
+            .map_err(|e| {
+                ErrorData::invalid_params(format!("failed to deserialize parameters: {e}"), None)
+            })?;
+            // Started here: a refusal is an answer at once, not a failed task.
+            let id = match self.start(p).await {
+                Ok(id) => id,
+                Err(e) => return Ok(CallToolResponse::Complete(refused(e))),
+            };
+            let server = self.clone();
+            let keep = self.options.max_timeout + Duration::from_secs(3600);
+            let task = self.tasks.spawn(
+                TaskOptions::new()
+                    .with_poll_interval_ms(TICK.as_millis() as u64)
+                    .with_ttl_ms(keep.as_millis() as u64),
+                move |ctx| Box::pin(async move { server.settle(id, ctx).await }),
+            );
+            return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
+        }
+        let call = rmcp::handler::server::tool::ToolCallContext::new(self, request, context);
+        self.tool_router.call(call).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        Ok(GetTaskResult::new(self.tasks.get_task(&request.task_id)?))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel_task(&request.task_id)
     }
 
     async fn list_resources(
