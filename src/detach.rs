@@ -174,6 +174,45 @@ pub(crate) fn spawn(
     }
 }
 
+/// The command line (after the program name) of `dsh workflow resume ID`
+/// of a run directory under `root`, quiet, for [`spawn`]: the MCP server's
+/// `workflow_resume` and the web view's resume button.
+pub(crate) fn resume_argv(
+    root: &Path,
+    id: &str,
+    retry_failed: bool,
+    config: Option<&Path>,
+    fixture: Option<&Path>,
+) -> Vec<std::ffi::OsString> {
+    let mut argv: Vec<std::ffi::OsString> = vec!["workflow".into(), "resume".into(), id.into()];
+    argv.extend(["--runs-dir".into(), root.into()]);
+    argv.extend(["--events".into(), "none".into()]);
+    if retry_failed {
+        argv.push("--retry-failed".into());
+    }
+    if let Some(c) = config {
+        argv.extend(["--config".into(), c.into()]);
+    }
+    if let Some(f) = fixture {
+        argv.extend(["--fixture".into(), f.into()]);
+    }
+    argv
+}
+
+/// When a resume of the run in `dir` has started, for [`spawn`]: once its
+/// process holds the run, or once it has settled it again (a run whose
+/// every answer is replayed can end before it is seen holding it).
+pub(crate) fn resumed_ready(dir: &Path) -> impl Fn() -> bool + Send + 'static {
+    let modified = |d: &Path| {
+        std::fs::metadata(d.join(rundir::RESULT_FILE))
+            .and_then(|m| m.modified())
+            .ok()
+    };
+    let before = modified(dir);
+    let dir = dir.to_path_buf();
+    move || rundir::is_locked(&dir) || modified(&dir) != before
+}
+
 /// `wait` or `attach` of a run directory: its events as `run` shows them
 /// until it settles, then its result as `run` prints it.
 pub async fn wait(a: &WaitArgs) -> Result<i32, CliError> {

@@ -23,7 +23,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Top {
-    /// Workflow scripts: run, check, types, test, runs, show, report, resume, submit, host, wait, attach, cancel, mcp, providers, list, agents.
+    /// Workflow scripts: run, check, types, test, runs, show, report, resume, submit, host, wait, attach, cancel, mcp, serve, providers, list, agents.
     Workflow {
         #[command(subcommand)]
         command: WorkflowCmd,
@@ -71,6 +71,8 @@ pub enum WorkflowCmd {
     Cancel(CancelArgs),
     /// Serve workflows as MCP tools to an agent (Claude Code, Codex and others): stdio, or --http ADDR.
     Mcp(McpArgs),
+    /// Serve the live web view of the runs (a list, and each run's timeline as it runs) on 127.0.0.1.
+    Serve(ServeArgs),
     /// List the configured providers and whether each is usable (never calls them).
     Providers {
         /// Configuration file (default: dsh.toml from the working directory upward).
@@ -312,6 +314,25 @@ pub struct HostArgs {
     pub lease: u32,
     /// The configuration file (default: dsh.toml from the working directory upward): its providers answer the runs' calls.
     #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The address to listen on; one that is not loopback needs a token in $DSH_SERVE_TOKEN.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8600")]
+    pub addr: String,
+    /// The environment variable that holds the token (default DSH_SERVE_TOKEN).
+    #[arg(long, value_name = "VAR")]
+    pub token_env: Option<String>,
+    /// Where run directories are kept (default .dsh/runs; or DSH_RUNS_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub runs_dir: Option<PathBuf>,
+    /// Serve the runs of this PostgreSQL store instead (or DSH_STORE, or `[store] url` in dsh.toml).
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// Configuration file (default: dsh.toml from the working directory upward); a resume uses it.
+    #[arg(long, value_name = "PATH")]
     pub config: Option<PathBuf>,
 }
 

@@ -26,6 +26,7 @@ mod progress;
 mod report;
 mod request;
 mod runs_cmd;
+mod serve;
 mod stack;
 mod terminal;
 mod test_cmd;
@@ -113,6 +114,7 @@ where
         }
         WorkflowCmd::Cancel(args) => runtime().and_then(|rt| rt.block_on(fleet::cancel(args))),
         WorkflowCmd::Mcp(args) => runtime().and_then(|rt| rt.block_on(mcp::serve(args))),
+        WorkflowCmd::Serve(args) => runtime().and_then(|rt| rt.block_on(serve::serve(args))),
         WorkflowCmd::Providers { config, json } => inspect::providers(config.as_deref(), json),
         WorkflowCmd::List { config, json } => inspect::list(config.as_deref(), json),
         WorkflowCmd::Agents { config, json } => inspect::agents(config.as_deref(), json),

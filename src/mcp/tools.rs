@@ -594,32 +594,14 @@ impl Server {
             )));
         }
         let o = &self.options;
-        let mut argv: Vec<OsString> = vec!["workflow".into(), "resume".into(), id.clone().into()];
-        argv.extend(["--runs-dir".into(), o.runs_root.clone().into()]);
-        argv.extend(["--events".into(), "none".into()]);
-        if p.retry_failed == Some(true) {
-            argv.push("--retry-failed".into());
-        }
-        if let Some(c) = &o.config {
-            argv.extend(["--config".into(), c.clone().into()]);
-        }
-        if let Some(f) = &o.fixture {
-            argv.extend(["--fixture".into(), f.clone().into()]);
-        }
-        let result_before = std::fs::metadata(dir.join(rundir::RESULT_FILE))
-            .and_then(|m| m.modified())
-            .ok();
-        let lock_dir = dir.clone();
-        // Ready once it holds the run, or once it has settled it (a run
-        // whose every answer is replayed can end before it is seen
-        // holding it).
-        let ready = move || {
-            rundir::is_locked(&lock_dir)
-                || std::fs::metadata(lock_dir.join(rundir::RESULT_FILE))
-                    .and_then(|m| m.modified())
-                    .ok()
-                    != result_before
-        };
+        let argv = detach::resume_argv(
+            &o.runs_root,
+            &id,
+            p.retry_failed == Some(true),
+            o.config.as_deref(),
+            o.fixture.as_deref(),
+        );
+        let ready = detach::resumed_ready(&dir);
         self.spawn(argv, id.clone(), slot, ready).await?;
         Ok(id)
     }
