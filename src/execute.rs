@@ -24,6 +24,7 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
         store,
     } = request::build(&a)?;
     let events_file = open_events_file(&a.show)?;
+    let provider_name = crate::telemetry::provider_name(&spec);
     // A detached run starts under the id its `run --detach` printed, and
     // shows nothing: its events are in its run directory.
     let mut show = a.show.clone();
@@ -77,12 +78,22 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
         }
     };
     req.provider = stack::compose(answering, durable.layer());
+    let telemetry = crate::telemetry::for_run(&mut req, provider_name);
     let run_id = req.run_id.clone();
     let (stop, held) = match heartbeat {
         Some((stop, task, store)) => (Some(stop), Some((task, store))),
         None => (None, None),
     };
-    let code = execute(req, durable, &show, events_file, start_note, stop).await;
+    let code = execute(
+        req,
+        durable,
+        &show,
+        events_file,
+        start_note,
+        stop,
+        telemetry,
+    )
+    .await;
     if let (Some((task, store)), Some(id)) = (held, run_id) {
         task.abort();
         // A run that never started (its worker could not be had, …) is
@@ -202,6 +213,7 @@ pub async fn execute(
     mut events_file: Option<std::fs::File>,
     start_note: Option<String>,
     stop: Option<tokio::sync::oneshot::Receiver<String>>,
+    telemetry: Option<crate::telemetry::ForRun>,
 ) -> i32 {
     print_warnings(durable.take_warnings());
     let budget = req.limits.budget_tokens;
@@ -235,6 +247,8 @@ pub async fn execute(
             None,
         ))
     });
+    // The trace has its own subscription, like the file.
+    let traced = telemetry.map(|t| t.follow(run.subscribe()));
     let events = follow(run, &mode, live.as_mut(), &mut signals, stop).await;
     let run_dir = durable_run.run_dir();
     let mut finished = durable_run.finish().await;
@@ -248,6 +262,9 @@ pub async fn execute(
         None => (None, 0),
     };
     warn_dropped(events.dropped(), file_dropped, &run_id);
+    if let Some(task) = traced {
+        crate::telemetry::finish(task).await;
+    }
     let mut failed_output = report_journal(&finished);
     if let (Some(e), Some(p)) = (&events_error, &show.events_file) {
         print_error(

@@ -28,6 +28,7 @@ mod request;
 mod runs_cmd;
 mod serve;
 mod stack;
+mod telemetry;
 mod terminal;
 mod test_cmd;
 

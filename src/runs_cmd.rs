@@ -87,10 +87,11 @@ pub async fn resume(a: ResumeArgs) -> Result<i32, CliError> {
         crate::error::warn(&w.to_string());
     }
     req.provider = crate::stack::compose(answering, durable.layer());
+    let telemetry = crate::telemetry::for_run(&mut req, "resumed".to_string());
     let catalog = request::catalog_for(a.config.as_deref())?;
     let req = req.with_worker(request::worker()?).with_catalog(catalog);
     let events_file = open_events_file(&a.show)?;
-    Ok(execute(req, durable, &a.show, events_file, None, None).await)
+    Ok(execute(req, durable, &a.show, events_file, None, None, telemetry).await)
 }
 
 /// `2026-11-30 04:38:12Z` for milliseconds since the epoch (UTC); the raw

@@ -1,0 +1,245 @@
+//! OpenTelemetry traces and metrics of a run, exported over OTLP/HTTP
+//! (protobuf or JSON) when `OTEL_EXPORTER_OTLP_ENDPOINT` (or the traces
+//! endpoint) says where, and `OTEL_SDK_DISABLED` does not say no.
+//!
+//! The trace of a run is built from its events, the same ones the terminal
+//! shows ([`follow`]): the run is an `invoke_workflow` span, each phase a
+//! span under it, each agent call an `invoke_agent` span under its phase
+//! (or its nested workflow's span), with the GenAI semantic conventions'
+//! attributes. What the events do not say of a call (its provider, model
+//! and agent type; its prompt and answer) a layer in front of the run's
+//! provider notes down ([`layer`]); prompts and answers are exported only
+//! when the user opts in (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
+//!
+//! What it is not: in the run's way. Spans are made on a task of their
+//! own from the run's event stream, handed to the SDK's batch processor
+//! (a bounded queue on its own thread: a full queue drops, and the SDK
+//! counts it), and the export at the end is bounded in time
+//! ([`SHUTDOWN_BOUND`]): a collector that is down or slow costs the run
+//! nothing, and the CLI at most that bound at exit.
+
+mod follow;
+mod layer;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use opentelemetry::KeyValue;
+use opentelemetry_otlp::{Protocol, WithExportConfig as _};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+
+pub(crate) use follow::follow;
+pub(crate) use layer::{Calls, TelemetryLayer};
+
+/// How long the CLI waits at exit for the last spans to be exported.
+const SHUTDOWN_BOUND: Duration = Duration::from_secs(3);
+
+/// How long one export may take before it is given up.
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A run's telemetry: the SDK's providers, and what the layer notes down.
+pub(crate) struct Telemetry {
+    traces: SdkTracerProvider,
+    metrics: SdkMeterProvider,
+    pub(crate) calls: Calls,
+    pub(crate) capture: bool,
+}
+
+/// Why telemetry could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TelemetryError {
+    #[error("OTEL_EXPORTER_OTLP_PROTOCOL={0:?}: dsh exports http/protobuf or http/json")]
+    Protocol(String),
+    #[error("the OTLP exporter: {0}")]
+    Exporter(String),
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+impl Telemetry {
+    /// Telemetry as the environment configures it; `None` when it is not
+    /// configured (no OTLP endpoint) or disabled (`OTEL_SDK_DISABLED=true`).
+    pub(crate) fn from_env() -> Result<Option<Telemetry>, TelemetryError> {
+        if env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+            return Ok(None);
+        }
+        if env("OTEL_EXPORTER_OTLP_ENDPOINT").is_none()
+            && env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_none()
+        {
+            return Ok(None);
+        }
+        let protocol = match env("OTEL_EXPORTER_OTLP_PROTOCOL").as_deref() {
+            None | Some("http/protobuf") => Protocol::HttpBinary,
+            Some("http/json") => Protocol::HttpJson,
+            Some(other) => return Err(TelemetryError::Protocol(other.to_string())),
+        };
+        // The endpoint, headers and resource come from the standard
+        // variables, read by the SDK itself.
+        let spans = opentelemetry_otlp::SpanExporter::builder()
+            .with_http()
+            .with_protocol(protocol)
+            .with_timeout(EXPORT_TIMEOUT)
+            .build()
+            .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+        let resource = Resource::builder()
+            .with_attributes([KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))])
+            .build();
+        let resource = if env("OTEL_SERVICE_NAME").is_some()
+            || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|a| a.contains("service.name="))
+        {
+            resource
+        } else {
+            Resource::builder()
+                .with_service_name("dsh")
+                .with_attributes([KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))])
+                .build()
+        };
+        let traces = SdkTracerProvider::builder()
+            .with_batch_exporter(spans)
+            .with_resource(resource.clone())
+            .build();
+        let metric_exporter = opentelemetry_otlp::MetricExporter::builder()
+            .with_http()
+            .with_protocol(protocol)
+            .with_timeout(EXPORT_TIMEOUT)
+            .build()
+            .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+        let metrics = SdkMeterProvider::builder()
+            .with_periodic_exporter(metric_exporter)
+            .with_resource(resource)
+            .build();
+        let capture = env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        Ok(Some(Telemetry {
+            traces,
+            metrics,
+            calls: Calls::default(),
+            capture,
+        }))
+    }
+
+    /// The layer that notes down what the events do not say of a call.
+    pub(crate) fn layer(&self) -> TelemetryLayer {
+        TelemetryLayer::new(self.calls.clone(), self.capture)
+    }
+
+    /// Exports what is left, within [`SHUTDOWN_BOUND`]; a collector that
+    /// does not answer in time loses those spans (said once).
+    pub(crate) fn shutdown(self) {
+        let Telemetry {
+            traces, metrics, ..
+        } = self;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("dsh-otel-shutdown".into())
+            .spawn(move || {
+                let t = traces.shutdown();
+                let m = metrics.shutdown();
+                let _ = tx.send((t, m));
+            });
+        if spawned.is_err() {
+            return;
+        }
+        match rx.recv_timeout(SHUTDOWN_BOUND) {
+            Ok((Ok(()), Ok(()))) => {}
+            Ok((t, m)) => {
+                let why = t
+                    .err()
+                    .or(m.err())
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+                crate::error::warn(&format!(
+                    "telemetry: the last spans and metrics were not exported: {why}"
+                ));
+            }
+            Err(_) => crate::error::warn(&format!(
+                "telemetry: the OTLP collector did not take the last spans within {}s; they \
+                 were dropped",
+                SHUTDOWN_BOUND.as_secs()
+            )),
+        }
+    }
+
+    pub(crate) fn tracer(&self) -> opentelemetry_sdk::trace::Tracer {
+        use opentelemetry::trace::TracerProvider as _;
+        self.traces.tracer("dsh")
+    }
+
+    pub(crate) fn meter(&self) -> opentelemetry::metrics::Meter {
+        use opentelemetry::metrics::MeterProvider as _;
+        self.metrics.meter("dsh")
+    }
+}
+
+/// A run's telemetry and the name of its default provider.
+pub(crate) struct ForRun {
+    telemetry: Telemetry,
+    provider: String,
+}
+
+impl ForRun {
+    /// Follows the run's events on a task of its own.
+    pub(crate) fn follow(
+        self,
+        events: dsh_orchestrator::events::EventStream,
+    ) -> tokio::task::JoinHandle<Telemetry> {
+        tokio::spawn(async move {
+            follow(&self.telemetry, events, self.provider).await;
+            self.telemetry
+        })
+    }
+}
+
+/// Telemetry for a run about to start, when the environment configures
+/// it: the noting layer put in front of the run's provider. A
+/// configuration that cannot be used is said once, and the run goes on
+/// without.
+pub(crate) fn for_run(
+    req: &mut dsh_orchestrator::StartRequest,
+    provider: String,
+) -> Option<ForRun> {
+    let telemetry = match Telemetry::from_env() {
+        Ok(t) => t?,
+        Err(e) => {
+            crate::error::warn(&format!("telemetry is off: {e}"));
+            return None;
+        }
+    };
+    req.provider = req
+        .provider
+        .take()
+        .map(|p| dsh_seam::Stack::new().layer(telemetry.layer()).provider(p));
+    Some(ForRun {
+        telemetry,
+        provider,
+    })
+}
+
+/// Waits for the run's trace to be made, then exports what is left
+/// (bounded).
+pub(crate) async fn finish(task: tokio::task::JoinHandle<Telemetry>) {
+    if let Ok(t) = task.await {
+        let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
+    }
+}
+
+/// The name `gen_ai.provider.name` gives a run's default provider.
+pub(crate) fn provider_name(spec: &dsh_orchestrator::journal::rundir::ProviderSpec) -> String {
+    use dsh_orchestrator::journal::rundir::ProviderSpec;
+    match spec {
+        ProviderSpec::None => "none".into(),
+        ProviderSpec::Fixture(_) => "fixture".into(),
+        ProviderSpec::DryRun => "dry-run".into(),
+        ProviderSpec::Configured { provider, .. } => {
+            provider.clone().unwrap_or_else(|| "configured".into())
+        }
+        _ => "unknown".into(),
+    }
+}
+
+/// Shared by the layer and the follower.
+pub(crate) type Shared<T> = Arc<std::sync::Mutex<T>>;
