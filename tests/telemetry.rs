@@ -482,3 +482,61 @@ fn disabled_or_unconfigured_telemetry_sends_nothing() {
         "{err}"
     );
 }
+
+/// A call's program gets `TRACEPARENT` naming the run's trace and the
+/// call's own span, so its spans nest under the call (Claude Code reads
+/// it): a `command` provider that prints it is the witness.
+#[test]
+fn a_calls_program_gets_the_traceparent_of_its_span() {
+    let r = Receiver::start(true);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("dsh.toml"),
+        "[workflow]\nprovider = \"echo\"\n\n[providers.echo]\nkind = \"command\"\nargv = [\"sh\", \"-c\", \"printf %s \\\"$TRACEPARENT\\\"\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("tp.ts"),
+        "phase(\"P\");\nreturn await agent(\"who is my parent?\", { label: \"child\" });\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(DSH)
+        .args(["workflow", "run", "tp.ts", "--events", "none"])
+        .current_dir(dir.path())
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", r.endpoint())
+        .env(
+            "TRACEPARENT",
+            "00-11111111111111111111111111111111-2222222222222222-01",
+        )
+        .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+        .env_remove("OTEL_SDK_DISABLED")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said: String = serde_json::from_slice::<Value>(&out.stdout)
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string();
+    let all = traces_of(&r);
+    let call = by_name(&all, "invoke_agent child");
+    assert_eq!(
+        said,
+        format!("00-{}-{}-01", call.trace, call.id),
+        "{all:#?}"
+    );
+    // Without telemetry, nothing is added (a TRACEPARENT of dsh's own
+    // environment is not passed to the program either).
+    let out = std::process::Command::new(DSH)
+        .args(["workflow", "run", "tp.ts", "--events", "none"])
+        .current_dir(dir.path())
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env(
+            "TRACEPARENT",
+            "00-11111111111111111111111111111111-2222222222222222-01",
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "\"\"");
+}

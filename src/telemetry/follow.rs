@@ -142,6 +142,10 @@ pub(crate) async fn follow(t: &Telemetry, mut events: EventStream, provider: Str
                 else {
                     continue;
                 };
+                // The id the call's program was given as its parent.
+                if let Some(id) = t.calls.span_id(seq) {
+                    t.ids.next_span(id);
+                }
                 let span = tracer
                     .span_builder(format!("invoke_agent {label}"))
                     .with_kind(SpanKind::Client)

@@ -12,6 +12,8 @@ use dsh_seam::provider::{
     AgentRequest, CallLimits, ChildOutcome, ChildResult, ResultFault, StartRefused, Subagent,
 };
 use dsh_seam::{ChildHook, HookedChild, Layer};
+use opentelemetry::trace::{SpanId, TraceId};
+use opentelemetry_sdk::trace::{IdGenerator as _, RandomIdGenerator};
 use tokio_util::sync::CancellationToken;
 
 /// Notes kept at most; past it new calls are not noted (their spans carry
@@ -29,6 +31,9 @@ pub(crate) struct Note {
     pub agent_type: Option<String>,
     pub prompt: Option<String>,
     pub answer: Option<String>,
+    /// The id the call's span gets: chosen here, before the call starts,
+    /// so that a program the call starts can be given its `traceparent`.
+    pub span_id: Option<SpanId>,
 }
 
 /// The notes of a run's calls, by call number.
@@ -36,6 +41,14 @@ pub(crate) struct Note {
 pub(crate) struct Calls(super::Shared<HashMap<u64, Note>>);
 
 impl Calls {
+    /// The span id chosen for call `seq`, if it was noted.
+    pub(crate) fn span_id(&self, seq: u64) -> Option<SpanId> {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&seq).and_then(|n| n.span_id))
+    }
+
     /// Takes the note of call `seq`.
     pub(crate) fn take(&self, seq: u64) -> Note {
         self.0
@@ -70,11 +83,16 @@ fn cut(s: &str) -> String {
 pub(crate) struct TelemetryLayer {
     calls: Calls,
     capture: bool,
+    trace_id: TraceId,
 }
 
 impl TelemetryLayer {
-    pub(crate) fn new(calls: Calls, capture: bool) -> Self {
-        TelemetryLayer { calls, capture }
+    pub(crate) fn new(calls: Calls, capture: bool, trace_id: TraceId) -> Self {
+        TelemetryLayer {
+            calls,
+            capture,
+            trace_id,
+        }
     }
 }
 
@@ -84,6 +102,7 @@ impl Layer for TelemetryLayer {
             inner,
             calls: self.calls.clone(),
             capture: self.capture,
+            trace_id: self.trace_id,
         })
     }
 }
@@ -92,6 +111,7 @@ struct Noting {
     inner: Arc<dyn SubagentProvider>,
     calls: Calls,
     capture: bool,
+    trace_id: TraceId,
 }
 
 #[async_trait]
@@ -106,10 +126,12 @@ impl SubagentProvider for Noting {
 
     async fn start(
         &self,
-        request: AgentRequest,
+        mut request: AgentRequest,
         cancel: CancellationToken,
     ) -> Result<Arc<dyn Subagent>, StartRefused> {
         let seq = request.seq;
+        let span_id = RandomIdGenerator::default().new_span_id();
+        request.trace_parent = Some(format!("00-{}-{span_id}-01", self.trace_id));
         self.calls.put(
             seq,
             Note {
@@ -118,6 +140,7 @@ impl SubagentProvider for Noting {
                 agent_type: request.options.agent_type.clone(),
                 prompt: self.capture.then(|| cut(&request.prompt)),
                 answer: None,
+                span_id: Some(span_id),
             },
         );
         let child = self.inner.start(request, cancel).await?;

@@ -45,6 +45,60 @@ pub(crate) struct Telemetry {
     metrics: SdkMeterProvider,
     pub(crate) calls: Calls,
     pub(crate) capture: bool,
+    /// The run's trace: chosen up front, so that a call's `traceparent`
+    /// can name it before the run's span is made from its first event.
+    pub(crate) trace_id: opentelemetry::trace::TraceId,
+    /// The ids the SDK gives spans: the run's trace, and a call's chosen
+    /// span id when its span is made.
+    pub(crate) ids: Arc<Ids>,
+}
+
+/// The ids this process's spans get: one trace (the run's), chosen up
+/// front; a span's id is the one set for it with [`Ids::next_span`], or a
+/// random one.
+#[derive(Debug)]
+pub(crate) struct Ids {
+    trace: opentelemetry::trace::TraceId,
+    next: std::sync::Mutex<Option<opentelemetry::trace::SpanId>>,
+    random: opentelemetry_sdk::trace::RandomIdGenerator,
+}
+
+impl Ids {
+    fn new() -> Ids {
+        use opentelemetry_sdk::trace::IdGenerator as _;
+        let random = opentelemetry_sdk::trace::RandomIdGenerator::default();
+        Ids {
+            trace: random.new_trace_id(),
+            next: std::sync::Mutex::new(None),
+            random,
+        }
+    }
+
+    /// The id the next span made gets (spans are made on one task).
+    pub(crate) fn next_span(&self, id: opentelemetry::trace::SpanId) {
+        if let Ok(mut n) = self.next.lock() {
+            *n = Some(id);
+        }
+    }
+}
+
+/// [`Ids`] as the SDK's id generator.
+#[derive(Debug)]
+struct ChosenIds(Arc<Ids>);
+
+impl opentelemetry_sdk::trace::IdGenerator for ChosenIds {
+    fn new_trace_id(&self) -> opentelemetry::trace::TraceId {
+        self.0.trace
+    }
+
+    fn new_span_id(&self) -> opentelemetry::trace::SpanId {
+        self.0
+            .next
+            .lock()
+            .ok()
+            .and_then(|mut n| n.take())
+            .unwrap_or_else(|| self.0.random.new_span_id())
+    }
 }
 
 /// Why telemetry could not be set up.
@@ -98,7 +152,9 @@ impl Telemetry {
                 .with_attributes([KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))])
                 .build()
         };
+        let ids = Arc::new(Ids::new());
         let traces = SdkTracerProvider::builder()
+            .with_id_generator(ChosenIds(ids.clone()))
             .with_batch_exporter(spans)
             .with_resource(resource.clone())
             .build();
@@ -119,12 +175,14 @@ impl Telemetry {
             metrics,
             calls: Calls::default(),
             capture,
+            trace_id: ids.trace,
+            ids,
         }))
     }
 
     /// The layer that notes down what the events do not say of a call.
     pub(crate) fn layer(&self) -> TelemetryLayer {
-        TelemetryLayer::new(self.calls.clone(), self.capture)
+        TelemetryLayer::new(self.calls.clone(), self.capture, self.trace_id)
     }
 
     /// Exports what is left, within [`SHUTDOWN_BOUND`]; a collector that

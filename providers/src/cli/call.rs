@@ -139,7 +139,9 @@ impl Call {
         if args.iter().any(|a| a.contains('\0')) {
             return Err(SpawnError::NulArgument { kind: sh.kind });
         }
-        let spec = sh.spec(args, &self.cwd, self.prompt.clone().into_bytes());
+        let mut spec = sh.spec(args, &self.cwd, self.prompt.clone().into_bytes());
+        // A traced run: the CLI's own spans nest under this call's.
+        crate::command::pass_trace_parent(&mut spec.env, self.request.trace_parent.as_deref());
         process::spawn(&spec)
             .await
             .map_err(|e| sh.spawn_problem(&self.cwd, e))

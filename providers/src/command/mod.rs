@@ -45,6 +45,15 @@ pub use extract::extract_json;
 pub(crate) use kind::CommandKind;
 
 pub(crate) use config::{not_runnable, search_path};
+/// `TRACEPARENT` (W3C trace context, which OpenTelemetry SDKs and
+/// Claude Code read) in a program's environment, when the call is traced;
+/// in place of one the environment passed through.
+pub(crate) fn pass_trace_parent(env: &mut Vec<(OsString, OsString)>, trace_parent: Option<&str>) {
+    let Some(tp) = trace_parent else { return };
+    env.retain(|(k, _)| k != "TRACEPARENT");
+    env.push(("TRACEPARENT".into(), tp.into()));
+}
+
 /// A program's environment: `PATH` and `HOME` from dsh's (PATH falls back
 /// to [`FALLBACK_PATH`]), plus each variable of `names` that is set.
 /// Nothing else.
@@ -356,7 +365,11 @@ impl SubagentProvider for CommandProvider {
         let spec = ProcSpec {
             program,
             args,
-            env: self.child_env(),
+            env: {
+                let mut env = self.child_env();
+                pass_trace_parent(&mut env, request.trace_parent.as_deref());
+                env
+            },
             cwd: cwd.clone(),
             stdin: (self.prompt == PromptMode::Stdin).then(|| prompt.clone().into_bytes()),
         };

@@ -61,6 +61,12 @@ pub struct AgentRequest {
     /// instead of starting it twice. `None` without a journal. Not part
     /// of the call's key.
     pub slot: Option<CallSlot>,
+    /// The W3C `traceparent` of the span this call is traced as, when the
+    /// run is traced (OpenTelemetry): a provider that starts a program
+    /// which traces itself passes it on (agent CLIs read `TRACEPARENT`),
+    /// so the program's spans nest under the call's. Not part of the
+    /// call's key.
+    pub trace_parent: Option<String>,
 }
 
 /// A call's place in its run, stable across attempts: the `n`-th call
@@ -133,6 +139,7 @@ impl AgentRequest {
             resume: None,
             cost_cap_usd: None,
             slot: None,
+            trace_parent: None,
         }
     }
 }

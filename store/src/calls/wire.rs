@@ -45,6 +45,8 @@ pub(crate) struct CallRequest {
     resume: Option<(String, String)>,
     #[serde(default)]
     cost_cap_usd: Option<f64>,
+    #[serde(default)]
+    trace_parent: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,6 +75,7 @@ impl From<&AgentRequest> for CallRequest {
             cost_cap_usd,
             // The row's own key: (run, key, n).
             slot: _,
+            trace_parent,
         } = r;
         CallRequest {
             seq: *seq,
@@ -96,6 +99,7 @@ impl From<&AgentRequest> for CallRequest {
             }),
             resume: resume.as_ref().map(|s| (s.provider.clone(), s.id.clone())),
             cost_cap_usd: *cost_cap_usd,
+            trace_parent: trace_parent.clone(),
         }
     }
 }
@@ -126,6 +130,7 @@ impl CallRequest {
             .filter(|(provider, _)| provider == pool)
             .map(|(provider, id)| Session { provider, id });
         r.cost_cap_usd = self.cost_cap_usd;
+        r.trace_parent = self.trace_parent;
         r
     }
 }
