@@ -78,7 +78,7 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
         }
     };
     req.provider = stack::compose(answering, durable.layer());
-    let telemetry = crate::telemetry::for_run(&mut req, provider_name);
+    let telemetry = crate::telemetry::for_run(&mut req, provider_name, a.config.as_deref());
     let run_id = req.run_id.clone();
     let (stop, held) = match heartbeat {
         Some((stop, task, store)) => (Some(stop), Some((task, store))),

@@ -229,27 +229,11 @@ fn assistant_turns(body: &Value) -> usize {
 
 /// The text of the last tool result in a request.
 fn last_tool_result(body: &Value) -> String {
-    let mut text = String::new();
-    for m in body["messages"].as_array().into_iter().flatten() {
-        for c in m["content"].as_array().into_iter().flatten() {
-            if c["type"] == "tool_result" {
-                text = match &c["content"] {
-                    Value::String(s) => s.clone(),
-                    Value::Array(parts) => parts
-                        .iter()
-                        .filter_map(|p| p["text"].as_str())
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                    other => other.to_string(),
-                };
-            }
-        }
-    }
-    text
+    cli_agents::tool_results(body).pop().unwrap_or_default()
 }
 
 fn is_messages(r: &Recorded) -> bool {
-    r.method == "POST" && r.path.starts_with("/v1/messages") && !r.path.contains("count_tokens")
+    cli_agents::is_messages(&r.method, &r.path)
 }
 
 /// A model that reads the README, edits it, checks `git status` and

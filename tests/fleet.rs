@@ -1669,3 +1669,105 @@ async fn stored_runs_are_named_by_latest_or_a_unique_start() {
     );
     assert_eq!(code, Some(130), "{stderr}");
 }
+
+/// `dsh workflow serve --store`: the web view of a store's runs — the
+/// list, a run, its events as they come over SSE, and a cancel from the
+/// page's own request that reaches the run's host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_web_view_serves_a_stores_runs_and_cancels_one() {
+    use std::io::{BufRead as _, Read as _, Write as _};
+    let Some(url) = pg::database().await else {
+        return;
+    };
+    let (dir, _) = workspace(json!([
+        { "match": { "label": "a" }, "text": "A", "times": 10 },
+        { "match": { "label": "b" }, "text": "B", "delayMs": 120000, "times": 10 }
+    ]));
+    let id = submit(dir.path(), &url, 3);
+    let _host = Host::start(dir.path(), &url, 2, 10);
+    let mut serve = Command::new(DSH)
+        .current_dir(dir.path())
+        .args([
+            "workflow",
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--store",
+            &url,
+        ])
+        .env_remove("DSH_SERVE_TOKEN")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn serve");
+    let mut first = String::new();
+    std::io::BufReader::new(serve.stderr.take().expect("stderr"))
+        .read_line(&mut first)
+        .expect("its address");
+    let addr = first
+        .trim()
+        .strip_prefix("dsh: serving runs on http://")
+        .and_then(|a| a.strip_suffix('/'))
+        .unwrap_or_else(|| panic!("no address: {first}"))
+        .to_string();
+    let request = |method: &str, path: &str, extra: &str| {
+        let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+        s.set_read_timeout(Some(common::RUN_BOUND))
+            .expect("timeout");
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: 0\r\n{extra}\r\n"
+        )
+        .expect("write");
+        s
+    };
+    let whole = |method: &str, path: &str, extra: &str| {
+        let mut body = String::new();
+        let _ = request(method, path, extra).read_to_string(&mut body);
+        body
+    };
+    // The list has the run; its page's API has it.
+    let deadline = Instant::now() + common::RUN_BOUND;
+    while !whole("GET", "/api/runs", "").contains(&id) {
+        assert!(Instant::now() < deadline, "the run is not listed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(whole("GET", &format!("/api/runs/{id}"), "").contains("\"runId\""));
+    // Its events come as they are written: `b` starts (and waits).
+    let mut stream = std::io::BufReader::new(request("GET", &format!("/api/runs/{id}/events"), ""));
+    let mut seen = String::new();
+    while !seen.contains("\"label\":\"b\"") {
+        let mut line = String::new();
+        assert!(
+            stream.read_line(&mut line).expect("an event line") > 0,
+            "the stream ended early: {seen}"
+        );
+        seen.push_str(&line);
+    }
+    drop(stream);
+    // A cancel from the page's own request.
+    let page = whole("GET", &format!("/runs/{id}"), "");
+    let at = page.find("const CSRF = \"").expect("the token") + "const CSRF = \"".len();
+    let csrf = &page[at..at + 32];
+    let said = whole(
+        "POST",
+        &format!("/api/runs/{id}/cancel"),
+        &format!("X-Dsh-Csrf: {csrf}\r\nOrigin: http://{addr}\r\n"),
+    );
+    assert!(said.starts_with("HTTP/1.1 200"), "{said}");
+    let (code, _, stderr) = dsh(
+        dir.path(),
+        &["wait", &id, "--store", &url, "--events", "none"],
+    );
+    assert_eq!(code, Some(130), "cancelled: {stderr}");
+    // Settled: the stream sends every event, then ends.
+    let all = whole("GET", &format!("/api/runs/{id}/events"), "");
+    assert!(
+        all.contains("workflow/end") && all.contains("event: settled"),
+        "{all}"
+    );
+    // SAFETY: kill(2) on the server this test started.
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    let _ = serve.wait();
+}

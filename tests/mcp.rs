@@ -492,28 +492,7 @@ fn http_off_loopback_needs_a_token() {
 const CLAUDE_SCRIPT: &str = "phase(\"Ask\");\nconst [a, b] = await parallel([() => agent(\"first\"), () => agent(\"second\")]);\nreturn { joined: a + \"+\" + b };\n";
 
 fn is_messages(r: &Recorded) -> bool {
-    r.method == "POST" && r.path.starts_with("/v1/messages") && !r.path.contains("count_tokens")
-}
-
-/// The tool results so far, oldest first, as text.
-fn tool_results(body: &Value) -> Vec<String> {
-    let mut all = Vec::new();
-    for m in body["messages"].as_array().into_iter().flatten() {
-        for c in m["content"].as_array().into_iter().flatten() {
-            if c["type"] == "tool_result" {
-                all.push(match &c["content"] {
-                    Value::String(s) => s.clone(),
-                    Value::Array(parts) => parts
-                        .iter()
-                        .filter_map(|p| p["text"].as_str())
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                    other => other.to_string(),
-                });
-            }
-        }
-    }
-    all
+    cli_agents::is_messages(&r.method, &r.path)
 }
 
 /// The model: finds the dsh tools (Claude Code defers MCP tools behind
@@ -528,7 +507,7 @@ fn workflow_model(r: &Recorded) -> Reply {
     if body["tools"].as_array().is_none_or(|t| t.is_empty()) {
         return Reply::anthropic("MCP workflow", &[], 1, 1);
     }
-    let results = tool_results(&body);
+    let results = cli_agents::tool_results(&body);
     let run_id = results
         .iter()
         .find_map(|t| {

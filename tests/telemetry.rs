@@ -9,6 +9,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "../providers/src/openai/test_server.rs"]
+mod test_server;
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpListener;
@@ -25,6 +27,8 @@ use common::DSH;
 struct Posted {
     path: String,
     content_type: String,
+    /// Every header line, lower-cased.
+    headers: Vec<String>,
     body: Vec<u8>,
 }
 
@@ -54,6 +58,7 @@ impl Receiver {
                         }
                         let path = line.split_whitespace().nth(1).unwrap_or("").to_string();
                         let (mut len, mut ct) = (0usize, String::new());
+                        let mut headers = Vec::new();
                         loop {
                             let mut h = String::new();
                             if reader.read_line(&mut h).unwrap_or(0) == 0 {
@@ -64,6 +69,7 @@ impl Receiver {
                                 break;
                             }
                             let lower = h.to_ascii_lowercase();
+                            headers.push(lower.clone());
                             if let Some(v) = lower.strip_prefix("content-length:") {
                                 len = v.trim().parse().unwrap_or(0);
                             }
@@ -83,6 +89,7 @@ impl Receiver {
                         keep.lock().unwrap().push(Posted {
                             path,
                             content_type: ct.clone(),
+                            headers,
                             body,
                         });
                         let reply = if ct.contains("json") { "{}" } else { "" };
@@ -539,4 +546,146 @@ fn a_calls_program_gets_the_traceparent_of_its_span() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "\"\"");
+}
+
+/// `[telemetry]` in dsh.toml configures what the variables do not: the
+/// endpoint, the protocol, headers, the service name, content capture.
+#[test]
+fn dsh_toml_configures_telemetry_when_the_variables_do_not() {
+    let r = Receiver::start(true);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("dsh.toml"),
+        format!(
+            "[telemetry]\nendpoint = \"{}/\"\nprotocol = \"http/json\"\nservice_name = \"from-the-file\"\ncapture_content = true\n\n[telemetry.headers]\nx-api-key = \"secret-key\"\n",
+            r.endpoint()
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("traced.ts"), SCRIPT).unwrap();
+    std::fs::write(dir.path().join("fx.json"), FIXTURE).unwrap();
+    let mut c = std::process::Command::new(DSH);
+    c.args([
+        "workflow",
+        "run",
+        "traced.ts",
+        "--fixture",
+        "fx.json",
+        "--events",
+        "none",
+    ])
+    .current_dir(dir.path());
+    for k in [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_SDK_DISABLED",
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+        "OTEL_SERVICE_NAME",
+    ] {
+        c.env_remove(k);
+    }
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let all = traces_of(&r);
+    let posted = r.posted("/v1/traces");
+    assert!(posted.iter().all(|p| p.content_type == "application/json"));
+    let body = String::from_utf8_lossy(&posted[0].body);
+    assert!(body.contains("\"from-the-file\""), "{body}");
+    assert!(
+        posted[0]
+            .headers
+            .iter()
+            .any(|h| h == "x-api-key: secret-key"),
+        "{:?}",
+        posted[0].headers
+    );
+    let hello = by_name(&all, "invoke_agent hello");
+    assert!(
+        hello.attrs["gen_ai.input.messages"]
+            .as_str()
+            .is_some_and(|m| m.contains("say hello")),
+        "{hello:?}"
+    );
+    // The variables come first: OTEL_SDK_DISABLED turns the file's off.
+    let before = r.posted.lock().unwrap().len();
+    let out = std::process::Command::new(DSH)
+        .args([
+            "workflow",
+            "run",
+            "traced.ts",
+            "--fixture",
+            "fx.json",
+            "--events",
+            "none",
+        ])
+        .current_dir(dir.path())
+        .env("OTEL_SDK_DISABLED", "true")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(r.posted.lock().unwrap().len(), before);
+}
+
+/// The built-in agent loop's model turns are `chat` spans under the call,
+/// and its tool calls `execute_tool` spans under their turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_loops_turns_and_tool_calls_are_spans() {
+    use test_server::{Reply, TestServer};
+    let r = Receiver::start(true);
+    let server = TestServer::start(vec![
+        Reply::stream_tools(&[("Read", json!({ "file_path": "README.md" }))], 10, 2),
+        Reply::stream_text("it says hello", 20, 4),
+    ])
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("README.md"), "hello\n").unwrap();
+    std::fs::write(
+        dir.path().join("dsh.toml"),
+        format!(
+            "[workflow]\nprovider = \"m\"\n\n[providers.m]\nkind = \"openai\"\nbase_url = \"{}\"\napi_key_env = \"DSH_TELEMETRY_KEY\"\nmodel = \"m-1\"\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("loop.ts"),
+        "phase(\"Read\");\nreturn await agent(\"What does the README say?\", { label: \"reader\" });\n",
+    )
+    .unwrap();
+    let out = tokio::process::Command::new(DSH)
+        .args([
+            "workflow",
+            "run",
+            "loop.ts",
+            "--events",
+            "none",
+            "--no-journal",
+        ])
+        .current_dir(dir.path())
+        .env("DSH_TELEMETRY_KEY", "sk-test")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", r.endpoint())
+        .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+        .env_remove("OTEL_SDK_DISABLED")
+        .env_remove("DSH_WORKER")
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let all = tokio::task::spawn_blocking(move || {
+        let all = traces_of(&r);
+        drop(r);
+        all
+    })
+    .await
+    .unwrap();
+    let call = by_name(&all, "invoke_agent reader");
+    let turns: Vec<&Span> = all.iter().filter(|s| s.name == "chat").collect();
+    assert_eq!(turns.len(), 2, "{all:#?}");
+    assert!(turns.iter().all(|t| t.parent == call.id), "{all:#?}");
+    let tool = by_name(&all, "execute_tool Read");
+    assert_eq!(tool.attrs["gen_ai.tool.name"], "Read");
+    assert_eq!(tool.attrs["dsh.tool.status"], "ok");
+    assert_eq!(tool.attrs["dsh.tool.denied"], false);
+    let first = turns.iter().find(|t| t.attrs["dsh.turn"] == 1).unwrap();
+    assert_eq!(tool.parent, first.id, "{all:#?}");
 }

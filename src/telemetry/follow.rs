@@ -82,7 +82,7 @@ pub(crate) async fn follow(t: &Telemetry, mut events: EventStream, provider: Str
     let at = |origin: SystemTime, t: u64| origin + Duration::from_millis(t);
     let mut run: Option<Scope> = None;
     let mut nested: HashMap<String, Scope> = HashMap::new();
-    let mut open: HashMap<u64, (Context, u64)> = HashMap::new();
+    let mut open: HashMap<u64, Call> = HashMap::new();
     let mut run_name = String::new();
     while let Some(e) = events.next().await {
         let Event {
@@ -162,7 +162,14 @@ pub(crate) async fn follow(t: &Telemetry, mut events: EventStream, provider: Str
                         ),
                     ])
                     .start_with_context(&tracer, scope.current());
-                open.insert(seq, (scope.current().with_span(span), ms));
+                open.insert(
+                    seq,
+                    Call {
+                        cx: scope.current().with_span(span),
+                        started: ms,
+                        turn: None,
+                    },
+                );
             }
             EventKind::AgentEnd {
                 seq,
@@ -171,9 +178,12 @@ pub(crate) async fn follow(t: &Telemetry, mut events: EventStream, provider: Str
                 reason,
                 ..
             } => {
-                let Some((cx, started)) = open.remove(&seq) else {
+                let Some(Call { cx, started, turn }) = open.remove(&seq) else {
                     continue;
                 };
+                if let Some(turn) = turn {
+                    turn.span().end_with_timestamp(when);
+                }
                 let note: Note = t.calls.take(seq);
                 let provider = note.provider.clone().unwrap_or_else(|| provider.clone());
                 let model = note.model.clone().unwrap_or_default();
@@ -238,8 +248,11 @@ pub(crate) async fn follow(t: &Telemetry, mut events: EventStream, provider: Str
             EventKind::End {
                 stop_reason, error, ..
             } => {
-                for (_, (cx, _)) in open.drain() {
-                    cx.span().end_with_timestamp(when);
+                for (_, call) in open.drain() {
+                    if let Some(turn) = call.turn {
+                        turn.span().end_with_timestamp(when);
+                    }
+                    call.cx.span().end_with_timestamp(when);
                 }
                 for (_, scope) in nested.drain() {
                     if let Some(p) = scope.phase {
@@ -271,6 +284,12 @@ pub(crate) async fn follow(t: &Telemetry, mut events: EventStream, provider: Str
                     ],
                 );
                 break;
+            }
+            EventKind::AgentActivity { seq, activity, .. } => {
+                let Some(call) = open.get_mut(&seq) else {
+                    continue;
+                };
+                activity_span(&tracer, call, &activity, when);
             }
             _ => {}
         }
@@ -309,4 +328,70 @@ fn scope_of<'a>(
         );
     }
     nested.get_mut(name)
+}
+
+/// An agent call being followed: its span, when it started, and the span
+/// of the model turn it is in (agent loops that report their turns).
+struct Call {
+    cx: Context,
+    started: u64,
+    turn: Option<Context>,
+}
+
+/// The spans a call's activity makes: a model turn is a `chat` span from
+/// its start to the next turn (or the call's end); a tool call is an
+/// `execute_tool` span under its turn, from its start to its end (the
+/// activity that reports its end says how long it took).
+fn activity_span(
+    tracer: &opentelemetry_sdk::trace::Tracer,
+    call: &mut Call,
+    activity: &dsh_seam::Activity,
+    when: SystemTime,
+) {
+    use dsh_seam::Activity;
+    use opentelemetry::trace::Span as _;
+    match activity {
+        Activity::Turn { turn } => {
+            if let Some(previous) = call.turn.take() {
+                previous.span().end_with_timestamp(when);
+            }
+            let span = tracer
+                .span_builder("chat")
+                .with_kind(SpanKind::Client)
+                .with_start_time(when)
+                .with_attributes([
+                    KeyValue::new(attr::OPERATION, "chat"),
+                    KeyValue::new("dsh.turn", i64::from(*turn)),
+                ])
+                .start_with_context(tracer, &call.cx);
+            call.turn = Some(call.cx.with_span(span));
+        }
+        Activity::ToolEnd {
+            tool,
+            status,
+            ms,
+            message,
+        } => {
+            let parent = call.turn.as_ref().unwrap_or(&call.cx);
+            let mut span = tracer
+                .span_builder(format!("execute_tool {tool}"))
+                .with_kind(SpanKind::Internal)
+                .with_start_time(when - Duration::from_millis(*ms))
+                .with_attributes([
+                    KeyValue::new(attr::OPERATION, "execute_tool"),
+                    KeyValue::new("gen_ai.tool.name", tool.clone()),
+                    KeyValue::new("dsh.tool.status", status.clone()),
+                    KeyValue::new("dsh.tool.denied", status == "denied"),
+                ])
+                .start_with_context(tracer, parent);
+            if status != "ok" {
+                span.set_attribute(KeyValue::new(attr::ERROR_TYPE, status.clone()));
+                span.set_status(Status::error(
+                    message.clone().unwrap_or_else(|| status.clone()),
+                ));
+            }
+            span.end_with_timestamp(when);
+        }
+        _ => {}
+    }
 }

@@ -115,61 +115,86 @@ fn env(name: &str) -> Option<String> {
 }
 
 impl Telemetry {
-    /// Telemetry as the environment configures it; `None` when it is not
+    /// Telemetry as the environment configures it, with `dsh.toml`'s
+    /// `[telemetry]` where a variable is not set; `None` when it is not
     /// configured (no OTLP endpoint) or disabled (`OTEL_SDK_DISABLED=true`).
-    pub(crate) fn from_env() -> Result<Option<Telemetry>, TelemetryError> {
+    pub(crate) fn configured(
+        file: &dsh_orchestrator::config::Telemetry,
+    ) -> Result<Option<Telemetry>, TelemetryError> {
         if env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
             return Ok(None);
         }
-        if env("OTEL_EXPORTER_OTLP_ENDPOINT").is_none()
-            && env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_none()
+        let from_env = env("OTEL_EXPORTER_OTLP_ENDPOINT").is_some()
+            || env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_some();
+        // The file's endpoint, when no variable names one: the SDK
+        // appends the signal's path only to the variable's.
+        let file_endpoint = match (&file.endpoint, from_env) {
+            (_, true) => None,
+            (Some(e), false) => Some(e.trim_end_matches('/').to_string()),
+            (None, false) => return Ok(None),
+        };
+        let protocol = match env("OTEL_EXPORTER_OTLP_PROTOCOL")
+            .or_else(|| file.protocol.clone())
+            .as_deref()
         {
-            return Ok(None);
-        }
-        let protocol = match env("OTEL_EXPORTER_OTLP_PROTOCOL").as_deref() {
             None | Some("http/protobuf") => Protocol::HttpBinary,
             Some("http/json") => Protocol::HttpJson,
             Some(other) => return Err(TelemetryError::Protocol(other.to_string())),
         };
-        // The endpoint, headers and resource come from the standard
-        // variables, read by the SDK itself.
-        let spans = opentelemetry_otlp::SpanExporter::builder()
+        let headers: std::collections::HashMap<String, String> = file
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let mut spans = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(protocol)
-            .with_timeout(EXPORT_TIMEOUT)
+            .with_timeout(EXPORT_TIMEOUT);
+        let mut metric_exporter = opentelemetry_otlp::MetricExporter::builder()
+            .with_http()
+            .with_protocol(protocol)
+            .with_timeout(EXPORT_TIMEOUT);
+        if !headers.is_empty() {
+            use opentelemetry_otlp::WithHttpConfig as _;
+            spans = spans.with_headers(headers.clone());
+            metric_exporter = metric_exporter.with_headers(headers);
+        }
+        if let Some(e) = &file_endpoint {
+            spans = spans.with_endpoint(format!("{e}/v1/traces"));
+            metric_exporter = metric_exporter.with_endpoint(format!("{e}/v1/metrics"));
+        }
+        let spans = spans
             .build()
             .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
-        let resource = Resource::builder()
+        let metric_exporter = metric_exporter
+            .build()
+            .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
+        // The resource: the standard variables (read by the SDK), else the
+        // file's service name, else `dsh`.
+        let named = env("OTEL_SERVICE_NAME").is_some()
+            || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|a| a.contains("service.name="));
+        let mut resource = Resource::builder();
+        if !named {
+            resource = resource
+                .with_service_name(file.service_name.clone().unwrap_or_else(|| "dsh".into()));
+        }
+        let resource = resource
             .with_attributes([KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))])
             .build();
-        let resource = if env("OTEL_SERVICE_NAME").is_some()
-            || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|a| a.contains("service.name="))
-        {
-            resource
-        } else {
-            Resource::builder()
-                .with_service_name("dsh")
-                .with_attributes([KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))])
-                .build()
-        };
         let ids = Arc::new(Ids::new());
         let traces = SdkTracerProvider::builder()
             .with_id_generator(ChosenIds(ids.clone()))
             .with_batch_exporter(spans)
             .with_resource(resource.clone())
             .build();
-        let metric_exporter = opentelemetry_otlp::MetricExporter::builder()
-            .with_http()
-            .with_protocol(protocol)
-            .with_timeout(EXPORT_TIMEOUT)
-            .build()
-            .map_err(|e| TelemetryError::Exporter(e.to_string()))?;
         let metrics = SdkMeterProvider::builder()
             .with_periodic_exporter(metric_exporter)
             .with_resource(resource)
             .build();
-        let capture = env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let capture = match env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT") {
+            Some(v) => v.eq_ignore_ascii_case("true"),
+            None => file.capture_content.unwrap_or(false),
+        };
         Ok(Some(Telemetry {
             traces,
             metrics,
@@ -259,8 +284,14 @@ impl ForRun {
 pub(crate) fn for_run(
     req: &mut dsh_orchestrator::StartRequest,
     provider: String,
+    config: Option<&std::path::Path>,
 ) -> Option<ForRun> {
-    let telemetry = match Telemetry::from_env() {
+    // The file only fills in: a configuration that cannot be read was
+    // said by the command already, or names no telemetry.
+    let file = crate::request::load_config(config)
+        .map(|c| c.telemetry)
+        .unwrap_or_default();
+    let telemetry = match Telemetry::configured(&file) {
         Ok(t) => t?,
         Err(e) => {
             crate::error::warn(&format!("telemetry is off: {e}"));

@@ -169,3 +169,31 @@ pub fn marker(test: &str) -> String {
         .unwrap_or(0);
     format!("{test}-{}-{nanos}", std::process::id())
 }
+
+/// Whether a request to a fake Anthropic server is a model turn (not a
+/// token count).
+pub fn is_messages(method: &str, path: &str) -> bool {
+    method == "POST" && path.starts_with("/v1/messages") && !path.contains("count_tokens")
+}
+
+/// The tool results of an Anthropic request, oldest first, as text.
+pub fn tool_results(body: &serde_json::Value) -> Vec<String> {
+    use serde_json::Value;
+    let mut all = Vec::new();
+    for m in body["messages"].as_array().into_iter().flatten() {
+        for c in m["content"].as_array().into_iter().flatten() {
+            if c["type"] == "tool_result" {
+                all.push(match &c["content"] {
+                    Value::String(s) => s.clone(),
+                    Value::Array(parts) => parts
+                        .iter()
+                        .filter_map(|p| p["text"].as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    other => other.to_string(),
+                });
+            }
+        }
+    }
+    all
+}

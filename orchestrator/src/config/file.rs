@@ -88,6 +88,8 @@ struct RawFile {
     agent_types: BTreeMap<String, AgentTypeRoute>,
     #[serde(default)]
     store: RawStore,
+    #[serde(default)]
+    telemetry: super::Telemetry,
 }
 
 /// `[store]`: where runs are kept when not in run directories
@@ -285,6 +287,8 @@ pub(super) fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Conf
         }
     }
     config.store_pools = raw.store.pools;
+    check_telemetry(&file, text, &raw.telemetry)?;
+    config.telemetry = raw.telemetry;
     for (name, route) in config.agent_types.iter_mut() {
         route.defined_at = Some(
             header_line(text, "agent_types", name)
@@ -324,6 +328,35 @@ fn read_raw(file: &str, text: &str) -> Result<RawFile, ConfigError> {
             None => ConfigError::at(file, message),
         }
     })
+}
+
+/// `[telemetry]`, checked: an endpoint dsh can export to, a protocol it
+/// speaks.
+fn check_telemetry(file: &str, text: &str, t: &super::Telemetry) -> Result<(), ConfigError> {
+    let at = |key: &str| {
+        key_line_in(text, "telemetry", key)
+            .map_or_else(|| file.to_string(), |n| format!("{file}:{n}"))
+    };
+    if let Some(e) = &t.endpoint
+        && !(e.starts_with("http://") || e.starts_with("https://"))
+    {
+        return Err(ConfigError::at(
+            at("endpoint"),
+            format!(
+                "telemetry.endpoint: {e:?} is not an http:// or https:// URL; e.g. endpoint = \"http://127.0.0.1:4318\""
+            ),
+        ));
+    }
+    if let Some(p) = &t.protocol
+        && p != "http/protobuf"
+        && p != "http/json"
+    {
+        return Err(ConfigError::at(
+            at("protocol"),
+            format!("telemetry.protocol: {p:?}: dsh exports \"http/protobuf\" or \"http/json\""),
+        ));
+    }
+    Ok(())
 }
 
 /// `[providers.NAME]`: the host's `stall`, then the rest read by the
@@ -609,6 +642,8 @@ system_prompt = "Review carefully."
     #[case::missing_workspace("[providers.x]\nkind = \"openai\"\nworkspace = \"/nonexistent\"\n", "/p/dsh.toml:3", &["providers.x.workspace", "/nonexistent", "no such directory"])]
     #[case::missing_relative_workspace("[providers.x]\nkind = \"anthropic\"\n\nworkspace = \"gone\"\n", "/p/dsh.toml:4", &["providers.x.workspace", "/p/gone", "no such directory"])]
     #[case::store_pool_unknown("[store]\nurl = \"postgres://h/d\"\npools = [\"nope\"]\n", "/p/dsh.toml:3", &["store.pools", "\"nope\" is not a provider", "known providers"])]
+    #[case::telemetry_endpoint("[telemetry]\nendpoint = \"ftp://x\"\n", "/p/dsh.toml:2", &["telemetry.endpoint", "http:// or https://"])]
+    #[case::telemetry_protocol("[telemetry]\nendpoint = \"http://x\"\nprotocol = \"grpc\"\n", "/p/dsh.toml:3", &["telemetry.protocol", "http/json"])]
     #[case::store_lease_too_short("[store]\nurl = \"postgres://h/d\"\nlease = \"500ms\"\n", "/p/dsh.toml:3", &["store.lease", "at least 1 s"])]
     fn errors_name_file_line_key_and_fix(
         #[case] text: &str,

@@ -189,6 +189,28 @@ pub struct Config {
     /// hosts through the store (`dsh workflow host --agents POOL=N`)
     /// instead of by the process running the run (docs/scale.md).
     pub store_pools: Vec<String>,
+    /// `[telemetry]`: where and how runs are traced (OpenTelemetry); the
+    /// standard `OTEL_*` variables come first.
+    pub telemetry: Telemetry,
+}
+
+/// `[telemetry]` in `dsh.toml` (docs/observability.md): each key is the
+/// fallback of a standard OpenTelemetry variable.
+#[derive(Debug, Clone, Default, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Telemetry {
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT`: where; tracing is off without one.
+    pub endpoint: Option<String>,
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL`: `http/protobuf` or `http/json`.
+    pub protocol: Option<String>,
+    /// `OTEL_EXPORTER_OTLP_HEADERS`: headers for the collector.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// `OTEL_SERVICE_NAME`.
+    pub service_name: Option<String>,
+    /// `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`: export
+    /// prompts and answers.
+    pub capture_content: Option<bool>,
 }
 
 impl Config {
@@ -223,6 +245,7 @@ impl Config {
             store_url: None,
             store_lease: None,
             store_pools: Vec::new(),
+            telemetry: Telemetry::default(),
         }
     }
 
