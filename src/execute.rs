@@ -22,6 +22,7 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
         spec,
         start_note,
         store,
+        telemetry,
     } = request::build(&a)?;
     let events_file = open_events_file(&a.show)?;
     let provider_name = crate::telemetry::provider_name(&spec);
@@ -78,7 +79,7 @@ pub async fn run(a: RunArgs) -> Result<i32, CliError> {
         }
     };
     req.provider = stack::compose(answering, durable.layer());
-    let telemetry = crate::telemetry::for_run(&mut req, provider_name, a.config.as_deref());
+    let telemetry = crate::telemetry::for_run(&mut req, provider_name, &telemetry);
     let run_id = req.run_id.clone();
     let (stop, held) = match heartbeat {
         Some((stop, task, store)) => (Some(stop), Some((task, store))),

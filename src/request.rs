@@ -147,6 +147,7 @@ pub fn build(a: &RunArgs) -> Result<Built, CliError> {
         spec,
         start_note: note,
         store,
+        telemetry: config.telemetry.clone(),
     })
 }
 
@@ -194,6 +195,8 @@ pub struct Built {
     pub start_note: Option<String>,
     /// The store the run is kept in instead of a run directory.
     pub store: Option<StoreUrl>,
+    /// `[telemetry]`, under the `OTEL_*` variables.
+    pub telemetry: dsh_orchestrator::config::Telemetry,
 }
 
 /// The default provider of a run: `--provider`, else `workflow.provider`,

@@ -87,7 +87,12 @@ pub async fn resume(a: ResumeArgs) -> Result<i32, CliError> {
         crate::error::warn(&w.to_string());
     }
     req.provider = crate::stack::compose(answering, durable.layer());
-    let telemetry = crate::telemetry::for_run(&mut req, "resumed".to_string(), a.config.as_deref());
+    // `[telemetry]` of the configuration the run uses, if it can be read
+    // (a resume of a run directory never needed it to be).
+    let file = request::load_config(a.config.as_deref())
+        .map(|c| c.telemetry)
+        .unwrap_or_default();
+    let telemetry = crate::telemetry::for_run(&mut req, "resumed".to_string(), &file);
     let catalog = request::catalog_for(a.config.as_deref())?;
     let req = req.with_worker(request::worker()?).with_catalog(catalog);
     let events_file = open_events_file(&a.show)?;

@@ -1,14 +1,19 @@
 //! OpenTelemetry traces and metrics of a run, exported over OTLP/HTTP
 //! (protobuf or JSON) when `OTEL_EXPORTER_OTLP_ENDPOINT` (or the traces
-//! endpoint) says where, and `OTEL_SDK_DISABLED` does not say no.
+//! endpoint, or `[telemetry] endpoint` in `dsh.toml`) says where, and
+//! `OTEL_SDK_DISABLED` does not say no.
 //!
 //! The trace of a run is built from its events, the same ones the terminal
 //! shows ([`follow`]): the run is an `invoke_workflow` span, each phase a
 //! span under it, each agent call an `invoke_agent` span under its phase
-//! (or its nested workflow's span), with the GenAI semantic conventions'
-//! attributes. What the events do not say of a call (its provider, model
-//! and agent type; its prompt and answer) a layer in front of the run's
-//! provider notes down ([`layer`]); prompts and answers are exported only
+//! (or its nested workflow's span), its model turns `chat` spans and its
+//! tool calls `execute_tool` spans, with the GenAI semantic conventions'
+//! attributes. A call's span id is chosen before the call starts, so the
+//! program it starts gets its `TRACEPARENT`.
+//!
+//! What the events do not say of a call (its provider, model and agent
+//! type; its prompt and answer) a layer in front of the run's provider
+//! notes down ([`layer`]); prompts and answers are exported only
 //! when the user opts in (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
 //!
 //! What it is not: in the run's way. Spans are made on a task of their
@@ -284,14 +289,9 @@ impl ForRun {
 pub(crate) fn for_run(
     req: &mut dsh_orchestrator::StartRequest,
     provider: String,
-    config: Option<&std::path::Path>,
+    file: &dsh_orchestrator::config::Telemetry,
 ) -> Option<ForRun> {
-    // The file only fills in: a configuration that cannot be read was
-    // said by the command already, or names no telemetry.
-    let file = crate::request::load_config(config)
-        .map(|c| c.telemetry)
-        .unwrap_or_default();
-    let telemetry = match Telemetry::configured(&file) {
+    let telemetry = match Telemetry::configured(file) {
         Ok(t) => t?,
         Err(e) => {
             crate::error::warn(&format!("telemetry is off: {e}"));
