@@ -192,10 +192,16 @@ impl Telemetry {
             .with_batch_exporter(spans)
             .with_resource(resource.clone())
             .build();
-        let metrics = SdkMeterProvider::builder()
-            .with_periodic_exporter(metric_exporter)
-            .with_resource(resource)
-            .build();
+        // `OTEL_METRICS_EXPORTER=none`: traces only (a backend that takes
+        // no metrics, Jaeger or Phoenix, need not refuse them every run).
+        let metrics = if env("OTEL_METRICS_EXPORTER").is_some_and(|v| v == "none") {
+            SdkMeterProvider::builder().with_resource(resource).build()
+        } else {
+            SdkMeterProvider::builder()
+                .with_periodic_exporter(metric_exporter)
+                .with_resource(resource)
+                .build()
+        };
         let capture = match env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT") {
             Some(v) => v.eq_ignore_ascii_case("true"),
             None => file.capture_content.unwrap_or(false),
@@ -235,14 +241,17 @@ impl Telemetry {
         match rx.recv_timeout(SHUTDOWN_BOUND) {
             Ok((Ok(()), Ok(()))) => {}
             Ok((t, m)) => {
-                let why = t
-                    .err()
-                    .or(m.err())
-                    .map(|e| e.to_string())
-                    .unwrap_or_default();
-                crate::error::warn(&format!(
-                    "telemetry: the last spans and metrics were not exported: {why}"
-                ));
+                if let Err(e) = t {
+                    crate::error::warn(&format!(
+                        "telemetry: the last spans were not exported: {e}"
+                    ));
+                }
+                if let Err(e) = m {
+                    crate::error::warn(&format!(
+                        "telemetry: the run's metrics were not exported ({e}); a backend that \
+                         takes no metrics needs OTEL_METRICS_EXPORTER=none"
+                    ));
+                }
             }
             Err(_) => crate::error::warn(&format!(
                 "telemetry: the OTLP collector did not take the last spans within {}s; they \
