@@ -4,7 +4,7 @@
 //! `OTEL_SDK_DISABLED` does not say no.
 //!
 //! The trace of a run is built from its events, the same ones the terminal
-//! shows ([`follow`]): the run is an `invoke_workflow` span, each phase a
+//! shows ([`mod@follow`]): the run is an `invoke_workflow` span, each phase a
 //! span under it, each agent call an `invoke_agent` span under its phase
 //! (or its nested workflow's span), its model turns `chat` spans and its
 //! tool calls `execute_tool` spans, with the GenAI semantic conventions'
@@ -13,7 +13,7 @@
 //!
 //! What the events do not say of a call (its provider, model and agent
 //! type; its prompt and answer) a layer in front of the run's provider
-//! notes down ([`layer`]); prompts and answers are exported only
+//! notes down ([`mod@layer`]); prompts and answers are exported only
 //! when the user opts in (`OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`).
 //!
 //! What it is not: in the run's way. Spans are made on a task of their
