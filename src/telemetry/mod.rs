@@ -23,6 +23,7 @@
 //! ([`SHUTDOWN_BOUND`]): a collector that is down or slow costs the run
 //! nothing, and the CLI at most that bound at exit.
 
+mod client;
 mod follow;
 mod layer;
 
@@ -151,16 +152,20 @@ impl Telemetry {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        use opentelemetry_otlp::WithHttpConfig as _;
+        let client =
+            Arc::new(client::Blocking::new(EXPORT_TIMEOUT).map_err(TelemetryError::Exporter)?);
         let mut spans = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
+            .with_shared_http_client(client.clone())
             .with_protocol(protocol)
             .with_timeout(EXPORT_TIMEOUT);
         let mut metric_exporter = opentelemetry_otlp::MetricExporter::builder()
             .with_http()
+            .with_shared_http_client(client)
             .with_protocol(protocol)
             .with_timeout(EXPORT_TIMEOUT);
         if !headers.is_empty() {
-            use opentelemetry_otlp::WithHttpConfig as _;
             spans = spans.with_headers(headers.clone());
             metric_exporter = metric_exporter.with_headers(headers);
         }
