@@ -293,6 +293,10 @@ fn a_run_is_one_trace_with_the_genai_attributes() {
     let r = Receiver::start(true);
     let (_dir, code, _, err) = run(&[("OTEL_EXPORTER_OTLP_ENDPOINT", r.endpoint())]);
     assert_eq!(code, Some(0), "{err}");
+    assert!(
+        !err.contains("telemetry:"),
+        "all delivered, nothing said: {err}"
+    );
     let all = traces_of(&r);
     assert!(
         r.posted("/v1/traces")
@@ -457,13 +461,21 @@ fn a_collector_that_is_down_or_silent_does_not_hold_the_run() {
     )]);
     assert_eq!(code, Some(0), "{err}");
     assert!(took < Duration::from_secs(30), "took {took:?}");
+    // Counted: the run, its phase and its two calls.
+    assert!(
+        err.contains("telemetry: 4 of the run's 4 spans were not delivered to the collector: "),
+        "the loss is counted and said: {err}"
+    );
     // Silent: takes the request, never answers. The run's value is out,
     // and the CLI says the spans were dropped, within its bound.
     let silent = Receiver::start(false);
     let (_dir, code, took, err) = run(&[("OTEL_EXPORTER_OTLP_ENDPOINT", silent.endpoint())]);
     assert_eq!(code, Some(0), "{err}");
     assert!(took < Duration::from_secs(30), "took {took:?}");
-    assert!(err.contains("telemetry:"), "the drop is said: {err}");
+    assert!(
+        err.contains("telemetry: 4 of the run's 4 spans were not delivered to the collector"),
+        "the loss is counted and said: {err}"
+    );
 }
 
 #[test]

@@ -24,6 +24,7 @@
 //! nothing, and the CLI at most that bound at exit.
 
 mod client;
+mod count;
 mod follow;
 mod layer;
 
@@ -57,6 +58,8 @@ pub(crate) struct Telemetry {
     /// The ids the SDK gives spans: the run's trace, and a call's chosen
     /// span id when its span is made.
     pub(crate) ids: Arc<Ids>,
+    /// Spans made and delivered, for what is said at the end.
+    counts: Arc<count::Counts>,
 }
 
 /// The ids this process's spans get: one trace (the run's), chosen up
@@ -192,9 +195,18 @@ impl Telemetry {
             .with_attributes([KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))])
             .build();
         let ids = Arc::new(Ids::new());
+        let counts = Arc::new(count::Counts::default());
+        let batch = opentelemetry_sdk::trace::BatchSpanProcessor::builder(count::Delivered {
+            inner: spans,
+            counts: counts.clone(),
+        })
+        .build();
         let traces = SdkTracerProvider::builder()
             .with_id_generator(ChosenIds(ids.clone()))
-            .with_batch_exporter(spans)
+            .with_span_processor(count::Counting {
+                inner: batch,
+                counts: counts.clone(),
+            })
             .with_resource(resource.clone())
             .build();
         // `OTEL_METRICS_EXPORTER=none`: traces only (a backend that takes
@@ -218,6 +230,7 @@ impl Telemetry {
             capture,
             trace_id: ids.trace,
             ids,
+            counts,
         }))
     }
 
@@ -226,43 +239,43 @@ impl Telemetry {
         TelemetryLayer::new(self.calls.clone(), self.capture, self.trace_id)
     }
 
-    /// Exports what is left, within [`SHUTDOWN_BOUND`]; a collector that
-    /// does not answer in time loses those spans (said once).
+    /// Exports what is left, within [`SHUTDOWN_BOUND`], and says how many
+    /// spans the collector did not take (and why), if any.
     pub(crate) fn shutdown(self) {
         let Telemetry {
-            traces, metrics, ..
+            traces,
+            metrics,
+            counts,
+            ..
         } = self;
         let (tx, rx) = std::sync::mpsc::channel();
         let spawned = std::thread::Builder::new()
             .name("dsh-otel-shutdown".into())
             .spawn(move || {
-                let t = traces.shutdown();
+                let _ = traces.shutdown();
                 let m = metrics.shutdown();
-                let _ = tx.send((t, m));
+                let _ = tx.send(m);
             });
         if spawned.is_err() {
             return;
         }
-        match rx.recv_timeout(SHUTDOWN_BOUND) {
-            Ok((Ok(()), Ok(()))) => {}
-            Ok((t, m)) => {
-                if let Err(e) = t {
-                    crate::error::warn(&format!(
-                        "telemetry: the last spans were not exported: {e}"
-                    ));
-                }
-                if let Err(e) = m {
-                    crate::error::warn(&format!(
-                        "telemetry: the run's metrics were not exported ({e}); a backend that \
-                         takes no metrics needs OTEL_METRICS_EXPORTER=none"
-                    ));
-                }
-            }
-            Err(_) => crate::error::warn(&format!(
-                "telemetry: the OTLP collector did not take the last spans within {}s; they \
-                 were dropped",
-                SHUTDOWN_BOUND.as_secs()
-            )),
+        let ended = rx.recv_timeout(SHUTDOWN_BOUND);
+        if let Some((lost, made, why)) = counts.lost() {
+            let within = if ended.is_err() {
+                format!(" within {}s", SHUTDOWN_BOUND.as_secs())
+            } else {
+                String::new()
+            };
+            crate::error::warn(&format!(
+                "telemetry: {lost} of the run's {made} spans were not delivered to the \
+                 collector{within}: {why}"
+            ));
+        }
+        if let Ok(Err(e)) = ended {
+            crate::error::warn(&format!(
+                "telemetry: the run's metrics were not exported ({e}); a backend that takes no \
+                 metrics needs OTEL_METRICS_EXPORTER=none"
+            ));
         }
     }
 
