@@ -229,12 +229,19 @@ pub async fn wait(a: &WaitArgs) -> Result<i32, CliError> {
     let mut ended = false;
     let doc = loop {
         for line in events.read_new()? {
-            ended |= show_stored(&line, &mode, live.as_mut());
+            ended = show_stored(&line, &mode, live.as_mut()).fold(ended);
         }
         if let Some(l) = live.as_mut() {
             l.tick();
         }
-        match result_of(&dir)? {
+        // Held, the run is running again (a resume): a result is an
+        // earlier attempt's.
+        let result = if rundir::is_locked(&dir) {
+            None
+        } else {
+            result_of(&dir)?
+        };
+        match result {
             // Its last event is out, or it never will be (events kept
             // nowhere): bounded.
             Some(doc)
@@ -269,16 +276,39 @@ pub async fn wait(a: &WaitArgs) -> Result<i32, CliError> {
     Ok(crate::fleet::print_result(&doc["result"], a.output))
 }
 
+/// Where a stored event line puts its run's last attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mark {
+    /// `workflow/start`: an attempt began (a resume appends one).
+    Started,
+    /// `workflow/end`: the attempt ended.
+    Ended,
+    Other,
+}
+
+impl Mark {
+    /// Whether the last attempt has ended, after this line.
+    pub(crate) fn fold(self, ended: bool) -> bool {
+        match self {
+            Mark::Started => false,
+            Mark::Ended => true,
+            Mark::Other => ended,
+        }
+    }
+}
+
 /// Shows one stored event line (`events.jsonl`, `dsh_events`) as `run`
-/// shows its events (`mode`, or the live view); whether it was the run's
-/// last event (`workflow/end`). A line this dsh cannot read is skipped.
-pub(crate) fn show_stored(line: &str, mode: &progress::Mode, live: Option<&mut Live>) -> bool {
+/// shows its events (`mode`, or the live view); whether it began or ended
+/// an attempt. A line this dsh cannot read is skipped.
+pub(crate) fn show_stored(line: &str, mode: &progress::Mode, live: Option<&mut Live>) -> Mark {
     let event = serde_json::from_str(line)
         .ok()
         .and_then(|v| Event::from_json(&v));
-    let ended = event
-        .as_ref()
-        .is_some_and(|e| matches!(e.kind, EventKind::End { .. }));
+    let ended = match event.as_ref().map(|e| &e.kind) {
+        Some(EventKind::Start { .. }) => Mark::Started,
+        Some(EventKind::End { .. }) => Mark::Ended,
+        _ => Mark::Other,
+    };
     match (event, live, mode) {
         // As stored: the line `run --events jsonl` printed.
         (_, None, progress::Mode::Jsonl) => eprintln!("{line}"),

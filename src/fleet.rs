@@ -377,7 +377,7 @@ async fn follow(
         let lines = store.events_after(id, last, 1000).await?;
         for (seq, line) in &lines {
             last = *seq;
-            ended |= crate::detach::show_stored(line, mode, live.as_deref_mut());
+            ended = crate::detach::show_stored(line, mode, live.as_deref_mut()).fold(ended);
         }
         if let Some(l) = live.as_mut() {
             l.tick();
@@ -385,7 +385,14 @@ async fn follow(
         if lines.len() == 1000 {
             continue;
         }
-        match store.result(id).await? {
+        // Held, the run is running (again, after a resume): a result is
+        // an earlier attempt's.
+        let result = if store.is_held(id).await? {
+            None
+        } else {
+            store.result(id).await?
+        };
+        match result {
             // The result is written after the run's last event is handed
             // to its writer; a writer that lost the store never writes it,
             // so the wait for it is bounded.

@@ -250,3 +250,39 @@ fn a_symlinked_detached_directory_is_not_written_through() {
     assert!(stderr.contains(".detached"), "{stderr}");
     assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
 }
+
+/// A cancelled run resumed by hand runs again: `wait` (and `attach`)
+/// follow the new attempt and print its value, not the cancelled result
+/// the run directory still has from the attempt before.
+#[test]
+fn wait_follows_the_attempt_a_resume_started() {
+    let dir = workspace(json!({ "text": "B", "delayMs": 3000 }));
+    let id = detach(dir.path());
+    until_event(dir.path(), &id, "\"label\":\"b\"");
+    let (_, stderr, code) = dsh_in(dir.path(), &["workflow", "cancel", &id]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (_, _, code) = dsh_in(dir.path(), &["workflow", "wait", &id, "--events", "none"]);
+    assert_eq!(code, Some(130));
+    let first = holder(dir.path(), &id);
+    let mut resume = Command::new(DSH)
+        .args(["workflow", "resume", &id, "--events", "none"])
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("resume");
+    // The resume holds the run (its lock names it).
+    let deadline = Instant::now() + common::RUN_BOUND;
+    while holder(dir.path(), &id) == first || !runs(holder(dir.path(), &id)) {
+        assert!(Instant::now() < deadline, "the resume never held the run");
+        std::thread::sleep(common::POLL);
+    }
+    for events in ["none", "jsonl"] {
+        let (stdout, stderr, code) =
+            dsh_in(dir.path(), &["workflow", "wait", &id, "--events", events]);
+        assert_eq!(code, Some(0), "--events {events}: {stdout}{stderr}");
+        assert!(stdout.contains("\"B\""), "--events {events}: {stdout}");
+    }
+    assert!(resume.wait().expect("resume").success());
+}

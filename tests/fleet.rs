@@ -1681,7 +1681,7 @@ async fn the_web_view_serves_a_stores_runs_and_cancels_one() {
     };
     let (dir, _) = workspace(json!([
         { "match": { "label": "a" }, "text": "A", "times": 10 },
-        { "match": { "label": "b" }, "text": "B", "delayMs": 120000, "times": 10 }
+        { "match": { "label": "b" }, "text": "B", "delayMs": 10000, "times": 10 }
     ]));
     let id = submit(dir.path(), &url, 3);
     let _host = Host::start(dir.path(), &url, 2, 10);
@@ -1767,6 +1767,20 @@ async fn the_web_view_serves_a_stores_runs_and_cancels_one() {
         all.contains("workflow/end") && all.contains("event: settled"),
         "{all}"
     );
+    // Resumed from the page: a process of the server's continues it, and
+    // it completes with its value.
+    let said = whole(
+        "POST",
+        &format!("/api/runs/{id}/resume"),
+        &format!("X-Dsh-Csrf: {csrf}\r\nOrigin: http://{addr}\r\n"),
+    );
+    assert!(said.starts_with("HTTP/1.1 200"), "{said}");
+    let (code, stdout, stderr) = dsh(
+        dir.path(),
+        &["wait", &id, "--store", &url, "--events", "none"],
+    );
+    assert_eq!(code, Some(0), "resumed to completion: {stderr}");
+    assert!(stdout.contains("\"B\""), "{stdout}");
     // SAFETY: kill(2) on the server this test started.
     unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
     let _ = serve.wait();

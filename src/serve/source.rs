@@ -27,6 +27,9 @@ pub(super) enum Source {
     },
     Store {
         store: Arc<dsh_store::Store>,
+        /// Its URL as given, for the resumes this server starts.
+        url: String,
+        config: Option<PathBuf>,
     },
 }
 
@@ -54,6 +57,8 @@ impl Source {
             let store = crate::request::open_store(&url).await?;
             return Ok(Source::Store {
                 store: Arc::new(store),
+                url: url.to_string(),
+                config: a.config.clone(),
             });
         }
         let root = crate::request::runs_root(a.runs_dir.as_deref());
@@ -89,7 +94,7 @@ impl Source {
                     .map_err(|e| CliError::usage(e.to_string()))?
                     .unwrap_or_default()
             }
-            Source::Store { store } => store
+            Source::Store { store, .. } => store
                 .summaries(LISTED as i64)
                 .await
                 .map_err(|e| CliError::usage(e.to_string()))?,
@@ -118,7 +123,7 @@ impl Source {
                     .map_err(|e| CliError::usage(e.to_string()))?
                     .map_err(|e| CliError::usage(e.to_string()))?
             }
-            Source::Store { store } => {
+            Source::Store { store, .. } => {
                 let usage = |e: dsh_store::StoreError| CliError::usage(e.to_string());
                 let id = store.resolve(id).await.map_err(usage)?;
                 store.summary(&id, None).await.map_err(usage)?
@@ -137,7 +142,7 @@ impl Source {
                     Cancelled::Settled(id) => Ok(format!("run {id} had settled already")),
                 }
             }
-            Source::Store { store } => {
+            Source::Store { store, .. } => {
                 let usage = |e: dsh_store::StoreError| CliError::usage(e.to_string());
                 let id = store.resolve(id).await.map_err(usage)?;
                 store
@@ -154,11 +159,8 @@ impl Source {
     pub(super) async fn resume(&self, id: &str) -> Result<String, CliError> {
         let (root, config) = match self {
             Source::Dir { root, config } => (root.clone(), config.clone()),
-            Source::Store { .. } => {
-                return Err(CliError::usage(
-                    "a stored run is resumed by the fleet's hosts when its host is gone, or by \
-                     hand with `dsh workflow resume ID --store URL`",
-                ));
+            Source::Store { store, url, config } => {
+                return resume_stored(store, url, config.as_deref(), id).await;
             }
         };
         let dir = Self::dir_of(&root, id)?;
@@ -204,7 +206,7 @@ impl Source {
                     after,
                 })
             }
-            Source::Store { store } => {
+            Source::Store { store, .. } => {
                 let id = store
                     .resolve(id)
                     .await
@@ -248,11 +250,13 @@ impl Follow {
                 let ended = !running && out.is_empty();
                 Ok((out, ended))
             }
-            (Follow::Store { id, last }, Source::Store { store }) => {
+            (Follow::Store { id, last }, Source::Store { store, .. }) => {
                 let usage = |e: dsh_store::StoreError| CliError::usage(e.to_string());
+                // A stored run no process holds and without a result is
+                // queued, or waits for a host to take it over: not ended.
                 let running = !matches!(
                     store.summary(id, None).await.map_err(usage)?.status,
-                    RunStatus::Settled(_) | RunStatus::Interrupted
+                    RunStatus::Settled(_)
                 );
                 let rows = store
                     .events_after(id, *last, STORE_BATCH)
@@ -268,5 +272,84 @@ impl Follow {
             }
             (Follow::Store { .. }, Source::Dir { .. }) => Ok((Vec::new(), true)),
         }
+    }
+}
+
+/// Resumes a stored run that no process holds, as `dsh workflow resume ID
+/// --store URL` in a process of its own session on this machine (under
+/// its own lease, as a resume by hand), and returns once the store shows
+/// it held again (or settled again).
+async fn resume_stored(
+    store: &Arc<dsh_store::Store>,
+    url: &str,
+    config: Option<&Path>,
+    run: &str,
+) -> Result<String, CliError> {
+    let usage = |e: dsh_store::StoreError| CliError::usage(e.to_string());
+    let id = store.resolve(run).await.map_err(usage)?;
+    let before = store.summary(&id, None).await.map_err(usage)?;
+    if matches!(before.status, RunStatus::Running { .. }) {
+        return Err(CliError::usage(format!(
+            "run {id} is running: nothing to resume"
+        )));
+    }
+    let mut argv: Vec<std::ffi::OsString> = vec![
+        "workflow".into(),
+        "resume".into(),
+        id.clone().into(),
+        "--store".into(),
+        url.into(),
+        "--events".into(),
+        "none".into(),
+    ];
+    if let Some(c) = config {
+        argv.extend(["--config".into(), c.into()]);
+    }
+    // What the process says before it holds the run is kept here, and
+    // said if it ends first.
+    let logs = std::env::temp_dir().join(format!("dsh-serve-{}", std::process::id()));
+    let logs_dir = logs.clone();
+    // Held again, or settled by a new attempt: the store says so, looked
+    // at from this task while the start waits.
+    let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watch = {
+        let (store, id, ready) = (store.clone(), id.clone(), ready.clone());
+        let started_before = before.attempt_started_at;
+        tokio::spawn(async move {
+            loop {
+                if let Ok(s) = store.summary(&id, None).await
+                    && (matches!(s.status, RunStatus::Running { .. })
+                        || s.attempt_started_at != started_before)
+                {
+                    ready.store(true, std::sync::atomic::Ordering::SeqCst);
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        })
+    };
+    let spawn_id = id.clone();
+    let seen = ready.clone();
+    let spawned = tokio::task::spawn_blocking(move || {
+        detach::spawn(&logs, &spawn_id, argv, &|| {
+            seen.load(std::sync::atomic::Ordering::SeqCst)
+        })
+    })
+    .await
+    .map_err(|e| CliError::usage(e.to_string()));
+    watch.abort();
+    // The log moved into nothing (a stored run has no directory here) or
+    // was said: the scratch directory goes, unless another resume uses it.
+    let _ = std::fs::remove_dir(logs_dir.join(".detached"));
+    let _ = std::fs::remove_dir(&logs_dir);
+    match spawned?? {
+        Spawned::Started(mut child) => {
+            std::thread::spawn(move || child.wait());
+            Ok(format!("run {id} is resuming"))
+        }
+        Spawned::Ended { code, said } => Err(CliError::usage(format!(
+            "the resume of run {id} ended at once (exit {code}): {}",
+            said.trim()
+        ))),
     }
 }

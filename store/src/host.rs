@@ -637,7 +637,11 @@ pub async fn wait(store: &Store, id: &str) -> Result<Value, StoreError> {
     // is heard, not missed.
     let mut listener = store.listen(&["dsh_settled"]).await?;
     loop {
-        if let Some(doc) = store.result(id).await? {
+        // Held, the run is running (again, after a resume by hand): a
+        // result it has is an earlier attempt's.
+        if !store.is_held(id).await?
+            && let Some(doc) = store.result(id).await?
+        {
             return Ok(doc);
         }
         let heard = async {

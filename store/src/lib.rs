@@ -512,6 +512,23 @@ impl Store {
     }
 
     /// Whether another process holds run `id` by its session lock.
+    /// Whether a process runs run `id` now: a host under a current lease,
+    /// or a process holding its session lock (`run --store`, a resume by
+    /// hand). A result it has then is an earlier attempt's.
+    pub async fn is_held(&self, id: &str) -> Result<bool, StoreError> {
+        let leased: Option<bool> = self
+            .db()
+            .await?
+            .query_opt(
+                "SELECT state = 'running' AND lease_until > now() FROM dsh_runs WHERE id = $1",
+                &[&id],
+            )
+            .await?
+            .ok_or_else(|| no_such_run(id))?
+            .get(0);
+        Ok(leased == Some(true) || self.held_elsewhere(id).await?)
+    }
+
     async fn held_elsewhere(&self, id: &str) -> Result<bool, StoreError> {
         let free = self.try_lock(id).await?;
         if free {
@@ -893,8 +910,10 @@ impl Store {
             .db()
             .await?
             .query_opt(
+                // A resume by hand is the user asking for the run again:
+                // a cancel asked of an earlier attempt is not this one's.
                 "UPDATE dsh_runs SET claims = claims + 1, state = 'local', owner = NULL,
-                     lease_until = NULL, updated_at = now()
+                     lease_until = NULL, cancel_requested = NULL, updated_at = now()
                  WHERE id = $1 AND (state IN ('local', 'settled')
                      OR (state = 'running' AND (lease_until IS NULL OR lease_until < now())))
                  RETURNING claims",
