@@ -230,11 +230,18 @@ const FIXTURE: &str = r#"{"version": 1, "answers": [
   {"match": {}, "text": "hello back", "usage": {"input": 12, "output": 3, "costUsd": 0.25}}
 ]}"#;
 
-/// Runs `SCRIPT` with `env`; its exit code and how long it took.
-fn run(env: &[(&str, String)]) -> (tempfile::TempDir, Option<i32>, Duration, String) {
+/// A directory with `SCRIPT` (as `traced.ts`) and its fixture.
+fn traced_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("traced.ts"), SCRIPT).unwrap();
     std::fs::write(dir.path().join("fx.json"), FIXTURE).unwrap();
+    dir
+}
+
+/// Runs `traced.ts` in `dir` with `env` and none of the `OTEL_*`
+/// variables of the test's own environment; its exit code, how long it
+/// took, and its stderr.
+fn run_in(dir: &std::path::Path, env: &[(&str, String)]) -> (Option<i32>, Duration, String) {
     let mut c = std::process::Command::new(DSH);
     c.args([
         "workflow",
@@ -245,13 +252,14 @@ fn run(env: &[(&str, String)]) -> (tempfile::TempDir, Option<i32>, Duration, Str
         "--events",
         "none",
     ])
-    .current_dir(dir.path());
+    .current_dir(dir);
     for k in [
         "OTEL_EXPORTER_OTLP_ENDPOINT",
         "OTEL_EXPORTER_OTLP_PROTOCOL",
         "OTEL_SDK_DISABLED",
         "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
         "OTEL_SERVICE_NAME",
+        "OTEL_METRICS_EXPORTER",
     ] {
         c.env_remove(k);
     }
@@ -260,13 +268,18 @@ fn run(env: &[(&str, String)]) -> (tempfile::TempDir, Option<i32>, Duration, Str
     }
     let started = Instant::now();
     let out = c.output().unwrap();
-    let took = started.elapsed();
     (
-        dir,
         out.status.code(),
-        took,
+        started.elapsed(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Runs `SCRIPT` with `env` in a directory of its own.
+fn run(env: &[(&str, String)]) -> (tempfile::TempDir, Option<i32>, Duration, String) {
+    let dir = traced_dir();
+    let (code, took, err) = run_in(dir.path(), env);
+    (dir, code, took, err)
 }
 
 /// Waits (bounded) until the receiver has traces.
@@ -565,7 +578,7 @@ fn a_calls_program_gets_the_traceparent_of_its_span() {
 #[test]
 fn dsh_toml_configures_telemetry_when_the_variables_do_not() {
     let r = Receiver::start(true);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = traced_dir();
     std::fs::write(
         dir.path().join("dsh.toml"),
         format!(
@@ -574,30 +587,8 @@ fn dsh_toml_configures_telemetry_when_the_variables_do_not() {
         ),
     )
     .unwrap();
-    std::fs::write(dir.path().join("traced.ts"), SCRIPT).unwrap();
-    std::fs::write(dir.path().join("fx.json"), FIXTURE).unwrap();
-    let mut c = std::process::Command::new(DSH);
-    c.args([
-        "workflow",
-        "run",
-        "traced.ts",
-        "--fixture",
-        "fx.json",
-        "--events",
-        "none",
-    ])
-    .current_dir(dir.path());
-    for k in [
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_PROTOCOL",
-        "OTEL_SDK_DISABLED",
-        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
-        "OTEL_SERVICE_NAME",
-    ] {
-        c.env_remove(k);
-    }
-    let out = c.output().unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let (code, _, err) = run_in(dir.path(), &[]);
+    assert_eq!(code, Some(0), "{err}");
     let all = traces_of(&r);
     let posted = r.posted("/v1/traces");
     assert!(posted.iter().all(|p| p.content_type == "application/json"));
@@ -620,21 +611,8 @@ fn dsh_toml_configures_telemetry_when_the_variables_do_not() {
     );
     // The variables come first: OTEL_SDK_DISABLED turns the file's off.
     let before = r.posted.lock().unwrap().len();
-    let out = std::process::Command::new(DSH)
-        .args([
-            "workflow",
-            "run",
-            "traced.ts",
-            "--fixture",
-            "fx.json",
-            "--events",
-            "none",
-        ])
-        .current_dir(dir.path())
-        .env("OTEL_SDK_DISABLED", "true")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let (code, _, err) = run_in(dir.path(), &[("OTEL_SDK_DISABLED", "true".into())]);
+    assert_eq!(code, Some(0), "{err}");
     assert_eq!(r.posted.lock().unwrap().len(), before);
 }
 
