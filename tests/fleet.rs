@@ -1685,24 +1685,27 @@ async fn the_web_view_serves_a_stores_runs_and_cancels_one() {
     ]));
     let id = submit(dir.path(), &url, 3);
     let _host = Host::start(dir.path(), &url, 2, 10);
-    let mut serve = Command::new(DSH)
-        .current_dir(dir.path())
-        .args([
-            "workflow",
-            "serve",
-            "--addr",
-            "127.0.0.1:0",
-            "--store",
-            &url,
-        ])
-        .env_remove("DSH_SERVE_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn serve");
+    // Ended when the test ends, passing or not.
+    let mut serve = common::Ended(
+        Command::new(DSH)
+            .current_dir(dir.path())
+            .args([
+                "workflow",
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--store",
+                &url,
+            ])
+            .env_remove("DSH_SERVE_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn serve"),
+    );
     let mut first = String::new();
-    std::io::BufReader::new(serve.stderr.take().expect("stderr"))
+    std::io::BufReader::new(serve.0.stderr.take().expect("stderr"))
         .read_line(&mut first)
         .expect("its address");
     let addr = first
@@ -1781,7 +1784,5 @@ async fn the_web_view_serves_a_stores_runs_and_cancels_one() {
     );
     assert_eq!(code, Some(0), "resumed to completion: {stderr}");
     assert!(stdout.contains("\"B\""), "{stdout}");
-    // SAFETY: kill(2) on the server this test started.
-    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
-    let _ = serve.wait();
+    drop(serve);
 }

@@ -411,17 +411,19 @@ fn streamable_http_with_a_bearer_token() {
     let Some(py) = python() else { return };
     let w = World::new();
     let token = "a-token-long-enough-to-use";
-    let mut server = Command::new(DSH)
-        .args(w.server_args(&["--http", "127.0.0.1:0"]))
-        .env("DSH_MCP_TOKEN", token)
-        .env("RUST_LOG", "off")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut server = common::Ended(
+        Command::new(DSH)
+            .args(w.server_args(&["--http", "127.0.0.1:0"]))
+            .env("DSH_MCP_TOKEN", token)
+            .env("RUST_LOG", "off")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     // The address it bound, from its first line.
-    let mut err = std::io::BufReader::new(server.stderr.take().unwrap());
+    let mut err = std::io::BufReader::new(server.0.stderr.take().unwrap());
     let mut line = String::new();
     std::io::BufRead::read_line(&mut err, &mut line).unwrap();
     let url = line
@@ -459,9 +461,9 @@ fn streamable_http_with_a_bearer_token() {
     assert_eq!(out["result"]["structured"]["value"]["count"], 3, "{out}");
     // SIGTERM ends the server; the runs it started are on disk.
     // SAFETY: kill(2) on the server this test started.
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    unsafe { libc::kill(server.0.id() as i32, libc::SIGTERM) };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while server.try_wait().unwrap().is_none() {
+    while server.0.try_wait().unwrap().is_none() {
         assert!(Instant::now() < deadline, "the server ignored SIGTERM");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -60,24 +60,26 @@ fn a_run_reads_back_as_one_trace_in_phoenix() {
     let Some(program) = phoenix() else { return };
     let work = tempfile::tempdir().unwrap();
     let (port, grpc) = (free_port(), free_port());
-    let mut server = Command::new(&program)
-        .arg("serve")
-        .env("PHOENIX_WORKING_DIR", work.path())
-        .env("PHOENIX_HOST", "127.0.0.1")
-        .env("PHOENIX_PORT", port.to_string())
-        .env("PHOENIX_GRPC_PORT", grpc.to_string())
-        .env("PHOENIX_TELEMETRY_ENABLED", "false")
-        .env("DO_NOT_TRACK", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut server = common::Ended(
+        Command::new(&program)
+            .arg("serve")
+            .env("PHOENIX_WORKING_DIR", work.path())
+            .env("PHOENIX_HOST", "127.0.0.1")
+            .env("PHOENIX_PORT", port.to_string())
+            .env("PHOENIX_GRPC_PORT", grpc.to_string())
+            .env("PHOENIX_TELEMETRY_ENABLED", "false")
+            .env("DO_NOT_TRACK", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let base = format!("http://127.0.0.1:{port}");
     let deadline = Instant::now() + Duration::from_secs(180);
     while get(&format!("{base}/v1/projects")).is_none() {
         assert!(Instant::now() < deadline, "Phoenix did not start");
-        assert!(server.try_wait().unwrap().is_none(), "Phoenix exited");
+        assert!(server.0.try_wait().unwrap().is_none(), "Phoenix exited");
         std::thread::sleep(Duration::from_millis(250));
     }
     let dir = tempfile::tempdir().unwrap();
@@ -141,15 +143,5 @@ fn a_run_reads_back_as_one_trace_in_phoenix() {
     assert_eq!(two["parent_id"], phase["context"]["span_id"]);
     assert_eq!(one["context"]["trace_id"], run["context"]["trace_id"]);
     assert_eq!(one["attributes"]["gen_ai.usage.input_tokens"], 5);
-    // SAFETY: kill(2) on the server this test started.
-    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while server.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = server.kill();
-            let _ = server.wait();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    drop(server);
 }

@@ -772,3 +772,21 @@ pub fn assert_mentions(text: &str, mentions: &[&str]) {
         assert!(text.contains(m), "should mention {m:?}: {text}");
     }
 }
+
+/// A server process a test started, ended when the test ends — passing or
+/// not (a panic unwinds through it): SIGTERM, up to 10 s to go, then
+/// SIGKILL.
+pub struct Ended(pub std::process::Child);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on a process this test started.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.0.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
