@@ -31,6 +31,7 @@ mod stack;
 mod telemetry;
 mod terminal;
 mod test_cmd;
+mod token;
 
 use clap::Parser;
 

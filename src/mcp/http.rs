@@ -4,7 +4,6 @@
 //! token (from the environment variable `--token-env` names), and every
 //! request without it is refused with 401 before rmcp sees it.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -24,27 +23,14 @@ pub(crate) async fn serve(
     addr: &str,
     token_env: Option<&str>,
 ) -> Result<i32, CliError> {
-    let addr: SocketAddr = addr.parse().map_err(|e| {
-        CliError::usage(format!(
-            "--http {addr}: not an address and port ({e}); e.g. --http 127.0.0.1:8765"
-        ))
-    })?;
     let var = token_env.unwrap_or(TOKEN_ENV);
-    let token = std::env::var(var).ok().filter(|t| !t.is_empty());
-    if token.is_none() && !addr.ip().is_loopback() {
-        return Err(CliError::usage(format!(
-            "--http {addr} is not a loopback address: set a bearer token in ${var} (clients send \
-             `Authorization: Bearer TOKEN`), or serve on 127.0.0.1"
-        )));
-    }
-    if let Some(t) = &token
-        && t.len() < 16
-    {
-        return Err(CliError::usage(format!(
-            "${var}: a token of {} characters is too easy to guess; use at least 16",
-            t.len()
-        )));
-    }
+    let (addr, token) = crate::token::listen_on(
+        "--http",
+        addr,
+        "127.0.0.1:8765",
+        var,
+        "clients send `Authorization: Bearer TOKEN`",
+    )?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| CliError::usage(format!("--http {addr}: cannot listen: {e}")))?;
@@ -95,7 +81,7 @@ pub(crate) async fn serve(
                                 .headers()
                                 .get(hyper::header::AUTHORIZATION)
                                 .and_then(|v| v.to_str().ok())
-                                .is_some_and(|v| constant_eq(v.as_bytes(), e.as_bytes())),
+                                .is_some_and(|v| crate::token::same(v.as_bytes(), e.as_bytes())),
                         };
                         if !allowed {
                             let body = http_body_util::Full::new(bytes::Bytes::from_static(
@@ -120,10 +106,4 @@ pub(crate) async fn serve(
     }
     stop.cancel();
     Ok(exit::COMPLETED)
-}
-
-/// Compares without stopping at the first difference, so the time taken
-/// tells nothing of where a guessed token went wrong.
-fn constant_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

@@ -22,7 +22,6 @@
 
 mod source;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,28 +69,14 @@ type Shared = Arc<App>;
 
 /// `dsh workflow serve`: serves until SIGINT or SIGTERM.
 pub async fn serve(a: ServeArgs) -> Result<i32, CliError> {
-    let addr: SocketAddr = a.addr.parse().map_err(|e| {
-        CliError::usage(format!(
-            "--addr {}: not an address and port ({e}); e.g. --addr 127.0.0.1:8600",
-            a.addr
-        ))
-    })?;
     let var = a.token_env.as_deref().unwrap_or(TOKEN_ENV);
-    let token = std::env::var(var).ok().filter(|t| !t.is_empty());
-    if token.is_none() && !addr.ip().is_loopback() {
-        return Err(CliError::usage(format!(
-            "--addr {addr} is not a loopback address: set a token in ${var} (open the page once \
-             with ?token=TOKEN), or serve on 127.0.0.1"
-        )));
-    }
-    if let Some(t) = &token
-        && t.len() < 16
-    {
-        return Err(CliError::usage(format!(
-            "${var}: a token of {} characters is too easy to guess; use at least 16",
-            t.len()
-        )));
-    }
+    let (addr, token) = crate::token::listen_on(
+        "--addr",
+        &a.addr,
+        "127.0.0.1:8600",
+        var,
+        "open the page once with ?token=TOKEN",
+    )?;
     let source = Source::open(&a).await?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -143,11 +128,6 @@ fn random_hex() -> Result<String, CliError> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Compares without stopping at the first difference.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// The token, the Host check, and the CSRF check, before any handler.
 async fn guard(State(app): State<Shared>, request: Request, next: Next) -> Response {
     let headers = request.headers();
@@ -177,7 +157,8 @@ async fn guard(State(app): State<Shared>, request: Request, next: Next) -> Respo
             .unwrap_or_default()
             .split('&')
             .find_map(|kv| kv.strip_prefix("token="));
-        let ok = |t: Option<&str>| t.is_some_and(|t| same(t.as_bytes(), token.as_bytes()));
+        let ok =
+            |t: Option<&str>| t.is_some_and(|t| crate::token::same(t.as_bytes(), token.as_bytes()));
         if ok(query) && request.method() == axum::http::Method::GET {
             // Once in the address bar, then a cookie: the token leaves the
             // URL (and the history) at once.
@@ -218,7 +199,8 @@ async fn guard(State(app): State<Shared>, request: Request, next: Next) -> Respo
                     .or_else(|| o.strip_prefix("https://"))
                     != Some(host)
             });
-        if !same(csrf.as_bytes(), app.csrf.as_bytes()) || cross_site || foreign_origin {
+        if !crate::token::same(csrf.as_bytes(), app.csrf.as_bytes()) || cross_site || foreign_origin
+        {
             return (
                 StatusCode::FORBIDDEN,
                 "refused: a change must come from this server's own page\n",
