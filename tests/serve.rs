@@ -34,7 +34,8 @@ return r;
 "#;
 
 /// A runs directory, the script, and fixtures: `quick` answers the slow
-/// call in 4 s, `stuck` in a minute.
+/// call in 12 s (long enough for a browser started on a loaded machine to
+/// see it running), `stuck` in a minute.
 struct World {
     dir: tempfile::TempDir,
 }
@@ -43,7 +44,7 @@ impl World {
     fn new() -> World {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("wf.ts"), SCRIPT).unwrap();
-        for (name, delay) in [("quick", 4000), ("stuck", 60000)] {
+        for (name, delay) in [("quick", 12000), ("stuck", 60000)] {
             std::fs::write(
                 dir.path().join(format!("{name}.json")),
                 format!(
